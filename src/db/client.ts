@@ -1,0 +1,39 @@
+/**
+ * The postgres.js client as Parley configures it. Every connection runs in UTC, and
+ * `timestamptz` values arrive as ISO 8601 strings with exactly six fractional digits, so the
+ * database's real microseconds reach clients (a JavaScript Date would keep only milliseconds).
+ */
+import postgres from "postgres";
+import { formatTimestamp } from "./timestamp.ts";
+
+/** A postgres.js connection pool. */
+export type Sql = postgres.Sql;
+/** A postgres.js handle inside a transaction, or the pool itself. */
+export type Tx = postgres.TransactionSql | postgres.Sql;
+
+/** Options of {@linkcode connect}. */
+export interface ConnectOptions {
+  /** Pool size. @default 10 */
+  max?: number;
+  /** Name shown in `pg_stat_activity`. @default "parley" */
+  applicationName?: string;
+}
+
+const TIMESTAMPTZ_OID = 1184;
+
+/** Opens a pool to `url`. Nothing connects until the first query. */
+export function connect(url: string, options: ConnectOptions = {}): Sql {
+  return postgres(url, {
+    max: options.max ?? 10,
+    onnotice: () => {},
+    connection: { application_name: options.applicationName ?? "parley", TimeZone: "UTC" },
+    types: {
+      timestamptz: {
+        to: TIMESTAMPTZ_OID,
+        from: [TIMESTAMPTZ_OID],
+        serialize: (value: string | Date) => value instanceof Date ? value.toISOString() : value,
+        parse: formatTimestamp,
+      },
+    },
+  });
+}

