@@ -1,0 +1,59 @@
+/**
+ * The plain data that crosses between the HTTP front and the application actors: write
+ * commands, their results, and the messages exchanged with a worker. Nothing here is a class
+ * or a function, so that everything survives `postMessage`.
+ */
+
+/** A write on behalf of one application. Executed by its actor, in mailbox order. */
+export type AppCommand =
+  | CreateVisitorCommand
+  | SendVisitorMessageCommand
+  | CloseChatCommand;
+
+/** Creates a web visitor (a client with a `web` identity). */
+export interface CreateVisitorCommand {
+  kind: "visitor.create";
+  appId: number;
+  /** SHA-256 hex of the visitor token; the token itself never reaches the database. */
+  tokenHash: string;
+  name: string | null;
+  email: string | null;
+}
+
+/** A message from a web visitor: opens a conversation when the visitor has none open. */
+export interface SendVisitorMessageCommand {
+  kind: "visitor.message";
+  appId: number;
+  clientId: number;
+  messageType: string;
+  content: string;
+}
+
+/** Closes a conversation (idempotent: closing a closed one changes nothing). */
+export interface CloseChatCommand {
+  kind: "chat.close";
+  appId: number;
+  chatId: number;
+}
+
+/** What a command answers: a value, or an error in the contract's terms. */
+export type CommandResult =
+  | { ok: true; value: unknown }
+  | { ok: false; status: number; message: string };
+
+/** The key of the actor that executes commands of application `appId`. */
+export function appActorKey(appId: number): string {
+  return `app:${appId}`;
+}
+
+/** Main thread → worker. */
+export type ToWorker =
+  | { type: "init"; databaseUrl: string; workerIndex: number }
+  | { type: "ask"; id: number; key: string; command: AppCommand }
+  | { type: "stop" };
+
+/** Worker → main thread. */
+export type FromWorker =
+  | { type: "ready" }
+  | { type: "reply"; id: number; result: CommandResult }
+  | { type: "stopped" };

@@ -1,0 +1,61 @@
+/**
+ * The whole configuration, read once from the environment and validated. Nothing else in
+ * Parley reads `Deno.env`.
+ */
+import { z } from "zod";
+
+const port = z.coerce.number().int().min(0).max(65535);
+const positive = z.coerce.number().int().positive();
+
+const schema = z.object({
+  PORT: port.default(8080),
+  DATABASE_URL: z.string().url().optional(),
+  DATA_DIR: z.string().min(1).default("./.parley"),
+  PUBLIC_BASE_URL: z.string().url().optional(),
+  RATE_LIMIT_PER_MINUTE: positive.default(120),
+  WIDGET_RATE_LIMIT_PER_MINUTE: positive.default(600),
+  WORKERS: positive.optional(),
+  TRUST_PROXY: z.enum(["0", "1"]).default("0"),
+  LOG_LEVEL: z.enum(["debug", "info", "warn", "error", "silent"]).default("info"),
+});
+
+/** Parley's configuration. */
+export interface Config {
+  port: number;
+  /** External database; `null` means the embedded PostgreSQL under {@linkcode dataDir}. */
+  databaseUrl: string | null;
+  dataDir: string;
+  publicBaseUrl: string;
+  rateLimitPerMinute: number;
+  widgetRateLimitPerMinute: number;
+  /** Actor worker threads. */
+  workers: number;
+  trustProxy: boolean;
+  logLevel: "debug" | "info" | "warn" | "error" | "silent";
+}
+
+/** Reads and validates the configuration; throws a readable error on bad values. */
+export function loadConfig(env: Record<string, string | undefined> = Deno.env.toObject()): Config {
+  const blankless = Object.fromEntries(
+    Object.entries(env).filter(([, value]) => value !== undefined && value !== ""),
+  );
+  const parsed = schema.safeParse(blankless);
+  if (!parsed.success) {
+    const detail = parsed.error.issues
+      .map((issue) => `${issue.path.join(".")}: ${issue.message}`)
+      .join("; ");
+    throw new Error(`Invalid configuration: ${detail}`);
+  }
+  const values = parsed.data;
+  return {
+    port: values.PORT,
+    databaseUrl: values.DATABASE_URL ?? null,
+    dataDir: values.DATA_DIR,
+    publicBaseUrl: (values.PUBLIC_BASE_URL ?? `http://localhost:${values.PORT}`).replace(/\/$/, ""),
+    rateLimitPerMinute: values.RATE_LIMIT_PER_MINUTE,
+    widgetRateLimitPerMinute: values.WIDGET_RATE_LIMIT_PER_MINUTE,
+    workers: values.WORKERS ?? navigator.hardwareConcurrency ?? 2,
+    trustProxy: values.TRUST_PROXY === "1",
+    logLevel: values.LOG_LEVEL,
+  };
+}
