@@ -1,7 +1,8 @@
 /**
  * The postgres.js client as Parley configures it. Every connection runs in UTC, and
  * `timestamptz` values arrive as ISO 8601 strings with exactly six fractional digits, so the
- * database's real microseconds reach clients (a JavaScript Date would keep only milliseconds).
+ * database's real microseconds reach clients (a JavaScript Date would keep only milliseconds);
+ * `bigint` values arrive as numbers.
  */
 import postgres from "postgres";
 import { formatTimestamp } from "./timestamp.ts";
@@ -20,6 +21,7 @@ export interface ConnectOptions {
 }
 
 const TIMESTAMPTZ_OID = 1184;
+const INT8_OID = 20;
 
 /** Opens a pool to `url`. Nothing connects until the first query. */
 export function connect(url: string, options: ConnectOptions = {}): Sql {
@@ -28,6 +30,13 @@ export function connect(url: string, options: ConnectOptions = {}): Sql {
     onnotice: () => {},
     connection: { application_name: options.applicationName ?? "parley", TimeZone: "UTC" },
     types: {
+      // Ids and counts are bigint; they stay far below 2^53, so plain numbers are exact.
+      int8: {
+        to: INT8_OID,
+        from: [INT8_OID],
+        serialize: (value: number | bigint) => String(value),
+        parse: Number,
+      },
       timestamptz: {
         to: TIMESTAMPTZ_OID,
         from: [TIMESTAMPTZ_OID],

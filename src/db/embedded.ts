@@ -183,7 +183,9 @@ async function chownTree(path: string, owner: typeof NOBODY): Promise<void> {
     args: ["-R", `${owner.uid}:${owner.gid}`, path],
   }).output();
   if (!out.success) {
-    throw new Error(`Cannot hand ${path} to the PostgreSQL user: ${new TextDecoder().decode(out.stderr)}`);
+    throw new Error(
+      `Cannot hand ${path} to the PostgreSQL user: ${new TextDecoder().decode(out.stderr)}`,
+    );
   }
 }
 
@@ -276,7 +278,9 @@ async function waitUntilReady(
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
   child.kill("SIGKILL");
-  throw new Error(`PostgreSQL did not start within ${START_TIMEOUT_MS} ms: ${stderr.text().trim()}`);
+  throw new Error(
+    `PostgreSQL did not start within ${START_TIMEOUT_MS} ms: ${stderr.text().trim()}`,
+  );
 }
 
 async function ensureDatabase(password: string, port: number, database: string): Promise<void> {

@@ -1,0 +1,55 @@
+/** Queries of the `conversations` table. */
+import type { Tx } from "./client.ts";
+import type { Conversation } from "../domain/conversation.ts";
+
+/** A conversation of application `appId`, or null when it has none with that id. */
+export async function findConversation(
+  sql: Tx,
+  appId: number,
+  id: number,
+): Promise<Conversation | null> {
+  const [row] = await sql<Conversation[]>`
+    SELECT id, client_id, status, channel, last_message_at, created_at
+    FROM conversations WHERE app_id = ${appId} AND id = ${id}`;
+  return row ?? null;
+}
+
+/** Result of {@linkcode closeConversation}. */
+export interface ClosedConversation {
+  conversation: Conversation;
+  /** False when it was already closed (nothing changed, nothing announced). */
+  changed: boolean;
+}
+
+/**
+ * Closes a conversation and queues `chat.ended` for a subscribed webhook, in one statement.
+ * Closing a closed conversation changes nothing. Null when the application has no such id.
+ */
+export async function closeConversation(
+  sql: Tx,
+  appId: number,
+  id: number,
+): Promise<ClosedConversation | null> {
+  const [row] = await sql<(Conversation & { changed: boolean })[]>`
+    WITH target AS (
+      SELECT id, status FROM conversations WHERE app_id = ${appId} AND id = ${id} FOR UPDATE
+    ), closed AS (
+      UPDATE conversations c SET status = 'closed', closed_at = clock_timestamp()
+      FROM target t
+      WHERE c.app_id = ${appId} AND c.id = t.id AND t.status = 'open'
+      RETURNING c.id, c.client_id, c.status, c.channel, c.last_message_at, c.created_at
+    ), event AS (
+      INSERT INTO outbox (app_id, kind, topic, payload)
+      SELECT ${appId}, 'webhook', 'chat.ended', jsonb_build_object('conversation_id', closed.id)
+      FROM closed JOIN webhooks w ON w.app_id = ${appId} AND w.enabled
+        AND 'chat.ended' = ANY (w.events)
+    )
+    SELECT *, true AS changed FROM closed
+    UNION ALL
+    SELECT c.id, c.client_id, c.status, c.channel, c.last_message_at, c.created_at, false
+    FROM conversations c JOIN target t ON c.app_id = ${appId} AND c.id = t.id
+    WHERE t.status <> 'open'`;
+  if (!row) return null;
+  const { changed, ...conversation } = row;
+  return { conversation, changed };
+}

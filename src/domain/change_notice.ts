@@ -1,0 +1,64 @@
+/**
+ * The small payload that a write transaction NOTIFYs on commit, so that every instance's
+ * realtime hub learns what changed without polling. It carries ids only (PostgreSQL caps a
+ * payload below 8000 bytes); the hub loads what it needs. A notice too large for one payload
+ * is split into several.
+ */
+
+/** Channel of the change notices. */
+export const CHANGES_CHANNEL = "parley_changes";
+
+/** Largest payload sent, in bytes (PostgreSQL refuses 8000 and more). */
+const MAX_PAYLOAD_BYTES = 7_900;
+
+/** What one committed transaction changed. */
+export interface ChangeNotice {
+  /** Applications with changes. */
+  a: number[];
+  /** Smallest and largest id of the messages created (they may interleave with others'). */
+  m?: [number, number];
+  /** Conversations whose state changed, as `[appId, chatId]`. */
+  c?: [number, number][];
+}
+
+/** Encodes a notice as one or more NOTIFY payloads, each under the size limit. */
+export function encodeChangeNotice(notice: ChangeNotice): string[] {
+  const whole = JSON.stringify(notice);
+  if (whole.length <= MAX_PAYLOAD_BYTES) return [whole];
+  const payloads: string[] = [];
+  if (notice.m) payloads.push(JSON.stringify({ a: notice.a, m: notice.m }));
+  let chats: [number, number][] = [];
+  const flush = () => {
+    if (chats.length === 0) return;
+    payloads.push(JSON.stringify({ a: [...new Set(chats.map(([app]) => app))], c: chats }));
+    chats = [];
+  };
+  for (const chat of notice.c ?? []) {
+    chats.push(chat);
+    if (chats.length >= 200) flush();
+  }
+  flush();
+  // The application list of the message range alone can exceed the limit: split it too.
+  return payloads.flatMap((payload) =>
+    payload.length <= MAX_PAYLOAD_BYTES ? [payload] : splitApps(JSON.parse(payload))
+  );
+}
+
+function splitApps(notice: ChangeNotice): string[] {
+  const parts: string[] = [];
+  for (let i = 0; i < notice.a.length; i += 500) {
+    parts.push(JSON.stringify({ ...notice, a: notice.a.slice(i, i + 500) }));
+  }
+  return parts;
+}
+
+/** Parses a payload; null when it is not a change notice. */
+export function decodeChangeNotice(payload: string): ChangeNotice | null {
+  try {
+    const value = JSON.parse(payload);
+    if (!value || !Array.isArray(value.a) || !value.a.every(Number.isInteger)) return null;
+    return value as ChangeNotice;
+  } catch {
+    return null;
+  }
+}

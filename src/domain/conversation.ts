@@ -1,0 +1,39 @@
+/** The shapes of conversations and messages as every client sees them (CONTRACT §2.4, §3). */
+
+/** Conversation status values. */
+export const CONVERSATION_STATUSES = ["open", "closed"] as const;
+/** A conversation status. */
+export type ConversationStatus = typeof CONVERSATION_STATUSES[number];
+
+/** Channels a conversation can be on. */
+export type Channel = "web" | "whatsapp";
+
+/** A conversation (CONTRACT §2.4). Timestamps are ISO 8601 with microseconds and `Z`. */
+export interface Conversation {
+  id: number;
+  client_id: number;
+  status: ConversationStatus;
+  channel: Channel;
+  last_message_at: string;
+  created_at: string;
+}
+
+/** Who wrote a message. */
+export type SenderType = "visitor" | "agent" | "bot" | "ai" | "flow" | "system";
+
+/** A stored message as clients see it (CONTRACT §3). Optional fields are omitted when empty. */
+export interface Message {
+  id: number;
+  chat_id: number;
+  sender_type: SenderType;
+  sender_name?: string;
+  message_type: string;
+  content: string;
+  payload?: unknown;
+  internal?: true;
+  status?: "pending" | "sent" | "delivered" | "read" | "failed";
+  created_at: string;
+}
+
+/** Longest message content accepted, in characters. */
+export const MAX_CONTENT_LENGTH = 10_000;

@@ -1,0 +1,150 @@
+import assert from "node:assert/strict";
+import { createTestDatabase } from "./support/database.ts";
+import { commitBatch } from "../src/db/write_batch.ts";
+import { insertApplication } from "../src/db/applications.ts";
+import { CHANGES_CHANNEL, decodeChangeNotice } from "../src/domain/change_notice.ts";
+import type { CommandResult } from "../src/actors/protocol.ts";
+
+function value<T>(result: CommandResult): T {
+  assert.equal(result.ok, true, JSON.stringify(result));
+  return (result as { value: T }).value;
+}
+
+Deno.test("commitBatch opens a conversation on a visitor's first message and reuses it", async () => {
+  await using db = await createTestDatabase();
+  const app = await insertApplication(db.sql, "Acme");
+  const [created] = await commitBatch(db.sql, [
+    { kind: "visitor.create", appId: app.id, tokenHash: "h1", name: "Ann", email: null },
+  ]);
+  const clientId = value<{ client_id: number }>(created).client_id;
+  const send = { kind: "visitor.message", appId: app.id, clientId, messageType: "text" } as const;
+  const results = await commitBatch(db.sql, [
+    { ...send, content: "one" },
+    { ...send, content: "two" },
+  ]);
+  const [first, second] = results.map((r) => value<{ chat_id: number; message_id: number }>(r));
+  assert.equal(first.chat_id, second.chat_id);
+  assert.ok(second.message_id > first.message_id);
+  const [chat] = await db.sql`
+    SELECT c.status, c.last_message_at, c.last_inbound_at, m.created_at AS last_created
+    FROM conversations c JOIN messages m ON m.app_id = c.app_id AND m.id = ${second.message_id}
+    WHERE c.id = ${first.chat_id}`;
+  assert.equal(chat.status, "open");
+  assert.equal(chat.last_message_at, chat.last_created);
+  assert.equal(chat.last_inbound_at, chat.last_created);
+});
+
+Deno.test("commitBatch starts a new conversation after the open one is closed", async () => {
+  await using db = await createTestDatabase();
+  const app = await insertApplication(db.sql, "Acme");
+  const [created] = await commitBatch(db.sql, [
+    { kind: "visitor.create", appId: app.id, tokenHash: "h1", name: null, email: null },
+  ]);
+  const clientId = value<{ client_id: number }>(created).client_id;
+  const send = { kind: "visitor.message", appId: app.id, clientId, messageType: "text" } as const;
+  const [a] = await commitBatch(db.sql, [{ ...send, content: "hello" }]);
+  const chatA = value<{ chat_id: number }>(a).chat_id;
+  const [closed, again, b] = await commitBatch(db.sql, [
+    { kind: "chat.close", appId: app.id, chatId: chatA },
+    { kind: "chat.close", appId: app.id, chatId: chatA },
+    { ...send, content: "back again" },
+  ]);
+  assert.equal(value<{ status: string }>(closed).status, "closed");
+  assert.equal(value<{ status: string }>(again).status, "closed");
+  assert.notEqual(value<{ chat_id: number }>(b).chat_id, chatA);
+});
+
+Deno.test("commitBatch answers 404 for another application's conversation or client", async () => {
+  await using db = await createTestDatabase();
+  const a = await insertApplication(db.sql, "A");
+  const b = await insertApplication(db.sql, "B");
+  const [created] = await commitBatch(db.sql, [
+    { kind: "visitor.create", appId: a.id, tokenHash: "h", name: null, email: null },
+  ]);
+  const clientId = value<{ client_id: number }>(created).client_id;
+  const [sent] = await commitBatch(db.sql, [
+    { kind: "visitor.message", appId: a.id, clientId, messageType: "text", content: "hi" },
+  ]);
+  const chatId = value<{ chat_id: number }>(sent).chat_id;
+  const results = await commitBatch(db.sql, [
+    { kind: "chat.close", appId: b.id, chatId },
+    { kind: "visitor.message", appId: b.id, clientId, messageType: "text", content: "x" },
+  ]);
+  assert.deepEqual(results, [
+    { ok: false, status: 404, message: "Conversation not found" },
+    { ok: false, status: 404, message: "Visitor not found" },
+  ]);
+  const [row] = await db.sql`SELECT status FROM conversations WHERE id = ${chatId}`;
+  assert.equal(row.status, "open");
+});
+
+Deno.test("commitBatch queues webhook events only for subscribed applications", async () => {
+  await using db = await createTestDatabase();
+  const app = await insertApplication(db.sql, "Acme");
+  const quiet = await insertApplication(db.sql, "Quiet");
+  await db.sql`INSERT INTO webhooks (app_id, url, events, enabled, secret_encrypted)
+    VALUES (${app.id}, 'https://example.com/h', '{chat.started,message.received,chat.ended}',
+      true, 'x')`;
+  const [c1, c2] = await commitBatch(db.sql, [
+    { kind: "visitor.create", appId: app.id, tokenHash: "a", name: null, email: null },
+    { kind: "visitor.create", appId: quiet.id, tokenHash: "b", name: null, email: null },
+  ]);
+  const [m1] = await commitBatch(db.sql, [
+    {
+      kind: "visitor.message",
+      appId: app.id,
+      clientId: value<{ client_id: number }>(c1).client_id,
+      messageType: "text",
+      content: "hi",
+    },
+    {
+      kind: "visitor.message",
+      appId: quiet.id,
+      clientId: value<{ client_id: number }>(c2).client_id,
+      messageType: "text",
+      content: "hi",
+    },
+  ]);
+  await commitBatch(db.sql, [
+    { kind: "chat.close", appId: app.id, chatId: value<{ chat_id: number }>(m1).chat_id },
+  ]);
+  const rows = await db.sql`SELECT app_id, topic FROM outbox ORDER BY id`;
+  assert.deepEqual(rows.map((r) => [r.app_id, r.topic]), [
+    [app.id, "chat.started"],
+    [app.id, "message.received"],
+    [app.id, "chat.ended"],
+  ]);
+});
+
+Deno.test("commitBatch announces created messages and changed chats with one notice", async () => {
+  await using db = await createTestDatabase();
+  const app = await insertApplication(db.sql, "Acme");
+  const notices: string[] = [];
+  const listening = await db.sql.listen(CHANGES_CHANNEL, (payload) => notices.push(payload));
+  const [created] = await commitBatch(db.sql, [
+    { kind: "visitor.create", appId: app.id, tokenHash: "h", name: null, email: null },
+  ]);
+  const clientId = value<{ client_id: number }>(created).client_id;
+  const send = { kind: "visitor.message", appId: app.id, clientId, messageType: "text" } as const;
+  const results = await commitBatch(db.sql, [{ ...send, content: "1" }, { ...send, content: "2" }]);
+  const ids = results.map((r) => value<{ message_id: number; chat_id: number }>(r));
+  for (let i = 0; i < 50 && notices.length === 0; i++) await new Promise((r) => setTimeout(r, 20));
+  await listening.unlisten();
+  assert.equal(notices.length, 1);
+  assert.deepEqual(decodeChangeNotice(notices[0]), {
+    a: [app.id],
+    m: [ids[0].message_id, ids[1].message_id],
+    c: [[app.id, ids[0].chat_id]],
+  });
+});
+
+Deno.test("commitBatch rolls back the whole batch when a statement fails", async () => {
+  await using db = await createTestDatabase();
+  const app = await insertApplication(db.sql, "Acme");
+  await assert.rejects(commitBatch(db.sql, [
+    { kind: "visitor.create", appId: app.id, tokenHash: "same", name: null, email: null },
+    { kind: "visitor.create", appId: app.id, tokenHash: "same", name: null, email: null },
+  ]));
+  const [row] = await db.sql`SELECT count(*) AS n FROM clients`;
+  assert.equal(row.n, 0);
+});
