@@ -13,10 +13,13 @@ Deno.test("migrate applies nothing twice, even when instances start at once", as
 
 Deno.test("migrate applies pending migrations in order and records them", async () => {
   await using db = await createTestDatabase();
-  const applied = await migrate(db.sql, [
-    { version: "9001_b", sql: "CREATE TABLE t_b (id int REFERENCES t_a (id))" },
-    { version: "9000_a", sql: "CREATE TABLE t_a (id int PRIMARY KEY)" },
-  ].sort((a, b) => a.version < b.version ? -1 : 1));
+  const applied = await migrate(
+    db.sql,
+    [
+      { version: "9001_b", sql: "CREATE TABLE t_b (id int REFERENCES t_a (id))" },
+      { version: "9000_a", sql: "CREATE TABLE t_a (id int PRIMARY KEY)" },
+    ].sort((a, b) => a.version < b.version ? -1 : 1),
+  );
   assert.deepEqual(applied, ["9000_a", "9001_b"]);
 });
 

@@ -1,5 +1,6 @@
 /** Queries of the `applications` table. */
 import type { Tx } from "./client.ts";
+import { randomHex } from "../crypto/tokens.ts";
 
 /** An application as stored. */
 export interface Application {
@@ -32,11 +33,4 @@ export async function findApplication(sql: Tx, id: number): Promise<Application 
   const [row] = await sql<Application[]>`
     SELECT id, name, public_id FROM applications WHERE id = ${id}`;
   return row ?? null;
-}
-
-function randomHex(bytes: number): string {
-  return Array.from(
-    crypto.getRandomValues(new Uint8Array(bytes)),
-    (b) => b.toString(16).padStart(2, "0"),
-  ).join("");
 }

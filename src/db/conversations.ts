@@ -53,3 +53,29 @@ export async function closeConversation(
   const { changed, ...conversation } = row;
   return { conversation, changed };
 }
+
+/** The conversation `id` when it belongs to client `clientId` of application `appId`. */
+export async function findClientConversation(
+  sql: Tx,
+  appId: number,
+  clientId: number,
+  id: number,
+): Promise<Conversation | null> {
+  const [row] = await sql<Conversation[]>`
+    SELECT id, client_id, status, channel, last_message_at, created_at
+    FROM conversations WHERE app_id = ${appId} AND id = ${id} AND client_id = ${clientId}`;
+  return row ?? null;
+}
+
+/** The newest conversation of a client, if it has any. */
+export async function findLatestClientConversation(
+  sql: Tx,
+  appId: number,
+  clientId: number,
+): Promise<Conversation | null> {
+  const [row] = await sql<Conversation[]>`
+    SELECT id, client_id, status, channel, last_message_at, created_at
+    FROM conversations WHERE app_id = ${appId} AND client_id = ${clientId}
+    ORDER BY id DESC LIMIT 1`;
+  return row ?? null;
+}

@@ -1,0 +1,27 @@
+/**
+ * Parley's entry point (`deno task start`): reads the configuration, starts an instance and
+ * shuts it down gracefully on SIGINT or SIGTERM.
+ */
+import { loadConfig } from "./src/config.ts";
+import { startParley } from "./src/server.ts";
+import { describeError, log } from "./src/log.ts";
+
+if (import.meta.main) {
+  try {
+    const parley = await startParley(loadConfig());
+    let signalled = false;
+    const onSignal = () => {
+      if (signalled) return;
+      signalled = true;
+      parley.stop().then(() => Deno.exit(0), (error) => {
+        log("error", "shutdown failed", describeError(error));
+        Deno.exit(1);
+      });
+    };
+    Deno.addSignalListener("SIGINT", onSignal);
+    Deno.addSignalListener("SIGTERM", onSignal);
+  } catch (error) {
+    log("error", "start failed", describeError(error));
+    Deno.exit(1);
+  }
+}

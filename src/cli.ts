@@ -1,0 +1,114 @@
+/**
+ * The admin CLI (`deno task cli <command> [--flag value ...]`, CONTRACT §1). Each command prints
+ * one JSON document on stdout and exits 0; an error prints `{"error": "..."}` on stderr and
+ * exits 1. Writes that belong to an application go through the same write transaction as the
+ * actors use, so they are serialized with the running server's writes.
+ */
+import { loadConfig } from "./config.ts";
+import { connect, type Sql } from "./db/client.ts";
+import { openDatabase } from "./db/database.ts";
+import { migrate } from "./db/migrate.ts";
+import { findApplication, insertApplication } from "./db/applications.ts";
+import { commitBatch } from "./db/write_batch.ts";
+import { AppError } from "./domain/app_error.ts";
+import { setLogLevel } from "./log.ts";
+
+/** A parsed command line: the command name and its `--flag value` pairs. */
+export interface CommandLine {
+  command: string;
+  flags: Record<string, string>;
+}
+
+/** Parses `command --name value ...`; throws on a flag without a value or a stray word. */
+export function parseCommandLine(args: string[]): CommandLine {
+  const [command, ...rest] = args;
+  if (!command) {
+    throw new Error(`Missing command: expected one of ${Object.keys(COMMANDS).join(", ")}`);
+  }
+  const flags: Record<string, string> = {};
+  for (let i = 0; i < rest.length; i++) {
+    const arg = rest[i];
+    const inline = /^--([a-z][a-z0-9-]*)=(.*)$/s.exec(arg);
+    if (inline) {
+      flags[inline[1]] = inline[2];
+      continue;
+    }
+    const flag = /^--([a-z][a-z0-9-]*)$/.exec(arg);
+    if (!flag) throw new Error(`Unexpected argument "${arg}"`);
+    const value = rest[i + 1];
+    if (value === undefined || value.startsWith("--")) {
+      throw new Error(`Flag --${flag[1]} needs a value`);
+    }
+    flags[flag[1]] = value;
+    i++;
+  }
+  return { command, flags };
+}
+
+type Handler = (sql: Sql, flags: Record<string, string>) => Promise<unknown>;
+
+const COMMANDS: Record<string, Handler> = {
+  "app:create": async (sql, flags) => {
+    const name = required(flags, "name").trim();
+    if (name === "") throw new Error("Flag --name must not be blank");
+    return await insertApplication(sql, name);
+  },
+  "chat:close": async (sql, flags) => {
+    const appId = await existingApp(sql, flags);
+    const chatId = id(flags, "id");
+    const [result] = await commitBatch(sql, [{ kind: "chat.close", appId, chatId }]);
+    if (!result.ok) throw new AppError(result.status, result.message);
+    return result.value;
+  },
+};
+
+function required(flags: Record<string, string>, name: string): string {
+  const value = flags[name];
+  if (value === undefined) throw new Error(`Missing flag --${name}`);
+  return value;
+}
+
+function id(flags: Record<string, string>, name: string): number {
+  const value = required(flags, name);
+  if (!/^[1-9][0-9]{0,15}$/.test(value)) {
+    throw new Error(`Flag --${name} must be a positive integer`);
+  }
+  return Number(value);
+}
+
+async function existingApp(sql: Sql, flags: Record<string, string>): Promise<number> {
+  const appId = id(flags, "app");
+  if (!(await findApplication(sql, appId))) throw new Error(`Application ${appId} not found`);
+  return appId;
+}
+
+/** Runs one command line; resolves to the process exit code. */
+export async function runCli(args: string[]): Promise<number> {
+  setLogLevel("silent");
+  let location: Awaited<ReturnType<typeof openDatabase>> | null = null;
+  let sql: Sql | null = null;
+  try {
+    const { command, flags } = parseCommandLine(args);
+    const handler = COMMANDS[command];
+    if (!handler) {
+      throw new Error(
+        `Unknown command "${command}": expected one of ${Object.keys(COMMANDS).join(", ")}`,
+      );
+    }
+    location = await openDatabase(loadConfig());
+    sql = connect(location.url, { max: 2, applicationName: "parley-cli" });
+    await migrate(sql);
+    const output = await handler(sql, flags);
+    console.log(JSON.stringify(output));
+    return 0;
+  } catch (error) {
+    const message = error instanceof Error ? error.message : String(error);
+    console.error(JSON.stringify({ error: message }));
+    return 1;
+  } finally {
+    await sql?.end();
+    await location?.close();
+  }
+}
+
+if (import.meta.main) Deno.exit(await runCli(Deno.args));

@@ -1,0 +1,27 @@
+/**
+ * Random tokens and their hashes. Tokens that grant access (visitor tokens, API keys) are
+ * stored only as SHA-256 hashes, so a leaked table grants nothing.
+ */
+
+/** `bytes` random bytes from the CSPRNG as lowercase hex. */
+export function randomHex(bytes: number): string {
+  const buffer = crypto.getRandomValues(new Uint8Array(bytes));
+  return Array.from(buffer, (b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+/** SHA-256 of the UTF-8 text as lowercase hex. */
+export async function sha256Hex(text: string): Promise<string> {
+  const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(text));
+  return Array.from(new Uint8Array(digest), (b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+/** A new visitor token of application `appId`: `pv_<appId>_<64 hex>`. */
+export function newVisitorToken(appId: number): string {
+  return `pv_${appId}_${randomHex(32)}`;
+}
+
+/** The application id a visitor token claims, or null when the token is malformed. */
+export function visitorTokenAppId(token: string): number | null {
+  const match = /^pv_([1-9][0-9]{0,15})_[0-9a-f]{64}$/.exec(token);
+  return match ? Number(match[1]) : null;
+}

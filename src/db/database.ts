@@ -1,0 +1,27 @@
+/**
+ * Where Parley's database is: `DATABASE_URL` when given, else the embedded PostgreSQL under
+ * `DATA_DIR` (shared with a server already running on it, started otherwise). The server
+ * and the CLI resolve it the same way.
+ */
+import type { Config } from "../config.ts";
+import { openEmbeddedPostgres } from "./embedded.ts";
+
+/** A database to connect to, and how to let go of it. */
+export interface DatabaseLocation {
+  url: string;
+  /** Whether this process started an embedded server (and stops it in `close`). */
+  embedded: boolean;
+  /** Stops the embedded server when this process started it. */
+  close(): Promise<void>;
+}
+
+/** Resolves the database of `config`, starting the embedded server when needed. */
+export async function openDatabase(config: Pick<Config, "databaseUrl" | "dataDir">): Promise<
+  DatabaseLocation
+> {
+  if (config.databaseUrl) {
+    return { url: config.databaseUrl, embedded: false, close: () => Promise.resolve() };
+  }
+  const server = await openEmbeddedPostgres({ dataDir: config.dataDir });
+  return { url: server.url, embedded: server.owned, close: () => server.stop() };
+}

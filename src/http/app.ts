@@ -1,0 +1,48 @@
+/**
+ * The HTTP front: composes the routers, request ids and the access log, the body size limit,
+ * and the one place where errors become the contract's envelope. It builds a plain
+ * `Request → Response` handler that serves and tests alike.
+ */
+import { Hono } from "hono";
+import { bodyLimit } from "hono/body-limit";
+import type { Sql } from "../db/client.ts";
+import { AppError } from "../domain/app_error.ts";
+import { describeError, log } from "../log.ts";
+import { errorResponse } from "./envelope.ts";
+import { healthRoutes } from "./health.ts";
+import { requestLog, type RequestLogVariables } from "./middleware/request_log.ts";
+import { type WidgetDeps, widgetRoutes } from "./widget.ts";
+
+/** Largest request body accepted, in bytes. */
+export const MAX_BODY_BYTES = 256 * 1024;
+
+/** What the HTTP front needs from the rest of Parley. */
+export interface HttpDeps extends WidgetDeps {
+  sql: Sql;
+}
+
+/** Builds the HTTP application. */
+export function createHttpApp(deps: HttpDeps): Hono<{ Variables: RequestLogVariables }> {
+  const app = new Hono<{ Variables: RequestLogVariables }>();
+  app.use(requestLog());
+  app.use(bodyLimit({
+    maxSize: MAX_BODY_BYTES,
+    onError: () => {
+      throw new AppError(413, "Request body too large");
+    },
+  }));
+  app.route("/", healthRoutes(deps.sql));
+  app.route("/api/v1/widget", widgetRoutes(deps));
+  app.notFound(() => errorResponse(404, "Not found"));
+  app.onError((error, c) => {
+    if (error instanceof AppError) {
+      if (error.status >= 500) {
+        log("error", "request failed", { request_id: c.get("requestId"), ...describeError(error) });
+      }
+      return errorResponse(error.status, error.message, error.headers);
+    }
+    log("error", "unexpected error", { request_id: c.get("requestId"), ...describeError(error) });
+    return errorResponse(500, "Internal server error");
+  });
+  return app;
+}

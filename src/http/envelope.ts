@@ -1,0 +1,23 @@
+/**
+ * The response envelope of every API answer (SPEC §2.1): `{"code":0,"data":...}` on success,
+ * `{"code":<status>,"message":...}` on error, as `application/json; charset=utf-8`.
+ */
+import type { Context } from "hono";
+import type { ContentfulStatusCode } from "hono/utils/http-status";
+
+/** Answers `data` in the success envelope. */
+export function ok(c: Context, data: unknown, status: ContentfulStatusCode = 200): Response {
+  return c.json({ code: 0, data }, status);
+}
+
+/** The error envelope as a standalone Response. */
+export function errorResponse(
+  status: number,
+  message: string,
+  headers: Record<string, string> = {},
+): Response {
+  return new Response(JSON.stringify({ code: status, message }), {
+    status,
+    headers: { "content-type": "application/json; charset=utf-8", ...headers },
+  });
+}

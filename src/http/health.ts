@@ -1,0 +1,35 @@
+/**
+ * Liveness and readiness: `/healthz` answers while the process runs; `/readyz` only while the
+ * database answers (a load balancer stops sending traffic otherwise).
+ */
+import { Hono } from "hono";
+import type { Sql } from "../db/client.ts";
+import { ok } from "./envelope.ts";
+import { AppError } from "../domain/app_error.ts";
+
+const READY_TIMEOUT_MS = 2_000;
+
+/** Routes `/healthz` and `/readyz`. */
+export function healthRoutes(sql: Sql): Hono {
+  return new Hono()
+    .get("/healthz", (c) => ok(c, { status: "ok" }))
+    .get("/readyz", async (c) => {
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      try {
+        await Promise.race([
+          sql`SELECT 1`,
+          new Promise((_, reject) => {
+            timer = setTimeout(
+              () => reject(new Error("Database did not answer in time")),
+              READY_TIMEOUT_MS,
+            );
+          }),
+        ]);
+      } catch (error) {
+        throw new AppError(503, "Database unavailable", { cause: error });
+      } finally {
+        clearTimeout(timer);
+      }
+      return ok(c, { status: "ready" });
+    });
+}

@@ -1,0 +1,174 @@
+/**
+ * The web channel's visitor side (CONTRACT §3): visitors are created for an application's
+ * public id and then act with their visitor token — send messages, read their history, and
+ * hold a WebSocket that receives every message of their conversations. Handlers parse,
+ * authenticate and hand writes to the application's actor.
+ */
+import { Hono } from "hono";
+import type { Context } from "hono";
+import { z } from "zod";
+import type { Sql } from "../db/client.ts";
+import { appActorKey, type AppCommand, type CommandResult } from "../actors/protocol.ts";
+import { findApplicationByPublicId } from "../db/applications.ts";
+import { findVisitorByTokenHash } from "../db/visitors.ts";
+import { findClientConversation, findLatestClientConversation } from "../db/conversations.ts";
+import { listMessages } from "../db/messages.ts";
+import { newVisitorToken, sha256Hex, visitorTokenAppId } from "../crypto/tokens.ts";
+import { AppError } from "../domain/app_error.ts";
+import { createLruCache } from "../domain/lru_cache.ts";
+import { MAX_CONTENT_LENGTH } from "../domain/conversation.ts";
+import { ok } from "./envelope.ts";
+import { readBody } from "./body.ts";
+import { methodNotAllowed } from "./method_not_allowed.ts";
+
+/** What the widget routes need. */
+export interface WidgetDeps {
+  sql: Sql;
+  ask(key: string, command: AppCommand): Promise<CommandResult>;
+  attachVisitor(socket: WebSocket, who: { appId: number; clientId: number }): void;
+}
+
+/** A visitor as authenticated by its token. */
+interface Visitor {
+  appId: number;
+  clientId: number;
+}
+
+const VISITOR_MESSAGE_TYPES = ["text"] as const;
+
+const newVisitorSchema = z.strictObject({
+  name: z.string().trim().min(1).max(200).optional(),
+  email: z.email().max(320).optional(),
+});
+
+const visitorMessageSchema = z.object({
+  content: z.string(),
+  message_type: z.string().optional(),
+});
+
+/** Routes under `/api/v1/widget`. */
+export function widgetRoutes(deps: WidgetDeps): Hono {
+  // Visitor tokens cannot be revoked, so token → client can be cached without going stale.
+  const visitors = createLruCache<string, Visitor>(50_000);
+
+  async function authenticate(token: string | undefined): Promise<Visitor> {
+    if (!token) throw invalidToken();
+    const cached = visitors.get(token);
+    if (cached) return cached;
+    const appId = visitorTokenAppId(token);
+    if (appId === null) throw invalidToken();
+    const clientId = await findVisitorByTokenHash(deps.sql, appId, await sha256Hex(token));
+    if (clientId === null) throw invalidToken();
+    const visitor = { appId, clientId };
+    visitors.set(token, visitor);
+    return visitor;
+  }
+
+  function bearer(c: Context): string | undefined {
+    const match = /^Bearer +(\S+)\s*$/i.exec(c.req.header("authorization") ?? "");
+    return match?.[1];
+  }
+
+  async function command(command: AppCommand): Promise<unknown> {
+    const result = await deps.ask(appActorKey(command.appId), command);
+    if (!result.ok) throw new AppError(result.status, result.message);
+    return result.value;
+  }
+
+  const routes = new Hono();
+
+  routes.post("/:publicId/visitors", async (c) => {
+    const body = await readBody(c, ["json"], { optional: true });
+    const parsed = newVisitorSchema.safeParse(body);
+    if (!parsed.success) {
+      throw new AppError(
+        400,
+        `Invalid visitor: ${parsed.error.issues[0].path.join(".")} ${
+          parsed.error.issues[0].message
+        }`,
+      );
+    }
+    const app = await findApplicationByPublicId(deps.sql, c.req.param("publicId"));
+    if (!app) throw new AppError(404, "Application not found");
+    const token = newVisitorToken(app.id);
+    const created = await command({
+      kind: "visitor.create",
+      appId: app.id,
+      tokenHash: await sha256Hex(token),
+      name: parsed.data.name ?? null,
+      email: parsed.data.email ?? null,
+    }) as { client_id: number };
+    return ok(c, { visitor_token: token, client_id: created.client_id });
+  });
+
+  routes.post("/messages", async (c) => {
+    const visitor = await authenticate(bearer(c));
+    const parsed = visitorMessageSchema.safeParse(await readBody(c, ["json"]));
+    if (!parsed.success || parsed.data.content.trim() === "") {
+      throw new AppError(400, "content is required");
+    }
+    const messageType = parsed.data.message_type ?? "text";
+    if (!(VISITOR_MESSAGE_TYPES as readonly string[]).includes(messageType)) {
+      throw new AppError(400, `message_type must be one of: ${VISITOR_MESSAGE_TYPES.join(", ")}`);
+    }
+    if (parsed.data.content.length > MAX_CONTENT_LENGTH) {
+      throw new AppError(400, `content is too long (max ${MAX_CONTENT_LENGTH} characters)`);
+    }
+    const sent = await command({
+      kind: "visitor.message",
+      appId: visitor.appId,
+      clientId: visitor.clientId,
+      messageType,
+      content: parsed.data.content,
+    });
+    return ok(c, sent);
+  });
+
+  routes.get("/messages", async (c) => {
+    const visitor = await authenticate(bearer(c));
+    const chatParam = c.req.query("chat_id");
+    const chat = chatParam === undefined
+      ? await findLatestClientConversation(deps.sql, visitor.appId, visitor.clientId)
+      : /^[1-9][0-9]{0,15}$/.test(chatParam)
+      ? await findClientConversation(deps.sql, visitor.appId, visitor.clientId, Number(chatParam))
+      : null;
+    if (!chat) {
+      if (chatParam === undefined) return ok(c, []);
+      throw new AppError(404, "Conversation not found");
+    }
+    const messages = await listMessages(deps.sql, visitor.appId, chat.id, {
+      limit: clampedInteger(c.req.query("limit"), 50, 1, 200),
+      before: positiveInteger(c.req.query("before")),
+      includeInternal: false,
+    });
+    return ok(c, messages);
+  });
+
+  routes.get("/socket", async (c) => {
+    const visitor = await authenticate(c.req.query("token") ?? bearer(c));
+    if ((c.req.header("upgrade") ?? "").toLowerCase() !== "websocket") {
+      throw new AppError(426, "Expected a WebSocket upgrade");
+    }
+    const { socket, response } = Deno.upgradeWebSocket(c.req.raw);
+    deps.attachVisitor(socket, visitor);
+    return response;
+  });
+
+  methodNotAllowed(routes, ["/:publicId/visitors", "/messages", "/socket"]);
+  return routes;
+}
+
+function invalidToken(): AppError {
+  return new AppError(401, "Invalid or missing visitor token", {
+    headers: { "WWW-Authenticate": 'Bearer realm="parley-widget"' },
+  });
+}
+
+function clampedInteger(text: string | undefined, fallback: number, min: number, max: number) {
+  if (text === undefined || !/^-?[0-9]+$/.test(text)) return fallback;
+  return Math.min(max, Math.max(min, Number(text)));
+}
+
+function positiveInteger(text: string | undefined): number | undefined {
+  return text !== undefined && /^[1-9][0-9]{0,15}$/.test(text) ? Number(text) : undefined;
+}

@@ -1,0 +1,39 @@
+/**
+ * Structured logging: one JSON object per line on stdout (errors on stderr), so that logs can
+ * be shipped and queried as they are. Callers pass fields, never secrets.
+ */
+
+/** Log levels, least severe first. */
+export type LogLevel = "debug" | "info" | "warn" | "error";
+
+const ORDER: Record<LogLevel | "silent", number> = {
+  debug: 10,
+  info: 20,
+  warn: 30,
+  error: 40,
+  silent: 100,
+};
+
+let threshold = ORDER.info;
+
+/** Sets the least severe level that is written. */
+export function setLogLevel(level: LogLevel | "silent"): void {
+  threshold = ORDER[level];
+}
+
+/** Writes one log line when `level` is at or above the threshold. */
+export function log(level: LogLevel, msg: string, fields: Record<string, unknown> = {}): void {
+  if (ORDER[level] < threshold) return;
+  const line = JSON.stringify({ time: new Date().toISOString(), level, msg, ...fields });
+  if (level === "error") console.error(line);
+  else console.log(line);
+}
+
+/** The loggable form of an error: its name, message and cause chain, never a stack of secrets. */
+export function describeError(error: unknown): Record<string, unknown> {
+  if (!(error instanceof Error)) return { error: String(error) };
+  const described: Record<string, unknown> = { error: `${error.name}: ${error.message}` };
+  if (error.stack) described.stack = error.stack.split("\n").slice(1, 6).map((s) => s.trim());
+  if (error.cause !== undefined) described.cause = describeError(error.cause);
+  return described;
+}

@@ -1,0 +1,82 @@
+/**
+ * Starts and stops a whole Parley instance: database (embedded or external), migrations,
+ * the actor pool, the realtime hub on its LISTEN connection, and the HTTP server. Shutdown
+ * runs in the reverse order: stop accepting and finish requests, close sockets, drain the
+ * actors, close the database, stop the embedded PostgreSQL.
+ */
+import type { Config } from "./config.ts";
+import { connect } from "./db/client.ts";
+import { openDatabase } from "./db/database.ts";
+import { migrate } from "./db/migrate.ts";
+import { createActorPool } from "./actors/pool.ts";
+import { createRealtimeHub } from "./realtime/hub.ts";
+import { listenForChanges } from "./realtime/listener.ts";
+import { createHttpApp } from "./http/app.ts";
+import { log, setLogLevel } from "./log.ts";
+
+/** A running instance. */
+export interface RunningParley {
+  /** The port the HTTP server listens on. */
+  port: number;
+  /** Graceful shutdown; resolves when everything is closed. */
+  stop(): Promise<void>;
+}
+
+/** Starts an instance with `config`; resolves once it accepts requests. */
+export async function startParley(config: Config): Promise<RunningParley> {
+  setLogLevel(config.logLevel);
+  const database = await openDatabase(config);
+  const sql = connect(database.url, { max: 10 });
+  try {
+    const applied = await migrate(sql);
+    if (applied.length > 0) log("info", "migrated", { applied });
+  } catch (error) {
+    await sql.end();
+    await database.close();
+    throw error;
+  }
+  const pool = await createActorPool({ size: config.workers, databaseUrl: database.url });
+  const hub = createRealtimeHub({ sql });
+  const listener = await listenForChanges({
+    sql,
+    onNotice: (payload) => void hub.handleNotice(payload),
+    onReconnect: () => void hub.replay(),
+  });
+  const app = createHttpApp({
+    sql,
+    ask: (key, command) => pool.ask(key, command),
+    attachVisitor: (socket, who) => hub.attachVisitor(socket, who),
+  });
+
+  const { promise: listening, resolve } = Promise.withResolvers<Deno.NetAddr>();
+  const server = Deno.serve({
+    port: config.port,
+    hostname: "0.0.0.0",
+    onListen: resolve,
+  }, app.fetch);
+  const address = await listening;
+  log("info", "listening", {
+    port: address.port,
+    workers: config.workers,
+    database: database.embedded ? "embedded" : "external",
+  });
+
+  let stopping: Promise<void> | null = null;
+  return {
+    port: address.port,
+    stop() {
+      stopping ??= (async () => {
+        log("info", "stopping");
+        const drained = server.shutdown();
+        hub.stop();
+        await drained;
+        await listener.stop();
+        await pool.stop();
+        await sql.end({ timeout: 5 });
+        await database.close();
+        log("info", "stopped");
+      })();
+      return stopping;
+    },
+  };
+}

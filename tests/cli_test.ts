@@ -1,0 +1,107 @@
+import assert from "node:assert/strict";
+import { createTestDatabase } from "./support/database.ts";
+import { spawnServer } from "./support/server.ts";
+import { commitBatch } from "../src/db/write_batch.ts";
+import { parseCommandLine } from "../src/cli.ts";
+
+const CLI = new URL("../src/cli.ts", import.meta.url).pathname;
+
+async function cli(args: string[], env: Record<string, string>) {
+  const out = await new Deno.Command(Deno.execPath(), {
+    args: ["run", "-A", CLI, ...args],
+    env,
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  const stdout = new TextDecoder().decode(out.stdout).trim();
+  const stderr = new TextDecoder().decode(out.stderr).trim();
+  return { code: out.code, stdout, stderr };
+}
+
+Deno.test("parseCommandLine reads --flag value and --flag=value", () => {
+  assert.deepEqual(parseCommandLine(["chat:close", "--app", "1", "--id=2"]), {
+    command: "chat:close",
+    flags: { app: "1", id: "2" },
+  });
+  assert.throws(() => parseCommandLine(["app:create", "--name"]), /Flag --name needs a value/);
+  assert.throws(() => parseCommandLine(["app:create", "stray"]), /Unexpected argument "stray"/);
+});
+
+Deno.test("cli app:create and chat:close print JSON and exit 0", async () => {
+  await using db = await createTestDatabase();
+  const env = { DATABASE_URL: db.url };
+  const created = await cli(["app:create", "--name", "Acme Inc"], env);
+  assert.equal(created.code, 0, created.stderr);
+  const app = JSON.parse(created.stdout);
+  assert.equal(app.name, "Acme Inc");
+  assert.match(app.public_id, /^app_[0-9a-f]{24}$/);
+  assert.ok(Number.isInteger(app.id));
+
+  const [visitor] = await commitBatch(db.sql, [
+    { kind: "visitor.create", appId: app.id, tokenHash: "h", name: null, email: null },
+  ]);
+  const clientId = (visitor as { value: { client_id: number } }).value.client_id;
+  const [sent] = await commitBatch(db.sql, [
+    { kind: "visitor.message", appId: app.id, clientId, messageType: "text", content: "hi" },
+  ]);
+  const chatId = (sent as { value: { chat_id: number } }).value.chat_id;
+  const closed = await cli(["chat:close", "--app", String(app.id), "--id", String(chatId)], env);
+  assert.equal(closed.code, 0, closed.stderr);
+  const conversation = JSON.parse(closed.stdout);
+  assert.equal(conversation.id, chatId);
+  assert.equal(conversation.status, "closed");
+  assert.equal(conversation.channel, "web");
+  assert.equal(conversation.client_id, clientId);
+  assert.match(conversation.created_at, /\.\d{6}Z$/);
+});
+
+Deno.test("cli errors are JSON on stderr with exit 1", async () => {
+  await using db = await createTestDatabase();
+  const env = { DATABASE_URL: db.url };
+  const cases: [string[], string][] = [
+    [["nope"], 'Unknown command "nope": expected one of app:create, chat:close'],
+    [["app:create"], "Missing flag --name"],
+    [["chat:close", "--app", "x", "--id", "1"], "Flag --app must be a positive integer"],
+    [["chat:close", "--app", "999999", "--id", "1"], "Application 999999 not found"],
+  ];
+  for (const [args, message] of cases) {
+    const result = await cli(args, env);
+    assert.equal(result.code, 1, args.join(" "));
+    assert.equal(result.stdout, "");
+    assert.deepEqual(JSON.parse(result.stderr), { error: message });
+  }
+  const app = JSON.parse((await cli(["app:create", "--name", "A"], env)).stdout);
+  const missing = await cli(["chat:close", "--app", String(app.id), "--id", "424242"], env);
+  assert.deepEqual(JSON.parse(missing.stderr), { error: "Conversation not found" });
+});
+
+Deno.test("cli on the embedded default starts PostgreSQL, keeps data, and shares a running server's", async () => {
+  const dataDir = await Deno.makeTempDir({ prefix: "parley-cli-" });
+  try {
+    const env = { DATA_DIR: dataDir };
+    const first = await cli(["app:create", "--name", "One"], env);
+    assert.equal(first.code, 0, first.stderr);
+    const second = await cli(["app:create", "--name", "Two"], env);
+    assert.equal(second.code, 0, second.stderr);
+    assert.equal(JSON.parse(second.stdout).id, JSON.parse(first.stdout).id + 1);
+
+    const server = await spawnServer({ DATA_DIR: dataDir });
+    try {
+      const third = await cli(["app:create", "--name", "Three"], env);
+      assert.equal(third.code, 0, third.stderr);
+      assert.equal(JSON.parse(third.stdout).id, JSON.parse(second.stdout).id + 1);
+      // The server's PostgreSQL survived the CLI: the server still answers readyz.
+      const ready = await fetch(`${server.baseUrl}/readyz`);
+      assert.equal(ready.status, 200);
+      await ready.body?.cancel();
+    } finally {
+      const status = await server.stop();
+      assert.equal(status.code, 0);
+    }
+    // Stopped with the server: nothing listens on its port any more.
+    const pid = await Deno.readTextFile(`${dataDir}/pg/postmaster.pid`).catch(() => null);
+    assert.equal(pid, null);
+  } finally {
+    await Deno.remove(dataDir, { recursive: true });
+  }
+});

@@ -1,0 +1,108 @@
+/**
+ * Parley instances for integration tests: one in this process (`startTestServer`), or a real
+ * `deno run main.ts` child process (`spawnServer`) for what only separate processes prove.
+ */
+import { loadConfig } from "../../src/config.ts";
+import { type RunningParley, startParley } from "../../src/server.ts";
+
+/** An in-process instance on a free port. */
+export interface TestServer extends AsyncDisposable {
+  parley: RunningParley;
+  /** `http://127.0.0.1:PORT` */
+  baseUrl: string;
+}
+
+/** Starts an instance on `databaseUrl` with test-friendly defaults. */
+export async function startTestServer(
+  databaseUrl: string,
+  env: Record<string, string> = {},
+): Promise<TestServer> {
+  const parley = await startParley(loadConfig({
+    DATABASE_URL: databaseUrl,
+    PORT: "0",
+    WORKERS: "2",
+    LOG_LEVEL: "silent",
+    ...env,
+  }));
+  return {
+    parley,
+    baseUrl: `http://127.0.0.1:${parley.port}`,
+    [Symbol.asyncDispose]: () => parley.stop(),
+  };
+}
+
+/** A `deno run main.ts` child process. */
+export interface SpawnedServer extends AsyncDisposable {
+  baseUrl: string;
+  process: Deno.ChildProcess;
+  /** Sends SIGTERM and waits for the exit status. */
+  stop(): Promise<Deno.CommandStatus>;
+}
+
+/** Spawns `main.ts` and resolves once it logs that it listens. */
+export async function spawnServer(env: Record<string, string>): Promise<SpawnedServer> {
+  const child = new Deno.Command(Deno.execPath(), {
+    args: ["run", "-A", new URL("../../main.ts", import.meta.url).pathname],
+    env: { PORT: "0", WORKERS: "1", LOG_LEVEL: "info", ...env },
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+  const lines = child.stdout.pipeThrough(new TextDecoderStream()).pipeThrough(lineSplitter());
+  const reader = lines.getReader();
+  const stderr = new Response(child.stderr).text();
+  let port: number | null = null;
+  const deadline = setTimeout(() => child.kill("SIGKILL"), 60_000);
+  try {
+    while (port === null) {
+      const { value, done } = await reader.read();
+      if (done) throw new Error(`Server exited before listening: ${await stderr}`);
+      try {
+        const line = JSON.parse(value);
+        if (line.msg === "listening") port = line.port;
+      } catch {
+        // not a log line
+      }
+    }
+  } finally {
+    clearTimeout(deadline);
+  }
+  // Keep draining stdout so the child never blocks on a full pipe.
+  (async () => {
+    while (!(await reader.read()).done) { /* drain */ }
+  })().catch(() => {});
+  let stopped: Promise<Deno.CommandStatus> | null = null;
+  const stop = () =>
+    stopped ??= (async () => {
+      try {
+        child.kill("SIGTERM");
+      } catch {
+        // already exited
+      }
+      const status = await child.status;
+      await stderr;
+      return status;
+    })();
+  return {
+    baseUrl: `http://127.0.0.1:${port}`,
+    process: child,
+    stop,
+    [Symbol.asyncDispose]: async () => {
+      await stop();
+    },
+  };
+}
+
+function lineSplitter(): TransformStream<string, string> {
+  let buffer = "";
+  return new TransformStream({
+    transform(chunk, controller) {
+      buffer += chunk;
+      const parts = buffer.split("\n");
+      buffer = parts.pop()!;
+      for (const part of parts) controller.enqueue(part);
+    },
+    flush(controller) {
+      if (buffer) controller.enqueue(buffer);
+    },
+  });
+}

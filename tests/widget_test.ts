@@ -1,0 +1,311 @@
+import assert from "node:assert/strict";
+import { createTestDatabase } from "./support/database.ts";
+import { startTestServer } from "./support/server.ts";
+import { insertApplication } from "../src/db/applications.ts";
+import { commitBatch } from "../src/db/write_batch.ts";
+import { MAX_BODY_BYTES } from "../src/http/app.ts";
+
+const TIMESTAMP = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$/;
+
+async function call(
+  baseUrl: string,
+  method: string,
+  path: string,
+  options: { token?: string; body?: unknown; raw?: string; type?: string } = {},
+) {
+  const headers: Record<string, string> = {};
+  if (options.token) headers.authorization = `Bearer ${options.token}`;
+  let body: string | undefined;
+  if (options.raw !== undefined) body = options.raw;
+  else if (options.body !== undefined) body = JSON.stringify(options.body);
+  if (body !== undefined) headers["content-type"] = options.type ?? "application/json";
+  const res = await fetch(`${baseUrl}${path}`, { method, headers, body });
+  const text = await res.text();
+  return { status: res.status, headers: res.headers, json: JSON.parse(text) };
+}
+
+async function createVisitor(baseUrl: string, publicId: string) {
+  const res = await call(baseUrl, "POST", `/api/v1/widget/${publicId}/visitors`, {
+    body: { name: "Ann" },
+  });
+  assert.equal(res.status, 200, JSON.stringify(res.json));
+  return res.json.data as { visitor_token: string; client_id: number };
+}
+
+async function rowCounts(sql: import("../src/db/client.ts").Sql) {
+  const [row] = await sql`SELECT (SELECT count(*) FROM clients) AS clients,
+    (SELECT count(*) FROM conversations) AS conversations,
+    (SELECT count(*) FROM messages) AS messages`;
+  return row;
+}
+
+Deno.test("a visitor's messages open one conversation, and a new one after it is closed", async () => {
+  await using db = await createTestDatabase();
+  await using server = await startTestServer(db.url);
+  const app = await insertApplication(db.sql, "Acme");
+  const visitor = await createVisitor(server.baseUrl, app.public_id);
+  assert.match(visitor.visitor_token, /^pv_\d+_[0-9a-f]{64}$/);
+
+  const first = await call(server.baseUrl, "POST", "/api/v1/widget/messages", {
+    token: visitor.visitor_token,
+    body: { content: "Hello" },
+  });
+  assert.equal(first.status, 200);
+  assert.equal(first.json.code, 0);
+  const second = await call(server.baseUrl, "POST", "/api/v1/widget/messages", {
+    token: visitor.visitor_token,
+    body: { content: "Anyone there?", message_type: "text" },
+  });
+  assert.equal(second.json.data.chat_id, first.json.data.chat_id);
+
+  const history = await call(
+    server.baseUrl,
+    "GET",
+    `/api/v1/widget/messages?chat_id=${first.json.data.chat_id}`,
+    { token: visitor.visitor_token },
+  );
+  assert.equal(history.status, 200);
+  assert.deepEqual(history.json.data.map((m: { content: string }) => m.content), [
+    "Hello",
+    "Anyone there?",
+  ]);
+  const [message] = history.json.data;
+  assert.equal(message.id, first.json.data.message_id);
+  assert.equal(message.chat_id, first.json.data.chat_id);
+  assert.equal(message.sender_type, "visitor");
+  assert.equal(message.message_type, "text");
+  assert.match(message.created_at, TIMESTAMP);
+
+  await commitBatch(db.sql, [{
+    kind: "chat.close",
+    appId: app.id,
+    chatId: first.json.data.chat_id,
+  }]);
+  const third = await call(server.baseUrl, "POST", "/api/v1/widget/messages", {
+    token: visitor.visitor_token,
+    body: { content: "Back again" },
+  });
+  assert.notEqual(third.json.data.chat_id, first.json.data.chat_id);
+  const latest = await call(server.baseUrl, "GET", "/api/v1/widget/messages", {
+    token: visitor.visitor_token,
+  });
+  assert.deepEqual(latest.json.data.map((m: { content: string }) => m.content), ["Back again"]);
+});
+
+Deno.test("bad widget input gets the contract's envelope and writes nothing", async () => {
+  await using db = await createTestDatabase();
+  await using server = await startTestServer(db.url);
+  const app = await insertApplication(db.sql, "Acme");
+  const other = await insertApplication(db.sql, "Other");
+  const visitor = await createVisitor(server.baseUrl, app.public_id);
+  const stranger = await createVisitor(server.baseUrl, other.public_id);
+  const strangerChat = await call(server.baseUrl, "POST", "/api/v1/widget/messages", {
+    token: stranger.visitor_token,
+    body: { content: "mine" },
+  });
+  const before = await rowCounts(db.sql);
+  const token = visitor.visitor_token;
+  const cases: [string, Awaited<ReturnType<typeof call>>, number, string][] = [
+    [
+      "malformed JSON",
+      await call(server.baseUrl, "POST", "/api/v1/widget/messages", { token, raw: "{nope" }),
+      400,
+      "Invalid JSON body",
+    ],
+    [
+      "JSON that is not an object",
+      await call(server.baseUrl, "POST", "/api/v1/widget/messages", { token, raw: "[1]" }),
+      400,
+      "Invalid JSON body",
+    ],
+    [
+      "content of the wrong type",
+      await call(server.baseUrl, "POST", "/api/v1/widget/messages", {
+        token,
+        body: { content: 5 },
+      }),
+      400,
+      "content is required",
+    ],
+    [
+      "blank content",
+      await call(server.baseUrl, "POST", "/api/v1/widget/messages", {
+        token,
+        body: { content: "  \n" },
+      }),
+      400,
+      "content is required",
+    ],
+    [
+      "missing content",
+      await call(server.baseUrl, "POST", "/api/v1/widget/messages", { token, body: {} }),
+      400,
+      "content is required",
+    ],
+    [
+      "unknown message type",
+      await call(server.baseUrl, "POST", "/api/v1/widget/messages", {
+        token,
+        body: { content: "x", message_type: "card" },
+      }),
+      400,
+      "message_type must be one of: text",
+    ],
+    [
+      "content too long",
+      await call(server.baseUrl, "POST", "/api/v1/widget/messages", {
+        token,
+        body: { content: "x".repeat(10_001) },
+      }),
+      400,
+      "content is too long (max 10000 characters)",
+    ],
+    [
+      "body over 256 KiB",
+      await call(server.baseUrl, "POST", "/api/v1/widget/messages", {
+        token,
+        body: { content: "x".repeat(MAX_BODY_BYTES) },
+      }),
+      413,
+      "Request body too large",
+    ],
+    [
+      "form body",
+      await call(server.baseUrl, "POST", "/api/v1/widget/messages", {
+        token,
+        raw: "content=x",
+        type: "application/x-www-form-urlencoded",
+      }),
+      415,
+      "Unsupported content type",
+    ],
+    [
+      "unknown token",
+      await call(server.baseUrl, "POST", "/api/v1/widget/messages", {
+        token: `pv_${app.id}_${"0".repeat(64)}`,
+        body: { content: "x" },
+      }),
+      401,
+      "Invalid or missing visitor token",
+    ],
+    [
+      "malformed token",
+      await call(server.baseUrl, "POST", "/api/v1/widget/messages", {
+        token: "nope",
+        body: { content: "x" },
+      }),
+      401,
+      "Invalid or missing visitor token",
+    ],
+    [
+      "no token",
+      await call(server.baseUrl, "POST", "/api/v1/widget/messages", { body: { content: "x" } }),
+      401,
+      "Invalid or missing visitor token",
+    ],
+    [
+      "another application's chat",
+      await call(
+        server.baseUrl,
+        "GET",
+        `/api/v1/widget/messages?chat_id=${strangerChat.json.data.chat_id}`,
+        { token },
+      ),
+      404,
+      "Conversation not found",
+    ],
+    [
+      "a non-numeric chat id",
+      await call(server.baseUrl, "GET", "/api/v1/widget/messages?chat_id=abc", { token }),
+      404,
+      "Conversation not found",
+    ],
+    [
+      "unknown application",
+      await call(server.baseUrl, "POST", "/api/v1/widget/app_nope/visitors", { body: {} }),
+      404,
+      "Application not found",
+    ],
+    [
+      "invalid visitor email",
+      await call(server.baseUrl, "POST", `/api/v1/widget/${app.public_id}/visitors`, {
+        body: { email: "not-an-email" },
+      }),
+      400,
+      "Invalid visitor: email Invalid email address",
+    ],
+    [
+      "unknown route",
+      await call(server.baseUrl, "GET", "/api/v1/widget/nothing-here"),
+      404,
+      "Not found",
+    ],
+    [
+      "wrong method",
+      await call(server.baseUrl, "DELETE", "/api/v1/widget/messages", { token }),
+      405,
+      "Method not allowed",
+    ],
+  ];
+  for (const [name, res, status, message] of cases) {
+    assert.equal(res.status, status, `${name}: ${JSON.stringify(res.json)}`);
+    assert.deepEqual(res.json, { code: status, message }, name);
+    assert.match(res.headers.get("content-type") ?? "", /^application\/json; charset=utf-8/, name);
+  }
+  assert.deepEqual(await rowCounts(db.sql), before);
+});
+
+Deno.test("a visitor's socket receives its messages as they are committed", async () => {
+  await using db = await createTestDatabase();
+  await using server = await startTestServer(db.url);
+  const app = await insertApplication(db.sql, "Acme");
+  const visitor = await createVisitor(server.baseUrl, app.public_id);
+  const socket = new WebSocket(
+    `${server.baseUrl.replace("http", "ws")}/api/v1/widget/socket?token=${visitor.visitor_token}`,
+  );
+  const frames: { type: string; chat_id: number; message?: { content: string } }[] = [];
+  socket.onmessage = (event) => frames.push(JSON.parse(event.data));
+  await new Promise((resolve, reject) => {
+    socket.onopen = resolve;
+    socket.onerror = reject;
+  });
+  try {
+    const sent = await call(server.baseUrl, "POST", "/api/v1/widget/messages", {
+      token: visitor.visitor_token,
+      body: { content: "Hi there" },
+    });
+    for (let i = 0; i < 100 && !frames.some((f) => f.type === "message.created"); i++) {
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    const created = frames.find((f) => f.type === "message.created");
+    assert.ok(created, JSON.stringify(frames));
+    assert.equal(created.chat_id, sent.json.data.chat_id);
+    assert.equal(created.message?.content, "Hi there");
+  } finally {
+    const closed = new Promise((resolve) => socket.onclose = resolve);
+    socket.close();
+    await closed;
+  }
+});
+
+Deno.test("a socket with an unknown token is refused before the upgrade", async () => {
+  await using db = await createTestDatabase();
+  await using server = await startTestServer(db.url);
+  const res = await call(
+    server.baseUrl,
+    "GET",
+    "/api/v1/widget/socket?token=pv_1_" + "a".repeat(64),
+  );
+  assert.equal(res.status, 401);
+  assert.equal(res.json.message, "Invalid or missing visitor token");
+});
+
+Deno.test("healthz answers while the process runs, readyz while the database answers", async () => {
+  await using db = await createTestDatabase();
+  await using server = await startTestServer(db.url);
+  const health = await call(server.baseUrl, "GET", "/healthz");
+  assert.deepEqual(health.json, { code: 0, data: { status: "ok" } });
+  const ready = await call(server.baseUrl, "GET", "/readyz");
+  assert.equal(ready.status, 200);
+  assert.ok(ready.headers.get("x-request-id"));
+});
