@@ -1,0 +1,246 @@
+/**
+ * The scheduling half of a worker: one actor (a FIFO mailbox) per key, and a group-commit loop
+ * that drains the ready actors of the whole worker into shared transactions. An actor is busy
+ * while any of its commands is in an in-flight batch, so one key is never in two concurrent
+ * transactions and its commands commit in mailbox order, while unrelated keys share batches.
+ * Commands that arrive during a commit wait for the next batch, which is what makes batches grow
+ * under load. The database is reached only through the injected `commit`, so every interleaving
+ * can be tested without one.
+ */
+import type { AppCommand, CommandResult } from "./protocol.ts";
+
+/** Options of {@linkcode createCommitLoop}. */
+export interface CommitLoopOptions {
+  /** Commits `commands` in one transaction, one result per command; rejects if it failed whole. */
+  commit: (commands: AppCommand[]) => Promise<CommandResult[]>;
+  /** Most commands in one batch. @default 256 */
+  maxBatch?: number;
+  /** Most batches committing at once. @default 2 */
+  maxInFlight?: number;
+  /** An actor idle this long with an empty mailbox is evicted. @default 60_000 */
+  idleMs?: number;
+  /** Aborting it stops the loop, as {@linkcode CommitLoop.stop} does. @default undefined */
+  signal?: AbortSignal;
+}
+
+/** A running commit loop. */
+export interface CommitLoop {
+  /** Queues `command` in the mailbox of actor `key`; resolves once it is committed (or failed). */
+  submit(key: string, command: AppCommand): Promise<CommandResult>;
+  /** Refuses new commands, finishes every queued and in-flight one, then resolves. */
+  stop(): Promise<void>;
+  /** How many actors exist now (for tests and metrics). */
+  readonly actorCount: number;
+}
+
+/** The answer to a command whose transaction failed even alone. */
+export const INTERNAL_ERROR: CommandResult = Object.freeze({
+  ok: false,
+  status: 500,
+  message: "Internal server error",
+});
+
+/** The answer to a command submitted after {@linkcode CommitLoop.stop}. */
+export const SHUTTING_DOWN: CommandResult = Object.freeze({
+  ok: false,
+  status: 503,
+  message: "Service is shutting down",
+});
+
+interface Entry {
+  command: AppCommand;
+  answer: (result: CommandResult) => void;
+}
+
+interface Actor {
+  key: string;
+  mailbox: Entry[];
+  busy: boolean;
+  lastActive: number;
+}
+
+interface Taken {
+  actor: Actor;
+  entries: Entry[];
+}
+
+/** Starts a commit loop; nothing runs until the first {@linkcode CommitLoop.submit}. */
+export function createCommitLoop(options: CommitLoopOptions): CommitLoop {
+  const { commit, maxBatch = 256, maxInFlight = 2, idleMs = 60_000, signal } = options;
+  if (typeof commit !== "function") throw new TypeError("Cannot create commit loop: no commit");
+  requirePositiveInteger("maxBatch", maxBatch);
+  requirePositiveInteger("maxInFlight", maxInFlight);
+  if (!(idleMs > 0)) throw new RangeError("Cannot create commit loop: idleMs must be positive");
+
+  const actors = new Map<string, Actor>();
+  /** Not-busy actors with queued commands, in the order they became ready. */
+  const ready = new Set<Actor>();
+  let state: "running" | "stopping" | "stopped" = "running";
+  let inFlight = 0;
+  let queued = 0;
+  let pumpScheduled = false;
+  let sweepTimer: ReturnType<typeof setInterval> | undefined;
+  let drained: PromiseWithResolvers<void> | null = null;
+
+  signal?.addEventListener("abort", () => void stop(), { once: true });
+
+  function submit(key: string, command: AppCommand): Promise<CommandResult> {
+    if (state !== "running") return Promise.resolve(SHUTTING_DOWN);
+    let actor = actors.get(key);
+    if (!actor) {
+      actor = { key, mailbox: [], busy: false, lastActive: Date.now() };
+      actors.set(key, actor);
+      startSweep();
+    }
+    const { promise, resolve } = Promise.withResolvers<CommandResult>();
+    actor.mailbox.push({ command, answer: resolve });
+    queued++;
+    if (!actor.busy) ready.add(actor);
+    schedulePump();
+    return promise;
+  }
+
+  /** Deferred to a microtask so that commands submitted in one tick share a batch. */
+  function schedulePump(): void {
+    if (pumpScheduled) return;
+    pumpScheduled = true;
+    queueMicrotask(pump);
+  }
+
+  function pump(): void {
+    pumpScheduled = false;
+    while (inFlight < maxInFlight && ready.size > 0) {
+      inFlight++;
+      void runBatch(takeBatch());
+    }
+    checkDrained();
+  }
+
+  /** Takes ready actors in arrival order, each one's commands in mailbox order. */
+  function takeBatch(): Taken[] {
+    const taken: Taken[] = [];
+    let room = maxBatch;
+    for (const actor of ready) {
+      if (room === 0) break;
+      const entries = actor.mailbox.splice(0, room);
+      room -= entries.length;
+      queued -= entries.length;
+      actor.busy = true;
+      ready.delete(actor);
+      taken.push({ actor, entries });
+    }
+    return taken;
+  }
+
+  async function runBatch(taken: Taken[]): Promise<void> {
+    const entries = taken.flatMap((part) => part.entries);
+    try {
+      let results: CommandResult[] | undefined;
+      try {
+        results = await commit(entries.map((entry) => entry.command));
+      } catch {
+        // The whole transaction rolled back: retry alone so that one bad command fails only itself.
+        for (const entry of entries) entry.answer(await commitAlone(entry.command));
+      }
+      if (results) answerAll(entries, results);
+    } finally {
+      const now = Date.now();
+      for (const { actor } of taken) {
+        actor.busy = false;
+        actor.lastActive = now;
+        if (actor.mailbox.length > 0) ready.add(actor);
+      }
+      inFlight--;
+      schedulePump();
+    }
+  }
+
+  async function commitAlone(command: AppCommand): Promise<CommandResult> {
+    try {
+      const [result] = await commit([command]);
+      if (result) return result;
+      logError("Commit returned no result", null);
+    } catch (error) {
+      logError("Command failed alone after its batch failed", error);
+    }
+    return INTERNAL_ERROR;
+  }
+
+  function answerAll(entries: Entry[], results: CommandResult[]): void {
+    // The transaction committed, so a bad answer must not lead to a retry (it would commit twice);
+    // and results that do not line up one to one cannot be trusted to belong to their command.
+    if (!Array.isArray(results) || results.length !== entries.length) {
+      logError(`Commit returned ${results?.length} results for ${entries.length} commands`, null);
+      for (const entry of entries) entry.answer(INTERNAL_ERROR);
+      return;
+    }
+    entries.forEach((entry, index) => entry.answer(results[index]));
+  }
+
+  function startSweep(): void {
+    if (sweepTimer !== undefined) return;
+    const timer = setInterval(sweep, idleMs);
+    Deno.unrefTimer(timer);
+    sweepTimer = timer;
+  }
+
+  function stopSweep(): void {
+    clearInterval(sweepTimer);
+    sweepTimer = undefined;
+  }
+
+  /** One timer for all actors: evicts those idle for `idleMs` with nothing queued. */
+  function sweep(): void {
+    const cutoff = Date.now() - idleMs;
+    for (const actor of actors.values()) {
+      if (!actor.busy && actor.mailbox.length === 0 && actor.lastActive <= cutoff) {
+        actors.delete(actor.key);
+      }
+    }
+    if (actors.size === 0) stopSweep();
+  }
+
+  function checkDrained(): void {
+    if (state !== "stopping" || inFlight > 0 || queued > 0 || pumpScheduled) return;
+    state = "stopped";
+    stopSweep();
+    actors.clear();
+    drained?.resolve();
+  }
+
+  function stop(): Promise<void> {
+    if (!drained) {
+      drained = Promise.withResolvers<void>();
+      if (state === "running") state = "stopping";
+      checkDrained();
+    }
+    return drained.promise;
+  }
+
+  return {
+    submit,
+    stop,
+    get actorCount() {
+      return actors.size;
+    },
+  };
+}
+
+function requirePositiveInteger(name: string, value: number): void {
+  if (!Number.isInteger(value) || value < 1) {
+    throw new RangeError(`Cannot create commit loop: ${name} must be a positive integer`);
+  }
+}
+
+/** One JSON line; the error's name and message only, never the command (it holds user content). */
+function logError(message: string, error: unknown): void {
+  const cause = error instanceof Error
+    ? { name: error.name, message: error.message }
+    : error === null
+    ? undefined
+    : { message: String(error) };
+  const time = new Date().toISOString();
+  console.error(
+    JSON.stringify({ time, level: "error", msg: message, source: "commit_loop", cause }),
+  );
+}

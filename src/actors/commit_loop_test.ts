@@ -1,0 +1,320 @@
+import assert from "node:assert/strict";
+import fc from "fast-check";
+import { createCommitLoop, INTERNAL_ERROR } from "./commit_loop.ts";
+import type { AppCommand, CommandResult } from "./protocol.ts";
+
+function message(appId: number, content: string): AppCommand {
+  return { kind: "visitor.message", appId, clientId: 1, messageType: "text", content };
+}
+
+function contentOf(command: AppCommand): string {
+  return command.kind === "visitor.message" ? command.content : "";
+}
+
+function okAll(commands: AppCommand[]): CommandResult[] {
+  return commands.map((command) => ({ ok: true, value: contentOf(command) }));
+}
+
+/** A fake commit whose calls stay pending until the test releases them. */
+function deferredCommit() {
+  const calls: { batch: string[]; release: (fail?: boolean) => void }[] = [];
+  const commit = (commands: AppCommand[]): Promise<CommandResult[]> => {
+    const { promise, resolve, reject } = Promise.withResolvers<CommandResult[]>();
+    calls.push({
+      batch: commands.map(contentOf),
+      release: (fail = false) =>
+        fail ? reject(new Error("Fake failure")) : resolve(okAll(commands)),
+    });
+    return promise;
+  };
+  return { calls, commit };
+}
+
+function tick(ms = 0): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/** Silences console.error for the duration of `body` and returns what it printed. */
+async function capturingErrors(body: () => Promise<void>): Promise<string[]> {
+  const printed: string[] = [];
+  const original = console.error;
+  console.error = (...args: unknown[]) => void printed.push(args.map(String).join(" "));
+  try {
+    await body();
+  } finally {
+    console.error = original;
+  }
+  return printed;
+}
+
+Deno.test("createCommitLoop() keeps per-key order, answers everything once, never overlaps a key", async () => {
+  const step = fc.record({
+    key: fc.integer({ min: 0, max: 3 }),
+    poisoned: fc.integer({ min: 0, max: 9 }).map((n) => n === 0),
+  });
+  const printed = await capturingErrors(async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.scheduler(),
+        fc.array(step, { maxLength: 40 }),
+        fc.array(fc.boolean(), { maxLength: 20 }),
+        fc.integer({ min: 1, max: 8 }),
+        fc.integer({ min: 1, max: 3 }),
+        async (s, steps, transientFailures, maxBatch, maxInFlight) => {
+          // Checked after the run: a throw inside commit would only look like a failed batch.
+          const violations: string[] = [];
+          const committed: string[] = [];
+          const busyKeys = new Set<number>();
+          let concurrent = 0;
+          let calls = 0;
+          const commit = async (commands: AppCommand[]): Promise<CommandResult[]> => {
+            if (commands.length < 1 || commands.length > maxBatch) violations.push("batch size");
+            const keys = new Set(commands.map((command) => command.appId));
+            for (const key of keys) if (busyKeys.has(key)) violations.push(`key ${key} twice`);
+            for (const key of keys) busyKeys.add(key);
+            if (++concurrent > maxInFlight) violations.push("too many batches in flight");
+            const transient = transientFailures[calls++] ?? false;
+            try {
+              await s.schedule(Promise.resolve(), `commit ${commands.map(contentOf)}`);
+              if (transient) throw new Error("Transient failure");
+              if (commands.some((command) => contentOf(command).endsWith("!"))) {
+                throw new Error("Poisoned");
+              }
+              committed.push(...commands.map(contentOf));
+              return okAll(commands);
+            } finally {
+              concurrent--;
+              for (const key of keys) busyKeys.delete(key);
+            }
+          };
+          const loop = createCommitLoop({ commit, maxBatch, maxInFlight });
+          const submitted: { key: number; content: string }[] = [];
+          const answers = new Map<string, CommandResult>();
+          const all = Promise.all(steps.map(async (step, index) => {
+            await s.schedule(Promise.resolve(), `submit ${index}`);
+            const content = `${step.key}:secret${index}${step.poisoned ? "!" : ""}`;
+            submitted.push({ key: step.key, content });
+            answers.set(content, await loop.submit(`app:${step.key}`, message(step.key, content)));
+          }));
+          await s.waitFor(all);
+          await s.waitFor(loop.stop());
+
+          assert.deepEqual(violations, []);
+          assert.equal(answers.size, steps.length, "every submit answered");
+          assert.equal(new Set(committed).size, committed.length, "nothing committed twice");
+          const succeeded = submitted.filter(({ content }) => answers.get(content)?.ok);
+          assert.deepEqual(new Set(committed), new Set(succeeded.map(({ content }) => content)));
+          for (const key of [0, 1, 2, 3]) {
+            assert.deepEqual(
+              committed.filter((content) => content.startsWith(`${key}:`)),
+              succeeded.filter((entry) => entry.key === key).map(({ content }) => content),
+              `order of key ${key}`,
+            );
+          }
+          for (const { content } of submitted) {
+            const answer = answers.get(content)!;
+            if (answer.ok) assert.equal(answer.value, content);
+            else assert.deepEqual(answer, INTERNAL_ERROR);
+            if (content.endsWith("!")) assert.equal(answer.ok, false, "poisoned command failed");
+          }
+          if (!transientFailures.includes(true)) {
+            const healthy = submitted.filter(({ content }) => !content.endsWith("!"));
+            assert.equal(succeeded.length, healthy.length, "without transient failures");
+          }
+        },
+      ),
+      { numRuns: 300 },
+    );
+  });
+  assert.ok(printed.length > 0, "poisoned commands were logged");
+  assert.ok(printed.every((line) => !line.includes("secret")), "logs never carry command content");
+});
+
+Deno.test("createCommitLoop() coalesces commands that arrive during a commit into one batch", async () => {
+  const { calls, commit } = deferredCommit();
+  const loop = createCommitLoop({ commit, maxInFlight: 1 });
+  const first = loop.submit("app:1", message(1, "first"));
+  await tick();
+  assert.equal(calls.length, 1);
+  const rest: Promise<CommandResult>[] = [];
+  for (let i = 0; i < 100; i++) {
+    rest.push(loop.submit(`app:${i % 10}`, message(i % 10, `m${i}`)));
+    if (i % 7 === 0) await tick();
+  }
+  assert.equal(calls.length, 1, "nothing starts while the only slot is busy");
+  calls[0].release();
+  await first;
+  await tick();
+  assert.equal(calls.length, 2);
+  assert.equal(calls[1].batch.length, 100);
+  calls[1].release();
+  assert.ok((await Promise.all(rest)).every((result) => result.ok));
+  await loop.stop();
+});
+
+Deno.test("createCommitLoop() puts 100 submits made during one commit into at most a few batches", async () => {
+  const { calls, commit } = deferredCommit();
+  const loop = createCommitLoop({ commit });
+  const first = loop.submit("app:0", message(0, "first"));
+  await tick();
+  assert.equal(calls.length, 1);
+  const rest = Array.from(
+    { length: 100 },
+    (_, i) => loop.submit(`app:${i % 5}`, message(i, `m${i}`)),
+  );
+  let released = 0;
+  let settled = false;
+  const all = Promise.all([first, ...rest]).then(() => void (settled = true));
+  while (!settled) {
+    await tick();
+    for (const call of calls.slice(released)) call.release();
+    released = calls.length;
+  }
+  await all;
+  // One batch in flight, one with the 80 commands of free actors, one for app:0's 20.
+  assert.ok(calls.length <= 3, `${calls.length} batches`);
+  await loop.stop();
+});
+
+Deno.test("createCommitLoop() never exceeds maxBatch and lets other actors in between", async () => {
+  const batches: string[][] = [];
+  const loop = createCommitLoop({
+    maxBatch: 10,
+    maxInFlight: 1,
+    commit: async (commands) => {
+      batches.push(commands.map(contentOf));
+      await tick();
+      return okAll(commands);
+    },
+  });
+  const busy = Array.from({ length: 35 }, (_, i) => loop.submit("app:1", message(1, `a${i}`)));
+  await tick();
+  const other = loop.submit("app:2", message(2, "b0"));
+  const results = await Promise.all([...busy, other]);
+  assert.ok(results.every((result) => result.ok));
+  assert.ok(batches.every((batch) => batch.length <= 10));
+  assert.deepEqual(batches.flat().filter((c) => c.startsWith("a")), busy.map((_, i) => `a${i}`));
+  const otherBatch = batches.findIndex((batch) => batch.includes("b0"));
+  assert.ok(otherBatch <= 1, `b0 waited for ${otherBatch} batches`);
+  await loop.stop();
+});
+
+Deno.test("createCommitLoop() retries a failed batch command by command so only the bad one fails", async () => {
+  const batches: string[][] = [];
+  const loop = createCommitLoop({
+    commit: (commands) => {
+      batches.push(commands.map(contentOf));
+      if (commands.some((command) => contentOf(command) === "bad")) {
+        return Promise.reject(new Error("Check constraint violated"));
+      }
+      return Promise.resolve(okAll(commands));
+    },
+  });
+  let results: CommandResult[] = [];
+  const printed = await capturingErrors(async () => {
+    results = await Promise.all([
+      loop.submit("app:1", message(1, "a1")),
+      loop.submit("app:2", message(2, "bad")),
+      loop.submit("app:1", message(1, "a2")),
+      loop.submit("app:3", message(3, "c1")),
+    ]);
+  });
+  assert.deepEqual(results, [
+    { ok: true, value: "a1" },
+    { ok: false, status: 500, message: "Internal server error" },
+    { ok: true, value: "a2" },
+    { ok: true, value: "c1" },
+  ]);
+  assert.deepEqual(batches, [["a1", "a2", "bad", "c1"], ["a1"], ["a2"], ["bad"], ["c1"]]);
+  assert.equal(printed.length, 1);
+  const line = JSON.parse(printed[0]);
+  assert.equal(line.level, "error");
+  assert.equal(line.cause.message, "Check constraint violated");
+  assert.ok(!printed[0].includes("bad"), "the command is not logged");
+  await loop.stop();
+});
+
+Deno.test("createCommitLoop() answers 500 when commit throws synchronously or returns too few results", async () => {
+  let calls = 0;
+  const loop = createCommitLoop({
+    commit: (commands) => {
+      calls++;
+      if (contentOf(commands[0]) === "throw") throw new TypeError("Not a promise");
+      return Promise.resolve(okAll(commands).slice(1));
+    },
+  });
+  await capturingErrors(async () => {
+    assert.deepEqual(await loop.submit("app:1", message(1, "throw")), {
+      ok: false,
+      status: 500,
+      message: "Internal server error",
+    });
+    const results = await Promise.all([
+      loop.submit("app:1", message(1, "x")),
+      loop.submit("app:2", message(2, "y")),
+    ]);
+    assert.deepEqual(
+      results,
+      [INTERNAL_ERROR, INTERNAL_ERROR],
+      "misaligned results are not trusted",
+    );
+  });
+  assert.equal(calls, 3, "one batch and one lone retry for the throw, one batch for x and y");
+  await loop.stop();
+});
+
+Deno.test("createCommitLoop() stop() refuses new commands and drains queued and in-flight ones", async () => {
+  const { calls, commit } = deferredCommit();
+  const loop = createCommitLoop({ commit, maxInFlight: 1 });
+  const inFlight = loop.submit("app:1", message(1, "a"));
+  await tick();
+  const queued = loop.submit("app:1", message(1, "b"));
+  let stopped = false;
+  const stopping = loop.stop().then(() => void (stopped = true));
+  assert.deepEqual(await loop.submit("app:2", message(2, "late")), {
+    ok: false,
+    status: 503,
+    message: "Service is shutting down",
+  });
+  calls[0].release();
+  assert.deepEqual(await inFlight, { ok: true, value: "a" });
+  await tick();
+  assert.equal(stopped, false, "b is still queued");
+  calls[1].release();
+  assert.deepEqual(await queued, { ok: true, value: "b" });
+  await stopping;
+  assert.equal(stopped, true);
+  assert.equal(loop.actorCount, 0);
+  assert.deepEqual(calls.map((call) => call.batch), [["a"], ["b"]]);
+});
+
+Deno.test("createCommitLoop() stops when its signal aborts", async () => {
+  const controller = new AbortController();
+  const loop = createCommitLoop({
+    commit: (c) => Promise.resolve(okAll(c)),
+    signal: controller.signal,
+  });
+  const pending = loop.submit("app:1", message(1, "a"));
+  controller.abort();
+  assert.equal((await loop.submit("app:1", message(1, "b"))).ok, false);
+  assert.deepEqual(await pending, { ok: true, value: "a" });
+  await loop.stop();
+});
+
+Deno.test("createCommitLoop() evicts actors idle with an empty mailbox", async () => {
+  const loop = createCommitLoop({ commit: (c) => Promise.resolve(okAll(c)), idleMs: 20 });
+  await Promise.all([1, 2, 3].map((i) => loop.submit(`app:${i}`, message(i, "x"))));
+  assert.equal(loop.actorCount, 3);
+  await tick(80);
+  assert.equal(loop.actorCount, 0);
+  assert.deepEqual(await loop.submit("app:1", message(1, "again")), { ok: true, value: "again" });
+  assert.equal(loop.actorCount, 1);
+  await loop.stop();
+});
+
+Deno.test("createCommitLoop() rejects bad options with a RangeError", () => {
+  const commit = (c: AppCommand[]) => Promise.resolve(okAll(c));
+  assert.throws(() => createCommitLoop({ commit, maxBatch: 0 }), RangeError);
+  assert.throws(() => createCommitLoop({ commit, maxInFlight: 1.5 }), RangeError);
+  assert.throws(() => createCommitLoop({ commit, idleMs: -1 }), RangeError);
+});

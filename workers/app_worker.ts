@@ -1,0 +1,42 @@
+/**
+ * The entry point of an actor worker thread: it owns a small database pool and one commit loop,
+ * and turns the pool's `ask` messages into commands of that loop. Everything interesting lives
+ * in `src/actors/commit_loop.ts` and `src/db/write_batch.ts`; this file only wires them up.
+ */
+/// <reference no-default-lib="true" />
+/// <reference lib="deno.worker" />
+import { type CommitLoop, createCommitLoop, SHUTTING_DOWN } from "../src/actors/commit_loop.ts";
+import type { FromWorker, ToWorker } from "../src/actors/protocol.ts";
+import { connect, type Sql } from "../src/db/client.ts";
+import { commitBatch } from "../src/db/write_batch.ts";
+
+let sql: Sql | null = null;
+let loop: CommitLoop | null = null;
+
+function post(message: FromWorker): void {
+  self.postMessage(message);
+}
+
+self.onmessage = async (event: MessageEvent<ToWorker>) => {
+  const message = event.data;
+  switch (message.type) {
+    case "init": {
+      const pool = connect(message.databaseUrl, { max: 4, applicationName: "parley-worker" });
+      sql = pool;
+      loop = createCommitLoop({ commit: (commands) => commitBatch(pool, commands) });
+      post({ type: "ready" });
+      break;
+    }
+    case "ask": {
+      const result = loop ? await loop.submit(message.key, message.command) : SHUTTING_DOWN;
+      post({ type: "reply", id: message.id, result });
+      break;
+    }
+    case "stop": {
+      await loop?.stop();
+      await sql?.end();
+      post({ type: "stopped" });
+      break;
+    }
+  }
+};
