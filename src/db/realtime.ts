@@ -1,0 +1,116 @@
+/**
+ * The reads of the realtime hub: what a change notice or a reconnect means for the visitor
+ * sockets attached to this instance. Every query is restricted to the clients that have a
+ * socket here and leaves out internal notes and deleted messages, because these rows go
+ * straight to visitors.
+ */
+import type { Tx } from "./client.ts";
+import { type MessageRow, toMessage } from "./messages.ts";
+import type { Conversation, Message } from "../domain/conversation.ts";
+
+/** A client of an application, as the hub keys its sockets. */
+export interface WatchedClient {
+  appId: number;
+  clientId: number;
+}
+
+/** A message bound for the sockets of one client. */
+export interface ClientMessage {
+  appId: number;
+  clientId: number;
+  message: Message;
+}
+
+/** A conversation bound for the sockets of its client. */
+export interface ClientConversation {
+  appId: number;
+  chat: Conversation;
+}
+
+interface ClientMessageRow extends MessageRow {
+  app_id: number;
+  client_id: number;
+}
+
+/**
+ * The messages with an id in `range` (inclusive) of the `clients`' conversations, in id order.
+ * The range of a notice may hold ids of other transactions; the caller dedupes.
+ */
+export async function listClientMessagesInRange(
+  sql: Tx,
+  clients: WatchedClient[],
+  range: [number, number],
+): Promise<ClientMessage[]> {
+  if (clients.length === 0) return [];
+  const { appIds, clientIds } = columns(clients);
+  const rows = await sql<ClientMessageRow[]>`
+    SELECT m.app_id, c.client_id, m.id, m.conversation_id, m.sender_type, m.sender_name,
+      m.message_type, m.content, m.payload, m.internal, m.status, m.created_at
+    FROM messages m
+    JOIN conversations c ON c.app_id = m.app_id AND c.id = m.conversation_id
+    JOIN unnest(${appIds}::bigint[], ${clientIds}::bigint[]) AS w (app_id, client_id)
+      ON w.app_id = c.app_id AND w.client_id = c.client_id
+    WHERE m.app_id = ANY (${distinct(appIds)}::bigint[])
+      AND m.id BETWEEN ${range[0]} AND ${range[1]}
+      AND NOT m.internal AND m.deleted_at IS NULL
+    ORDER BY m.id`;
+  return rows.map(toClientMessage);
+}
+
+/** The conversations named by `[appId, chatId]` pairs; unknown pairs are left out. */
+export async function listConversationsByIds(
+  sql: Tx,
+  chats: [number, number][],
+): Promise<ClientConversation[]> {
+  if (chats.length === 0) return [];
+  const appIds = chats.map(([appId]) => appId);
+  const chatIds = chats.map(([, chatId]) => chatId);
+  const rows = await sql<(Conversation & { app_id: number })[]>`
+    SELECT c.app_id, c.id, c.client_id, c.status, c.channel, c.last_message_at, c.created_at
+    FROM conversations c
+    JOIN unnest(${appIds}::bigint[], ${chatIds}::bigint[]) AS k (app_id, id)
+      ON k.app_id = c.app_id AND k.id = c.id
+    ORDER BY c.app_id, c.id`;
+  return rows.map(({ app_id, ...chat }) => ({ appId: app_id, chat }));
+}
+
+/**
+ * The messages of the `clients`' conversations created at or after `since`, in id order:
+ * what a socket may have missed while the LISTEN connection was down.
+ */
+export async function listClientMessagesSince(
+  sql: Tx,
+  clients: WatchedClient[],
+  since: Date,
+): Promise<ClientMessage[]> {
+  if (clients.length === 0) return [];
+  const { appIds, clientIds } = columns(clients);
+  // Driven from the watched clients' conversations, so that both joins use indexes
+  // (messages have no index on created_at, and a visitor's conversations are short).
+  const rows = await sql<ClientMessageRow[]>`
+    SELECT m.app_id, c.client_id, m.id, m.conversation_id, m.sender_type, m.sender_name,
+      m.message_type, m.content, m.payload, m.internal, m.status, m.created_at
+    FROM unnest(${appIds}::bigint[], ${clientIds}::bigint[]) AS w (app_id, client_id)
+    JOIN conversations c ON c.app_id = w.app_id AND c.client_id = w.client_id
+    JOIN messages m ON m.app_id = c.app_id AND m.conversation_id = c.id
+    WHERE m.app_id = ANY (${distinct(appIds)}::bigint[])
+      AND m.created_at >= ${since.toISOString()}::timestamptz
+      AND NOT m.internal AND m.deleted_at IS NULL
+    ORDER BY m.id`;
+  return rows.map(toClientMessage);
+}
+
+function toClientMessage(row: ClientMessageRow): ClientMessage {
+  return { appId: row.app_id, clientId: row.client_id, message: toMessage(row) };
+}
+
+function columns(clients: WatchedClient[]): { appIds: number[]; clientIds: number[] } {
+  return {
+    appIds: clients.map((client) => client.appId),
+    clientIds: clients.map((client) => client.clientId),
+  };
+}
+
+function distinct(ids: number[]): number[] {
+  return [...new Set(ids)];
+}

@@ -1,0 +1,236 @@
+/**
+ * The realtime hub of one process: it keeps the visitor WebSockets attached here, keyed by
+ * application and client, and turns change notices (ids only) into JSON frames for them. A
+ * notice's message range may overlap other transactions' messages and a reconnect replays
+ * recent history, so the hub remembers what it already pushed and sends each message once.
+ * Notices are handled one after the other, so a client's frames never overtake each other.
+ */
+import type { Sql } from "../db/client.ts";
+import {
+  type ClientMessage,
+  listClientMessagesInRange,
+  listClientMessagesSince,
+  listConversationsByIds,
+  type WatchedClient,
+} from "../db/realtime.ts";
+import { type ChangeNotice, decodeChangeNotice } from "../domain/change_notice.ts";
+import type { Conversation, Message } from "../domain/conversation.ts";
+
+/** Options of {@linkcode createRealtimeHub}. */
+export interface RealtimeHubOptions {
+  /** The pool the hub reads messages and conversations with. */
+  sql: Sql;
+  /**
+   * How far before the last notice seen a replay looks back, in milliseconds. It must cover
+   * transactions still running when the connection dropped and the clock skew between this
+   * process and PostgreSQL. @default 30_000
+   */
+  replayWindowMs?: number;
+  /**
+   * Receives what went wrong while loading or pushing, since nobody awaits the hub's work
+   * on the notification path. @default logs with `console.error`
+   */
+  onError?: (error: unknown) => void;
+}
+
+/** Who a visitor socket belongs to. */
+export interface Visitor {
+  appId: number;
+  clientId: number;
+}
+
+/** A frame sent to visitor sockets (CONTRACT §3). */
+export type VisitorFrame =
+  | { type: "message.created"; chat_id: number; message: Message }
+  | { type: "chat.updated"; chat_id: number; chat: Conversation };
+
+/** The hub returned by {@linkcode createRealtimeHub}. */
+export interface RealtimeHub {
+  /** Pushes every conversation of `who`, present and future, to `socket` until it closes. */
+  attachVisitor(socket: WebSocket, who: Visitor): void;
+  /** Pushes what a NOTIFY payload announces; resolves when pushed, never rejects. */
+  handleNotice(payload: string): Promise<void>;
+  /** Pushes recent messages not pushed yet: run it after the LISTEN connection reconnects. */
+  replay(): Promise<void>;
+  /** Sockets attached and not closed yet. */
+  readonly socketCount: number;
+  /** Closes the attached sockets (going away) and ignores every later notice. */
+  stop(): void;
+}
+
+/** How many pushed message ids the hub remembers to avoid pushing one twice. */
+const REMEMBERED_MESSAGES = 100_000;
+
+/** WebSocket close code of a server going away. */
+const GOING_AWAY = 1001;
+
+/** Creates a hub; nothing is read until a notice or a replay arrives. */
+export function createRealtimeHub(options: RealtimeHubOptions): RealtimeHub {
+  const { sql, replayWindowMs = 30_000, onError = reportError } = options;
+  if (!Number.isFinite(replayWindowMs) || replayWindowMs < 0) {
+    throw new RangeError("Cannot create the hub: replayWindowMs must be a non-negative number");
+  }
+  /** Sockets by application, then by client. */
+  const sockets = new Map<number, Map<number, Set<WebSocket>>>();
+  /** Pushed message ids, oldest first (a Set iterates in insertion order). */
+  const pushed = new Set<number>();
+  let socketCount = 0;
+  // Until a notice arrives, the hub's creation is the latest moment known to be covered.
+  let lastNoticeAt = Date.now();
+  let queue: Promise<void> = Promise.resolve();
+  let stopped = false;
+
+  function serialize(work: () => Promise<void>): Promise<void> {
+    queue = queue.then(async () => {
+      if (stopped) return;
+      try {
+        await work();
+      } catch (error) {
+        onError(error);
+      }
+    });
+    return queue;
+  }
+
+  function detach(socket: WebSocket, who: Visitor): void {
+    const clients = sockets.get(who.appId);
+    const set = clients?.get(who.clientId);
+    if (!clients || !set?.delete(socket)) return;
+    socketCount -= 1;
+    if (set.size === 0) clients.delete(who.clientId);
+    if (clients.size === 0) sockets.delete(who.appId);
+  }
+
+  function watchedClients(appIds: Iterable<number>): WatchedClient[] {
+    const clients: WatchedClient[] = [];
+    for (const appId of new Set(appIds)) {
+      for (const clientId of sockets.get(appId)?.keys() ?? []) clients.push({ appId, clientId });
+    }
+    return clients;
+  }
+
+  function push(appId: number, clientId: number, frame: VisitorFrame): void {
+    const targets = sockets.get(appId)?.get(clientId);
+    if (!targets || stopped) return;
+    const data = JSON.stringify(frame);
+    for (const socket of targets) sendFrame(socket, data);
+  }
+
+  function pushMessages(messages: ClientMessage[]): void {
+    for (const { appId, clientId, message } of messages) {
+      if (pushed.has(message.id)) continue;
+      pushed.add(message.id);
+      if (pushed.size > REMEMBERED_MESSAGES) pushed.delete(pushed.values().next().value!);
+      push(appId, clientId, { type: "message.created", chat_id: message.chat_id, message });
+    }
+  }
+
+  async function pushNotice(notice: ChangeNotice): Promise<void> {
+    // Sockets may have closed while the notice waited its turn: look again.
+    const chats = distinctPairs((notice.c ?? []).filter(([appId]) => sockets.has(appId)));
+    const clients = notice.m ? watchedClients(notice.a) : [];
+    const [conversations, messages] = await Promise.all([
+      listConversationsByIds(sql, chats),
+      notice.m ? listClientMessagesInRange(sql, clients, notice.m) : [],
+    ]);
+    // State first: a new conversation's frame comes before its first message.
+    for (const { appId, chat } of conversations) {
+      push(appId, chat.client_id, { type: "chat.updated", chat_id: chat.id, chat });
+    }
+    pushMessages(messages);
+  }
+
+  return {
+    attachVisitor(socket, who) {
+      if (!Number.isSafeInteger(who.appId) || !Number.isSafeInteger(who.clientId)) {
+        throw new TypeError("Cannot attach a socket: appId and clientId must be integers");
+      }
+      if (stopped) throw new Error("Cannot attach a socket: the hub is stopped");
+      if (socket.readyState === WebSocket.CLOSING || socket.readyState === WebSocket.CLOSED) return;
+      let clients = sockets.get(who.appId);
+      if (!clients) sockets.set(who.appId, clients = new Map());
+      let set = clients.get(who.clientId);
+      if (!set) clients.set(who.clientId, set = new Set());
+      if (set.has(socket)) return;
+      set.add(socket);
+      socketCount += 1;
+      socket.addEventListener("close", () => detach(socket, who), { once: true });
+    },
+
+    handleNotice(payload) {
+      if (stopped) return Promise.resolve();
+      const notice = decodeChangeNotice(payload);
+      if (!notice || !isRange(notice.m)) {
+        onError(new TypeError(`Cannot handle the notice: it is not a change notice: ${payload}`));
+        return Promise.resolve();
+      }
+      lastNoticeAt = Date.now();
+      if (!notice.a.some((appId) => sockets.has(appId))) return Promise.resolve();
+      return serialize(() => pushNotice(notice));
+    },
+
+    replay() {
+      if (stopped || socketCount === 0) return Promise.resolve();
+      // Taken now, not when the replay's turn comes: notices received after the reconnect
+      // move lastNoticeAt past the outage.
+      const since = new Date(lastNoticeAt - replayWindowMs);
+      return serialize(async () => {
+        const clients = watchedClients(sockets.keys());
+        pushMessages(await listClientMessagesSince(sql, clients, since));
+      });
+    },
+
+    get socketCount() {
+      return socketCount;
+    },
+
+    stop() {
+      if (stopped) return;
+      stopped = true;
+      for (const clients of sockets.values()) {
+        for (const set of clients.values()) {
+          for (const socket of set) closeSocket(socket);
+        }
+      }
+      sockets.clear();
+      socketCount = 0;
+    },
+  };
+}
+
+/** Sends without ever throwing: a socket that is closing simply misses the frame. */
+function sendFrame(socket: WebSocket, data: string): void {
+  if (socket.readyState === WebSocket.CONNECTING) {
+    // Attached during the upgrade: deliver once open, in order (listeners run in order added).
+    socket.addEventListener("open", () => sendFrame(socket, data), { once: true });
+    return;
+  }
+  if (socket.readyState !== WebSocket.OPEN) return;
+  try {
+    socket.send(data);
+  } catch {
+    // It closed between the check and the send; its close event detaches it.
+  }
+}
+
+function closeSocket(socket: WebSocket): void {
+  try {
+    socket.close(GOING_AWAY, "Server is shutting down");
+  } catch {
+    // Not open yet or already closing: nothing more to do.
+  }
+}
+
+function isRange(range: ChangeNotice["m"]): boolean {
+  return range === undefined ||
+    (Array.isArray(range) && range.length === 2 && range.every(Number.isSafeInteger));
+}
+
+function distinctPairs(pairs: [number, number][]): [number, number][] {
+  const seen = new Map(pairs.map((pair) => [pair.join(":"), pair]));
+  return [...seen.values()];
+}
+
+function reportError(error: unknown): void {
+  console.error("Realtime hub failed to push a change", error);
+}

@@ -1,0 +1,268 @@
+import assert from "node:assert/strict";
+import { createTestDatabase } from "./support/database.ts";
+import {
+  createVisitor,
+  delay,
+  sendMessages,
+  startHubServer,
+  startOutageProxy,
+  waitUntil,
+} from "./support/realtime.ts";
+import { insertApplication } from "../src/db/applications.ts";
+import { listMessages } from "../src/db/messages.ts";
+import { findConversation } from "../src/db/conversations.ts";
+import { commitBatch } from "../src/db/write_batch.ts";
+import { connect, type Sql } from "../src/db/client.ts";
+import { CHANGES_CHANNEL } from "../src/domain/change_notice.ts";
+import { createRealtimeHub } from "../src/realtime/hub.ts";
+
+const MICROSECOND_TIMESTAMP = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$/;
+
+async function insertInternalNote(sql: Sql, appId: number, chatId: number): Promise<number> {
+  const [row] = await sql<{ id: number }[]>`
+    INSERT INTO messages (app_id, conversation_id, sender_type, content, internal)
+    VALUES (${appId}, ${chatId}, 'agent', 'note: VIP', true)
+    RETURNING id`;
+  await sql`SELECT pg_notify(${CHANGES_CHANNEL}, ${
+    JSON.stringify({ a: [appId], m: [row.id, row.id] })
+  })`;
+  return row.id;
+}
+
+Deno.test("hub pushes a committed message to the visitor's socket with the exact Message shape", async () => {
+  await using db = await createTestDatabase();
+  const app = await insertApplication(db.sql, "Acme");
+  const clientId = await createVisitor(db.sql, app.id);
+  await using server = await startHubServer({ sql: db.sql, listenSql: db.sql });
+  const visitor = await server.connect(app.id, clientId);
+  assert.equal(server.hub.socketCount, 1);
+
+  const [sent] = await sendMessages(db.sql, [[app.id, clientId, "Hello"]]);
+  await waitUntil(() => visitor.frames.length === 2, "the chat and message frames");
+
+  const [message] = await listMessages(db.sql, app.id, sent.chat_id, {
+    limit: 1,
+    includeInternal: false,
+  });
+  const chat = await findConversation(db.sql, app.id, sent.chat_id);
+  assert.deepEqual(visitor.frames, [
+    { type: "chat.updated", chat_id: sent.chat_id, chat },
+    { type: "message.created", chat_id: sent.chat_id, message },
+  ]);
+  assert.equal(message.id, sent.message_id);
+  assert.match(message.created_at, MICROSECOND_TIMESTAMP);
+});
+
+Deno.test("hub never pushes another visitor's messages nor internal notes", async () => {
+  await using db = await createTestDatabase();
+  const app = await insertApplication(db.sql, "Acme");
+  const other = await insertApplication(db.sql, "Other");
+  const ann = await createVisitor(db.sql, app.id);
+  const bob = await createVisitor(db.sql, app.id);
+  const eve = await createVisitor(db.sql, other.id);
+  await using server = await startHubServer({ sql: db.sql, listenSql: db.sql });
+  const annSocket = await server.connect(app.id, ann);
+  const annSecondTab = await server.connect(app.id, ann);
+  const bobSocket = await server.connect(app.id, bob);
+  const eveSocket = await server.connect(other.id, eve);
+
+  // One batch, one notice whose range covers both visitors' messages.
+  const [annSent] = await sendMessages(db.sql, [[app.id, ann, "Ann 1"], [app.id, bob, "Bob 1"]]);
+  await sendMessages(db.sql, [[other.id, eve, "Eve 1"]]);
+  await insertInternalNote(db.sql, app.id, annSent.chat_id);
+  // Handled in notice order: once this arrives, the note's notice has been handled too.
+  await sendMessages(db.sql, [[app.id, ann, "Ann 2"]]);
+
+  await waitUntil(() => annSocket.contents().length === 2, "Ann's second message");
+  await waitUntil(() => annSecondTab.contents().length === 2, "Ann's second tab");
+  await waitUntil(() => bobSocket.contents().length === 1, "Bob's message");
+  await waitUntil(() => eveSocket.contents().length === 1, "Eve's message");
+  assert.deepEqual(annSocket.contents(), ["Ann 1", "Ann 2"]);
+  assert.deepEqual(annSecondTab.contents(), ["Ann 1", "Ann 2"]);
+  assert.deepEqual(bobSocket.contents(), ["Bob 1"]);
+  assert.deepEqual(eveSocket.contents(), ["Eve 1"]);
+  for (const frame of annSocket.frames) {
+    if (frame.type === "chat.updated") assert.equal(frame.chat.client_id, ann);
+    else assert.equal(frame.message.internal, undefined);
+  }
+});
+
+Deno.test("hub pushes chat.updated when a conversation closes", async () => {
+  await using db = await createTestDatabase();
+  const app = await insertApplication(db.sql, "Acme");
+  const clientId = await createVisitor(db.sql, app.id);
+  const [sent] = await sendMessages(db.sql, [[app.id, clientId, "Hello"]]);
+  await using server = await startHubServer({ sql: db.sql, listenSql: db.sql });
+  const visitor = await server.connect(app.id, clientId);
+
+  await commitBatch(db.sql, [{ kind: "chat.close", appId: app.id, chatId: sent.chat_id }]);
+  await waitUntil(() => visitor.frames.length === 1, "the chat.updated frame");
+
+  const chat = await findConversation(db.sql, app.id, sent.chat_id);
+  assert.equal(chat?.status, "closed");
+  assert.deepEqual(visitor.frames, [{ type: "chat.updated", chat_id: sent.chat_id, chat }]);
+});
+
+Deno.test("hub pushes a message once when notices repeat or overlap its id, in notice order", async () => {
+  await using db = await createTestDatabase();
+  const app = await insertApplication(db.sql, "Acme");
+  const clientId = await createVisitor(db.sql, app.id);
+  // No listener: this test hands the notices to the hub itself.
+  await using server = await startHubServer({ sql: db.sql });
+  const visitor = await server.connect(app.id, clientId);
+  const sent = await sendMessages(db.sql, [
+    [app.id, clientId, "1"],
+    [app.id, clientId, "2"],
+    [app.id, clientId, "3"],
+  ]);
+  const [first, second, third] = sent.map((s) => s.message_id);
+  const notice = (m: [number, number]) => JSON.stringify({ a: [app.id], m });
+
+  // Not awaited one by one: handling must still follow the call order.
+  await Promise.all([
+    server.hub.handleNotice(notice([second, second])),
+    server.hub.handleNotice(notice([first, first])),
+    server.hub.handleNotice(notice([second, second])),
+    server.hub.handleNotice(notice([first - 10, third + 10])),
+    server.hub.handleNotice(notice([first, third])),
+  ]);
+  await waitUntil(() => visitor.contents().length >= 3, "the three messages");
+  await delay(50);
+  assert.deepEqual(visitor.contents(), ["2", "1", "3"]);
+});
+
+Deno.test("hub replays messages committed while the LISTEN connection was terminated", async () => {
+  await using db = await createTestDatabase();
+  const app = await insertApplication(db.sql, "Acme");
+  const clientId = await createVisitor(db.sql, app.id);
+  await using server = await startHubServer({ sql: db.sql, listenSql: db.sql });
+  const visitor = await server.connect(app.id, clientId);
+  await sendMessages(db.sql, [[app.id, clientId, "before"]]);
+  await waitUntil(() => visitor.contents().length === 1, "the first message");
+
+  const terminated = await db.sql`
+    SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+    WHERE datname = current_database() AND query ILIKE 'listen%' AND pid <> pg_backend_pid()`;
+  assert.equal(terminated.length, 1);
+  await sendMessages(db.sql, [[app.id, clientId, "during 1"]]);
+  await sendMessages(db.sql, [[app.id, clientId, "during 2"]]);
+
+  await waitUntil(() => server.reconnects === 1, "the reconnect");
+  await waitUntil(() => visitor.contents().length === 3, "the messages sent during the outage");
+  await sendMessages(db.sql, [[app.id, clientId, "after"]]);
+  await waitUntil(() => visitor.contents().length === 4, "the message sent after the reconnect");
+  assert.deepEqual(visitor.contents(), ["before", "during 1", "during 2", "after"]);
+});
+
+Deno.test("hub replays messages committed while the LISTEN connection was cut and held", async () => {
+  await using db = await createTestDatabase();
+  await using proxy = startOutageProxy(db.url);
+  const listenSql = connect(proxy.url, { max: 1 });
+  await using _listenPool = { [Symbol.asyncDispose]: () => listenSql.end({ timeout: 1 }) };
+  const app = await insertApplication(db.sql, "Acme");
+  const clientId = await createVisitor(db.sql, app.id);
+  const neighbour = await createVisitor(db.sql, app.id);
+  await using server = await startHubServer({ sql: db.sql, listenSql });
+  const visitor = await server.connect(app.id, clientId);
+  await sendMessages(db.sql, [[app.id, clientId, "before"]]);
+  await waitUntil(() => visitor.contents().length === 1, "the first message");
+
+  proxy.cut();
+  await sendMessages(db.sql, [[app.id, clientId, "during 1"], [app.id, neighbour, "not yours"]]);
+  await sendMessages(db.sql, [[app.id, clientId, "during 2"]]);
+  await delay(200);
+  // Their notices went to nobody: only the replay can bring them.
+  assert.deepEqual(visitor.contents(), ["before"]);
+  assert.equal(server.reconnects, 0);
+
+  proxy.restore();
+  await waitUntil(() => server.reconnects === 1, "the reconnect");
+  await waitUntil(() => visitor.contents().length === 3, "the replayed messages");
+  await sendMessages(db.sql, [[app.id, clientId, "after"]]);
+  await waitUntil(() => visitor.contents().length === 4, "the message sent after the reconnect");
+  assert.deepEqual(visitor.contents(), ["before", "during 1", "during 2", "after"]);
+});
+
+Deno.test("hub replay pushes only unpushed messages created within the window of the last notice", async () => {
+  await using db = await createTestDatabase();
+  const app = await insertApplication(db.sql, "Acme");
+  const clientId = await createVisitor(db.sql, app.id);
+  await using server = await startHubServer({ sql: db.sql, replayWindowMs: 1_000 });
+  const visitor = await server.connect(app.id, clientId);
+  const [old] = await sendMessages(db.sql, [[app.id, clientId, "old"]]);
+  await delay(1_500);
+  const [pushed] = await sendMessages(db.sql, [[app.id, clientId, "pushed"]]);
+  // The last notice seen: the replay looks back 1 s from it, so "old" is out of its reach.
+  await server.hub.handleNotice(
+    JSON.stringify({ a: [app.id], m: [pushed.message_id, pushed.message_id] }),
+  );
+  await sendMessages(db.sql, [[app.id, clientId, "missed"]]);
+  const [{ chat_id }] = await db.sql<{ chat_id: number }[]>`
+    SELECT conversation_id AS chat_id FROM messages
+    WHERE app_id = ${app.id} AND id = ${old.message_id}`;
+  await insertInternalNote(db.sql, app.id, chat_id);
+
+  await server.hub.replay();
+  await waitUntil(() => visitor.contents().length === 2, "the replayed message");
+  await delay(50);
+  assert.deepEqual(visitor.contents(), ["pushed", "missed"]);
+});
+
+Deno.test("hub skips sockets that close and forgets them", async () => {
+  await using db = await createTestDatabase();
+  const app = await insertApplication(db.sql, "Acme");
+  const clientId = await createVisitor(db.sql, app.id);
+  await using server = await startHubServer({ sql: db.sql, listenSql: db.sql });
+  const leaving = await server.connect(app.id, clientId);
+  const staying = await server.connect(app.id, clientId);
+  assert.equal(server.hub.socketCount, 2);
+  await leaving.close();
+  await waitUntil(() => server.hub.socketCount === 1, "the closed socket to be detached");
+  await sendMessages(db.sql, [[app.id, clientId, "hi"]]);
+  await waitUntil(() => staying.contents().length === 1, "the message");
+  assert.deepEqual(leaving.frames, []);
+});
+
+Deno.test("hub handleNotice returns at once without sockets and never rejects", async () => {
+  await using db = await createTestDatabase();
+  const errors: unknown[] = [];
+  const hub = createRealtimeHub({ sql: db.sql, onError: (error) => errors.push(error) });
+  await hub.handleNotice(JSON.stringify({ a: [1], m: [1, 2] }));
+  await hub.handleNotice("not json");
+  await hub.replay();
+  assert.equal(errors.length, 1);
+  assert.equal(hub.socketCount, 0);
+  hub.stop();
+});
+
+Deno.test("createRealtimeHub rejects a negative replay window", async () => {
+  await using db = await createTestDatabase();
+  assert.throws(() => createRealtimeHub({ sql: db.sql, replayWindowMs: -1 }), RangeError);
+});
+
+Deno.test("hub handles a notice only after the ones before it, however long they take", async () => {
+  await using db = await createTestDatabase();
+  const app = await insertApplication(db.sql, "Acme");
+  const clientId = await createVisitor(db.sql, app.id);
+  // The hub's first query is held back: without serialization the second notice overtakes it.
+  let calls = 0;
+  const slowFirst = new Proxy(db.sql, {
+    apply(target, self, args) {
+      calls += 1;
+      if (calls > 1) return Reflect.apply(target, self, args);
+      return delay(300).then(() => Reflect.apply(target, self, args));
+    },
+  });
+  await using server = await startHubServer({ sql: slowFirst });
+  const visitor = await server.connect(app.id, clientId);
+  const [first, second] = await sendMessages(db.sql, [
+    [app.id, clientId, "1"],
+    [app.id, clientId, "2"],
+  ]);
+  const notice = (id: number) => JSON.stringify({ a: [app.id], m: [id, id] });
+
+  void server.hub.handleNotice(notice(first.message_id));
+  await server.hub.handleNotice(notice(second.message_id));
+  await waitUntil(() => visitor.contents().length === 2, "both messages");
+  assert.deepEqual(visitor.contents(), ["1", "2"]);
+});
