@@ -12,7 +12,9 @@ import { createActorPool } from "./actors/pool.ts";
 import { createRealtimeHub } from "./realtime/hub.ts";
 import { listenForChanges } from "./realtime/listener.ts";
 import { createHttpApp } from "./http/app.ts";
-import { log, setLogLevel } from "./log.ts";
+import { describeError, log, setLogLevel } from "./log.ts";
+import { createHitCounter } from "./rate_limit/hit_counter.ts";
+import { addHits, deleteExpiredWindows } from "./db/rate_limits.ts";
 
 /** A running instance. */
 export interface RunningParley {
@@ -46,7 +48,16 @@ export async function startParley(config: Config): Promise<RunningParley> {
     sql,
     ask: (key, command) => pool.ask(key, command),
     attachVisitor: (socket, who) => hub.attachVisitor(socket, who),
+    hitCounter: createHitCounter((hits) => addHits(sql, hits)),
+    widgetRateLimit: config.widgetRateLimitPerMinute,
+    trustProxy: config.trustProxy,
   });
+  // Ended windows are only clutter; any instance may sweep them.
+  const sweep = setInterval(() => {
+    deleteExpiredWindows(sql).catch((error) =>
+      log("warn", "rate-limit sweep failed", describeError(error))
+    );
+  }, 60_000);
 
   const { promise: listening, resolve } = Promise.withResolvers<Deno.NetAddr>();
   const server = Deno.serve({
@@ -67,6 +78,7 @@ export async function startParley(config: Config): Promise<RunningParley> {
     stop() {
       stopping ??= (async () => {
         log("info", "stopping");
+        clearInterval(sweep);
         const drained = server.shutdown();
         hub.stop();
         await drained;

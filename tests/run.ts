@@ -64,6 +64,7 @@ async function runDenoTest(url: string, args: string[]): Promise<number> {
   }
   const status = await child.status;
   // deno's closing line: "ok | 12 passed (3 steps) | 0 failed (2s)" or "FAILED | 3 passed | 1 failed ..."
+  // deno-lint-ignore no-control-regex -- strips the colour codes of deno's own output
   const plain = tail.replace(/\x1b\[[0-9;]*m/g, "");
   const match = /(?:ok|FAILED) \| (\d+) passed[^|]*\| (\d+) failed/.exec(plain);
   if (match) summary = { passed: Number(match[1]), failed: Number(match[2]) };

@@ -309,3 +309,46 @@ Deno.test("healthz answers while the process runs, readyz while the database ans
   assert.equal(ready.status, 200);
   assert.ok(ready.headers.get("x-request-id"));
 });
+
+/** Waits out the end of the current minute so that a short test stays in one window. */
+async function awayFromWindowEdge(sql: import("../src/db/client.ts").Sql) {
+  const [row] = await sql`SELECT extract(second FROM clock_timestamp())::float AS s`;
+  if (row.s > 50) await new Promise((resolve) => setTimeout(resolve, (61 - row.s) * 1000));
+}
+
+Deno.test("widget requests are rate-limited per visitor token and per IP for new visitors", async () => {
+  await using db = await createTestDatabase();
+  await using server = await startTestServer(db.url, { WIDGET_RATE_LIMIT_PER_MINUTE: "3" });
+  const app = await insertApplication(db.sql, "Acme");
+  await awayFromWindowEdge(db.sql);
+  const a = await createVisitor(server.baseUrl, app.public_id);
+  const b = await createVisitor(server.baseUrl, app.public_id);
+  const statuses: number[] = [];
+  let last: Awaited<ReturnType<typeof call>> | null = null;
+  for (let i = 0; i < 4; i++) {
+    last = await call(server.baseUrl, "POST", "/api/v1/widget/messages", {
+      token: a.visitor_token,
+      body: { content: `m${i}` },
+    });
+    statuses.push(last.status);
+  }
+  assert.deepEqual(statuses, [200, 200, 200, 429]);
+  assert.deepEqual(last!.json, { code: 429, message: "Rate limit exceeded" });
+  const retryAfter = Number(last!.headers.get("retry-after"));
+  assert.ok(retryAfter >= 1 && retryAfter <= 60, String(retryAfter));
+  assert.equal(last!.headers.get("x-ratelimit-remaining"), "0");
+  assert.equal(last!.headers.get("x-ratelimit-limit"), "3");
+  // Another visitor has its own bucket.
+  const other = await call(server.baseUrl, "POST", "/api/v1/widget/messages", {
+    token: b.visitor_token,
+    body: { content: "hi" },
+  });
+  assert.equal(other.status, 200);
+  assert.equal(other.headers.get("x-ratelimit-remaining"), "2");
+  // Two visitors were created from this IP; the third creation is allowed, the fourth not.
+  const third = await call(server.baseUrl, "POST", `/api/v1/widget/${app.public_id}/visitors`);
+  const fourth = await call(server.baseUrl, "POST", `/api/v1/widget/${app.public_id}/visitors`);
+  assert.deepEqual([third.status, fourth.status], [200, 429]);
+  const [messages] = await db.sql`SELECT count(*) AS n FROM messages`;
+  assert.equal(messages.n, 4);
+});

@@ -20,12 +20,21 @@ import { MAX_CONTENT_LENGTH } from "../domain/conversation.ts";
 import { ok } from "./envelope.ts";
 import { readBody } from "./body.ts";
 import { methodNotAllowed } from "./method_not_allowed.ts";
+import { rateLimit } from "./middleware/rate_limit.ts";
+import { clientIp } from "./client_ip.ts";
+import type { HitCounter } from "../rate_limit/hit_counter.ts";
 
 /** What the widget routes need. */
 export interface WidgetDeps {
   sql: Sql;
   ask(key: string, command: AppCommand): Promise<CommandResult>;
   attachVisitor(socket: WebSocket, who: { appId: number; clientId: number }): void;
+  /** Where widget requests are counted. */
+  hitCounter: HitCounter;
+  /** Requests per minute per visitor token (and per IP for visitor creation). */
+  widgetRateLimit: number;
+  /** Whether `X-Forwarded-For` names the client. */
+  trustProxy: boolean;
 }
 
 /** A visitor as authenticated by its token. */
@@ -76,6 +85,18 @@ export function widgetRoutes(deps: WidgetDeps): Hono {
   }
 
   const routes = new Hono();
+
+  // Per visitor token; requests without one (visitor creation) per client IP.
+  routes.use(rateLimit({
+    counter: deps.hitCounter,
+    limit: deps.widgetRateLimit,
+    async bucketOf(c) {
+      const token = c.req.query("token") ?? bearer(c);
+      return token
+        ? `widget:${(await sha256Hex(token)).slice(0, 32)}`
+        : `widget-ip:${clientIp(c, deps.trustProxy)}`;
+    },
+  }));
 
   routes.post("/:publicId/visitors", async (c) => {
     const body = await readBody(c, ["json"], { optional: true });
