@@ -1,15 +1,24 @@
 /**
- * A closed-loop load generator: `connections` concurrent loops, each sending its next request
- * as soon as the previous answered, for a fixed time after a warm-up. Reports throughput and
- * latency percentiles. Bounded in time and count; targets loopback only.
+ * A closed-loop HTTP/1.1 load generator on raw keep-alive TCP connections: `connections`
+ * loops, each sending its next request as soon as the previous answered, for a fixed time
+ * after a warm-up. It speaks just enough HTTP (Content-Length bodies) to stay cheap, so that
+ * on a small machine the CPU goes to the server under test, not to the client. Bounded in
+ * time and count; targets loopback only.
  */
 
 /** One request to make; `index` counts requests of the whole run. */
-export type MakeRequest = (index: number) => Request;
+export interface LoadRequest {
+  method: "GET" | "POST";
+  path: string;
+  headers?: Record<string, string>;
+  body?: string;
+}
 
 /** Options of {@linkcode runLoad}. */
 export interface LoadOptions {
-  /** Concurrent loops (each keeps one connection busy). @default 64 */
+  /** Port on 127.0.0.1. */
+  port: number;
+  /** Concurrent loops, one keep-alive connection each. @default 64 */
   connections?: number;
   /** Measured time in ms. @default 10_000 */
   durationMs?: number;
@@ -28,8 +37,55 @@ export interface LoadResult {
   p99Ms: number;
 }
 
+const encoder = new TextEncoder();
+const decoder = new TextDecoder();
+
+function encode(request: LoadRequest): Uint8Array {
+  const body = request.body ?? "";
+  const headers = {
+    host: "127.0.0.1",
+    ...(request.headers ?? {}),
+    ...(request.body !== undefined
+      ? { "content-length": String(encoder.encode(body).length) }
+      : {}),
+  };
+  const head = Object.entries(headers).map(([k, v]) => `${k}: ${v}\r\n`).join("");
+  return encoder.encode(`${request.method} ${request.path} HTTP/1.1\r\n${head}\r\n${body}`);
+}
+
+/** Reads one response from `conn`; returns its status. `buffer` keeps leftover bytes. */
+async function readResponse(
+  conn: Deno.Conn,
+  state: { buffer: Uint8Array<ArrayBuffer> },
+): Promise<number> {
+  const chunk = new Uint8Array(65536);
+  for (;;) {
+    const text = decoder.decode(state.buffer);
+    const end = text.indexOf("\r\n\r\n");
+    if (end >= 0) {
+      const head = text.slice(0, end);
+      const status = Number(head.slice(9, 12));
+      const length = Number(/\r\ncontent-length: *(\d+)/i.exec(head)?.[1] ?? 0);
+      const headBytes = encoder.encode(text.slice(0, end + 4)).length;
+      if (state.buffer.length >= headBytes + length) {
+        state.buffer = state.buffer.slice(headBytes + length);
+        return status;
+      }
+    }
+    const n = await conn.read(chunk);
+    if (n === null) throw new Error("Connection closed");
+    const merged = new Uint8Array(state.buffer.length + n);
+    merged.set(state.buffer);
+    merged.set(chunk.subarray(0, n), state.buffer.length);
+    state.buffer = merged;
+  }
+}
+
 /** Runs the load; a non-2xx answer counts as an error. */
-export async function runLoad(make: MakeRequest, options: LoadOptions = {}): Promise<LoadResult> {
+export async function runLoad(
+  make: (index: number) => LoadRequest,
+  options: LoadOptions,
+): Promise<LoadResult> {
   const connections = options.connections ?? 64;
   const durationMs = options.durationMs ?? 10_000;
   const warmupMs = options.warmupMs ?? 2_000;
@@ -41,24 +97,31 @@ export async function runLoad(make: MakeRequest, options: LoadOptions = {}): Pro
   let errors = 0;
   let index = 0;
   async function loop() {
-    while (index < maxRequests) {
-      const now = performance.now();
-      if (now >= end) return;
-      const request = make(index++);
-      const t0 = performance.now();
-      let ok = false;
-      try {
-        const res = await fetch(request);
-        await res.arrayBuffer();
-        ok = res.ok;
-      } catch {
-        ok = false;
+    let conn: Deno.Conn | null = null;
+    const state = { buffer: new Uint8Array(0) };
+    try {
+      while (index < maxRequests && performance.now() < end) {
+        conn ??= await Deno.connect({ hostname: "127.0.0.1", port: options.port });
+        const bytes = encode(make(index++));
+        const t0 = performance.now();
+        let ok = false;
+        try {
+          await conn.write(bytes);
+          const status = await readResponse(conn, state);
+          ok = status >= 200 && status < 300;
+        } catch {
+          conn.close();
+          conn = null;
+          state.buffer = new Uint8Array(0);
+        }
+        const t1 = performance.now();
+        if (t0 >= measureFrom && t1 <= end) {
+          latencies.push(t1 - t0);
+          if (!ok) errors++;
+        }
       }
-      const t1 = performance.now();
-      if (t0 >= measureFrom && t1 <= end) {
-        latencies.push(t1 - t0);
-        if (!ok) errors++;
-      }
+    } finally {
+      conn?.close();
     }
   }
   await Promise.all(Array.from({ length: connections }, loop));

@@ -35,18 +35,23 @@ try {
   const tokens = await createVisitors(parley, dataDir);
   const load = { connections, durationMs: seconds * 1000, warmupMs: 2000 };
   const results: [string, LoadResult][] = [];
-  results.push(["GET hello (Hono baseline)", await runLoad(() => new Request(`${hello}/`), load)]);
+  console.error("running: GET hello");
+  results.push([
+    "GET hello (Hono baseline)",
+    await runLoad(() => ({ method: "GET", path: "/" }), { ...load, port: helloPort }),
+  ]);
+  console.error("running: POST /api/v1/widget/messages");
   results.push([
     "POST /api/v1/widget/messages",
-    await runLoad((i) =>
-      new Request(`${parley}/api/v1/widget/messages`, {
-        method: "POST",
-        headers: {
-          "content-type": "application/json",
-          authorization: `Bearer ${tokens[i % tokens.length]}`,
-        },
-        body: JSON.stringify({ content: `Benchmark message ${i}` }),
-      }), load),
+    await runLoad((i) => ({
+      method: "POST",
+      path: "/api/v1/widget/messages",
+      headers: {
+        "content-type": "application/json",
+        authorization: `Bearer ${tokens[i % tokens.length]}`,
+      },
+      body: JSON.stringify({ content: `Benchmark message ${i}` }),
+    }), { ...load, port: parleyPort }),
   ]);
   printTable(results);
 } finally {

@@ -148,3 +148,60 @@ Deno.test("commitBatch rolls back the whole batch when a statement fails", async
   const [row] = await db.sql`SELECT count(*) AS n FROM clients`;
   assert.equal(row.n, 0);
 });
+
+Deno.test("commitBatch stores a batch of many visitors' messages in input order", async () => {
+  await using db = await createTestDatabase();
+  const app = await insertApplication(db.sql, "Acme");
+  const other = await insertApplication(db.sql, "Other");
+  const created = await commitBatch(db.sql, [
+    { kind: "visitor.create", appId: app.id, tokenHash: "a", name: null, email: null },
+    { kind: "visitor.create", appId: app.id, tokenHash: "b", name: null, email: null },
+    { kind: "visitor.create", appId: other.id, tokenHash: "c", name: null, email: null },
+  ]);
+  const [a, b, c] = created.map((r) => value<{ client_id: number }>(r).client_id);
+  const send = (appId: number, clientId: number, content: string) =>
+    ({ kind: "visitor.message", appId, clientId, messageType: "text", content }) as const;
+  const results = await commitBatch(db.sql, [
+    send(app.id, a, "a1"),
+    send(app.id, b, "b1"),
+    send(other.id, a, "not a's app"), // a is not a client of `other`
+    send(app.id, a, "a2"),
+    send(other.id, c, "c1"),
+    send(app.id, b, "b2"),
+  ]);
+  assert.deepEqual(results[2], { ok: false, status: 404, message: "Visitor not found" });
+  const ok = results.map((r) => r.ok ? (r.value as { chat_id: number; message_id: number }) : null);
+  assert.equal(ok[0]!.chat_id, ok[3]!.chat_id);
+  assert.equal(ok[1]!.chat_id, ok[5]!.chat_id);
+  assert.notEqual(ok[0]!.chat_id, ok[1]!.chat_id);
+  const ids = [0, 1, 3, 4, 5].map((i) => ok[i]!.message_id);
+  assert.deepEqual(ids, [...ids].sort((x, y) => x - y), "ids follow input order");
+  const rows = await db.sql`SELECT id, content FROM messages ORDER BY id`;
+  assert.deepEqual(rows.map((r) => r.content), ["a1", "b1", "a2", "c1", "b2"]);
+  assert.deepEqual(rows.map((r) => r.id), ids);
+});
+
+Deno.test("commitBatch announces chat.started once for a new conversation's first message", async () => {
+  await using db = await createTestDatabase();
+  const app = await insertApplication(db.sql, "Acme");
+  await db.sql`INSERT INTO webhooks (app_id, url, events, enabled, secret_encrypted)
+    VALUES (${app.id}, 'https://example.com/h', '{chat.started,message.received}', true, 'x')`;
+  const [created] = await commitBatch(db.sql, [
+    { kind: "visitor.create", appId: app.id, tokenHash: "a", name: null, email: null },
+  ]);
+  const clientId = value<{ client_id: number }>(created).client_id;
+  const send = { kind: "visitor.message", appId: app.id, clientId, messageType: "text" } as const;
+  const [first, second] = await commitBatch(db.sql, [
+    { ...send, content: "1" },
+    { ...send, content: "2" },
+  ]);
+  const m1 = value<{ message_id: number }>(first).message_id;
+  const m2 = value<{ message_id: number }>(second).message_id;
+  const rows = await db
+    .sql`SELECT topic, payload->>'message_id' AS message_id FROM outbox ORDER BY id`;
+  assert.deepEqual(rows.map((r) => [r.topic, Number(r.message_id)]), [
+    ["chat.started", m1],
+    ["message.received", m1],
+    ["message.received", m2],
+  ]);
+});

@@ -33,7 +33,15 @@ export function toMessage(row: MessageRow): Message {
   return message;
 }
 
-/** Result of {@linkcode appendVisitorMessage}. */
+/** A web visitor's message to store. */
+export interface VisitorMessageInput {
+  appId: number;
+  clientId: number;
+  messageType: string;
+  content: string;
+}
+
+/** Result of {@linkcode appendVisitorMessages} for one input. */
 export interface AppendedVisitorMessage {
   chatId: number;
   messageId: number;
@@ -42,58 +50,95 @@ export interface AppendedVisitorMessage {
 }
 
 /**
- * Stores a web visitor's message in one statement: into the visitor's open web conversation,
- * or a new one when there is none; updates the conversation's activity times; queues
- * `chat.started` and `message.received` for a subscribed webhook. Null when the application
- * has no such client.
+ * Stores web visitors' messages, in input order, in one statement: each goes into its
+ * visitor's open web conversation, or a new one when there is none (all messages of one
+ * visitor share it); conversations' activity times move to the statement's timestamp, which
+ * is also every new message's `created_at`; `chat.started` and `message.received` are queued
+ * for subscribed webhooks. One statement for a whole batch is what makes group commit cheap:
+ * the per-statement cost of PostgreSQL dominates single-row writes. Returns one result per
+ * input, null where the application has no such client.
  */
-export async function appendVisitorMessage(
+export async function appendVisitorMessages(
   sql: Tx,
-  input: { appId: number; clientId: number; messageType: string; content: string },
-): Promise<AppendedVisitorMessage | null> {
-  const { appId, clientId } = input;
-  const [row] = await sql<{ chat_id: number; message_id: number; started: boolean }[]>`
+  inputs: VisitorMessageInput[],
+): Promise<(AppendedVisitorMessage | null)[]> {
+  const rows = await sql<{ n: number; chat_id: number; message_id: number; started: boolean }[]>`
     WITH stamp AS (
       SELECT clock_timestamp() AS at
-    ), client AS (
-      SELECT id FROM clients WHERE app_id = ${appId} AND id = ${clientId}
+    ), input AS (
+      SELECT * FROM unnest(
+        ${inputs.map((i) => i.appId)}::bigint[], ${inputs.map((i) => i.clientId)}::bigint[],
+        ${inputs.map((i) => i.messageType)}::text[], ${inputs.map((i) => i.content)}::text[]
+      ) WITH ORDINALITY AS input (app_id, client_id, message_type, content, n)
+    ), sender AS (
+      -- LATERAL keeps every lookup an index probe: a generic plan guesses 100 input rows
+      -- and would otherwise hash whole tables.
+      SELECT i.app_id, i.client_id
+      FROM (SELECT DISTINCT app_id, client_id FROM input) i
+      CROSS JOIN LATERAL (
+        SELECT 1 FROM clients cl WHERE cl.app_id = i.app_id AND cl.id = i.client_id LIMIT 1
+      ) known
     ), open_chat AS (
-      SELECT id FROM conversations
-      WHERE app_id = ${appId} AND client_id = ${clientId} AND channel = 'web' AND status = 'open'
-      ORDER BY id DESC LIMIT 1
+      SELECT s.app_id, s.client_id, c.id
+      FROM sender s
+      CROSS JOIN LATERAL (
+        SELECT id FROM conversations c
+        WHERE c.app_id = s.app_id AND c.client_id = s.client_id AND c.channel = 'web'
+          AND c.status = 'open'
+        ORDER BY c.id DESC LIMIT 1
+      ) c
     ), new_chat AS (
       INSERT INTO conversations
         (app_id, client_id, channel, status, created_at, last_message_at, last_inbound_at)
-      SELECT ${appId}, client.id, 'web', 'open', stamp.at, stamp.at, stamp.at
-      FROM client, stamp WHERE NOT EXISTS (SELECT 1 FROM open_chat)
-      RETURNING id
+      SELECT s.app_id, s.client_id, 'web', 'open', stamp.at, stamp.at, stamp.at
+      FROM sender s CROSS JOIN stamp
+      WHERE NOT EXISTS (
+        SELECT 1 FROM open_chat o WHERE o.app_id = s.app_id AND o.client_id = s.client_id
+      )
+      RETURNING app_id, client_id, id
     ), chat AS (
-      SELECT id, false AS started FROM open_chat
+      SELECT app_id, client_id, id, false AS new FROM open_chat
       UNION ALL
-      SELECT id, true FROM new_chat
+      SELECT app_id, client_id, id, true FROM new_chat
+    ), placed AS (
+      -- Inputs whose visitor exists, numbered in input order; ids are drawn in this order.
+      SELECT i.n, i.app_id, i.message_type, i.content, chat.id AS chat_id,
+        chat.new AND i.n = min(i.n) OVER (PARTITION BY i.app_id, i.client_id) AS started,
+        row_number() OVER (ORDER BY i.n) AS k
+      FROM input i JOIN chat ON chat.app_id = i.app_id AND chat.client_id = i.client_id
     ), message AS (
       INSERT INTO messages (app_id, conversation_id, sender_type, message_type, content, created_at)
-      SELECT ${appId}, chat.id, 'visitor', ${input.messageType}, ${input.content}, stamp.at
-      FROM chat, stamp
-      RETURNING id, conversation_id
+      SELECT p.app_id, p.chat_id, 'visitor', p.message_type, p.content, stamp.at
+      FROM placed p CROSS JOIN stamp
+      ORDER BY p.k
+      RETURNING id
+    ), result AS (
+      SELECT p.n, p.app_id, p.chat_id, p.started, m.id AS message_id
+      FROM placed p
+      JOIN (SELECT id, row_number() OVER (ORDER BY id) AS k FROM message) m ON m.k = p.k
     ), touched AS (
       UPDATE conversations c SET last_message_at = stamp.at, last_inbound_at = stamp.at
-      FROM open_chat, stamp WHERE c.app_id = ${appId} AND c.id = open_chat.id
+      FROM open_chat o CROSS JOIN stamp
+      WHERE c.app_id = o.app_id AND c.id = o.id
     ), events AS (
       INSERT INTO outbox (app_id, kind, topic, payload)
-      SELECT ${appId}, 'webhook', topic.name,
-        jsonb_build_object('conversation_id', message.conversation_id, 'message_id', message.id)
-      FROM message
-      CROSS JOIN chat
-      CROSS JOIN LATERAL (VALUES (1, 'chat.started'), (2, 'message.received')) AS topic (n, name)
-      JOIN webhooks w ON w.app_id = ${appId} AND w.enabled AND topic.name = ANY (w.events)
-      WHERE topic.name <> 'chat.started' OR chat.started
-      ORDER BY topic.n
+      SELECT r.app_id, 'webhook', topic.name,
+        jsonb_build_object('conversation_id', r.chat_id, 'message_id', r.message_id)
+      FROM result r
+      CROSS JOIN LATERAL (VALUES (1, 'chat.started'), (2, 'message.received')) AS topic (i, name)
+      CROSS JOIN LATERAL (
+        SELECT 1 FROM webhooks w
+        WHERE w.app_id = r.app_id AND w.enabled AND topic.name = ANY (w.events) LIMIT 1
+      ) subscribed
+      WHERE topic.name <> 'chat.started' OR r.started
+      ORDER BY r.n, topic.i
     )
-    SELECT message.conversation_id AS chat_id, message.id AS message_id, chat.started
-    FROM message, chat`;
-  if (!row) return null;
-  return { chatId: row.chat_id, messageId: row.message_id, started: row.started };
+    SELECT n, chat_id, message_id, started FROM result`;
+  const byInput = new Map(rows.map((row) => [row.n, row]));
+  return inputs.map((_, index) => {
+    const row = byInput.get(index + 1);
+    return row ? { chatId: row.chat_id, messageId: row.message_id, started: row.started } : null;
+  });
 }
 
 /** Options of {@linkcode listMessages}. */

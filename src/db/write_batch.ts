@@ -1,15 +1,16 @@
 /**
  * The write transaction of the actors: a batch of application commands committed together.
  * It locks every application of the batch (in id order, so instances never deadlock), sends
- * each command as one statement, pipelined on the connection in batch order, announces what
- * changed with one NOTIFY, and commits. Commands are single statements on purpose: the
+ * the commands as statements pipelined on the connection in batch order, announces what
+ * changed with one NOTIFY, and commits. Every step is a single statement on purpose: the
  * server runs them in the order sent, so a command sees the effects of the ones before it
- * without a round trip per command.
+ * without a round trip per command. Consecutive visitor messages share one set-based
+ * statement, because per-statement overhead, not rows, is what PostgreSQL spends its time on.
  */
 import type { Sql, Tx } from "./client.ts";
-import type { AppCommand, CommandResult } from "../actors/protocol.ts";
+import type { AppCommand, CommandResult, SendVisitorMessageCommand } from "../actors/protocol.ts";
 import { insertVisitor } from "./visitors.ts";
-import { appendVisitorMessage } from "./messages.ts";
+import { appendVisitorMessages } from "./messages.ts";
 import { closeConversation } from "./conversations.ts";
 import { type ChangeNotice, CHANGES_CHANNEL, encodeChangeNotice } from "../domain/change_notice.ts";
 
@@ -25,51 +26,91 @@ interface Outcome {
 /** Executes `commands` in order in one transaction; one result per command, same order. */
 export async function commitBatch(sql: Sql, commands: AppCommand[]): Promise<CommandResult[]> {
   const appIds = [...new Set(commands.map((command) => command.appId))].sort((a, b) => a - b);
-  return await sql.begin(async (tx) => {
-    // Lazy queries start when awaited: issue the lock first, then every command, so that they
-    // go out in this order, pipelined, and the server runs them in this order.
-    const locked = tx`SELECT pg_advisory_xact_lock(id) FROM unnest(${appIds}::bigint[]) AS id`
+  const conn = await sql.reserve();
+  try {
+    // Queries start when executed and go out in that order, pipelined: BEGIN, the locks and
+    // every step leave in one flight, and the NOTIFY and COMMIT in a second one.
+    const begun = conn`BEGIN`.execute();
+    const locked = conn`SELECT pg_advisory_xact_lock(id) FROM unnest(${appIds}::bigint[]) AS id`
       .execute();
-    const pending = commands.map((command) => execute(tx, command));
-    await locked;
-    const outcomes = await Promise.all(pending);
+    const pending = planSteps(commands).map((step) => execute(conn, step));
+    let outcomes: Outcome[];
+    try {
+      await begun;
+      await locked;
+      outcomes = (await Promise.all(pending)).flat();
+    } catch (error) {
+      await Promise.allSettled(pending);
+      await conn`ROLLBACK`;
+      throw error;
+    }
     const notice = changeNotice(commands, outcomes);
-    if (notice) {
-      const payloads = encodeChangeNotice(notice);
-      await tx`SELECT pg_notify(${CHANGES_CHANNEL}, payload) FROM unnest(${payloads}::text[]) AS payload`;
+    const notified = notice
+      ? conn`SELECT pg_notify(${CHANGES_CHANNEL}, payload)
+          FROM unnest(${encodeChangeNotice(notice)}::text[]) AS payload`.execute()
+      : null;
+    const committed = conn`COMMIT`.execute();
+    try {
+      await notified;
+    } finally {
+      await committed;
     }
     return outcomes.map((outcome) => outcome.result);
-  });
+  } finally {
+    conn.release();
+  }
 }
 
-function execute(tx: Tx, command: AppCommand): Promise<Outcome> {
-  switch (command.kind) {
-    case "visitor.create":
-      return insertVisitor(tx, command).then((clientId) => ({
-        result: { ok: true, value: { client_id: clientId } },
-      }));
-    case "visitor.message":
-      return appendVisitorMessage(tx, command).then((appended) =>
-        appended
+/** One statement of a batch: a run of visitor messages, or any other single command. */
+type Step =
+  | { kind: "visitor.messages"; commands: SendVisitorMessageCommand[] }
+  | { kind: "single"; command: Exclude<AppCommand, SendVisitorMessageCommand> };
+
+/** Groups consecutive visitor messages; keeps everything in batch order. */
+function planSteps(commands: AppCommand[]): Step[] {
+  const steps: Step[] = [];
+  for (const command of commands) {
+    const last = steps.at(-1);
+    if (command.kind !== "visitor.message") steps.push({ kind: "single", command });
+    else if (last?.kind === "visitor.messages") last.commands.push(command);
+    else steps.push({ kind: "visitor.messages", commands: [command] });
+  }
+  return steps;
+}
+
+/** Runs one step; one outcome per command of the step, in order. */
+function execute(tx: Tx, step: Step): Promise<Outcome[]> {
+  if (step.kind === "visitor.messages") {
+    return appendVisitorMessages(tx, step.commands).then((appended) =>
+      appended.map((message): Outcome =>
+        message
           ? {
             result: {
               ok: true,
-              value: { chat_id: appended.chatId, message_id: appended.messageId },
+              value: { chat_id: message.chatId, message_id: message.messageId },
             },
-            messageIds: [appended.messageId],
-            chatChanged: appended.started ? appended.chatId : undefined,
+            messageIds: [message.messageId],
+            chatChanged: message.started ? message.chatId : undefined,
           }
           : { result: { ok: false, status: 404, message: "Visitor not found" } }
-      );
+      )
+    );
+  }
+  const command = step.command;
+  switch (command.kind) {
+    case "visitor.create":
+      return insertVisitor(tx, command).then((clientId) => [{
+        result: { ok: true, value: { client_id: clientId } },
+      }]);
     case "chat.close":
-      return closeConversation(tx, command.appId, command.chatId).then((closed) =>
+      return closeConversation(tx, command.appId, command.chatId).then((closed) => [
         closed
           ? {
             result: { ok: true, value: closed.conversation },
             chatChanged: closed.changed ? closed.conversation.id : undefined,
           }
-          : { result: { ok: false, status: 404, message: "Conversation not found" } }
-      );
+          : { result: { ok: false, status: 404, message: "Conversation not found" } },
+      ]);
   }
 }
 
