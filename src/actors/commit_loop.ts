@@ -8,6 +8,7 @@
  * can be tested without one.
  */
 import type { AppCommand, CommandResult } from "./protocol.ts";
+import { log } from "../log.ts";
 
 /** Options of {@linkcode createCommitLoop}. */
 export interface CommitLoopOptions {
@@ -239,8 +240,5 @@ function logError(message: string, error: unknown): void {
     : error === null
     ? undefined
     : { message: String(error) };
-  const time = new Date().toISOString();
-  console.error(
-    JSON.stringify({ time, level: "error", msg: message, source: "commit_loop", cause }),
-  );
+  log("error", message, { source: "commit_loop", cause });
 }

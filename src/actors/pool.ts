@@ -6,6 +6,7 @@
  * outlives `askTimeoutMs` fails the same way.
  */
 import type { AppCommand, CommandResult, FromWorker, ToWorker } from "./protocol.ts";
+import { log } from "../log.ts";
 import { INTERNAL_ERROR, SHUTTING_DOWN } from "./commit_loop.ts";
 
 /** Options of {@linkcode createActorPool}. */
@@ -257,12 +258,5 @@ function describe(cause: unknown): string {
 }
 
 function logError(message: string, workerIndex: number, cause: unknown): void {
-  console.error(JSON.stringify({
-    time: new Date().toISOString(),
-    level: "error",
-    msg: message,
-    source: "actor_pool",
-    workerIndex,
-    cause: describe(cause),
-  }));
+  log("error", message, { source: "actor_pool", workerIndex, cause: describe(cause) });
 }

@@ -35,6 +35,8 @@ export async function startTestServer(
 export interface SpawnedServer extends AsyncDisposable {
   baseUrl: string;
   process: Deno.ChildProcess;
+  /** Every stdout line printed so far (the JSON log). */
+  lines: string[];
   /** Sends SIGTERM and waits for the exit status. */
   stop(): Promise<Deno.CommandStatus>;
 }
@@ -51,11 +53,13 @@ export async function spawnServer(env: Record<string, string>): Promise<SpawnedS
   const reader = lines.getReader();
   const stderr = new Response(child.stderr).text();
   let port: number | null = null;
+  const printed: string[] = [];
   const deadline = setTimeout(() => child.kill("SIGKILL"), 60_000);
   try {
     while (port === null) {
       const { value, done } = await reader.read();
       if (done) throw new Error(`Server exited before listening: ${await stderr}`);
+      printed.push(value);
       try {
         const line = JSON.parse(value);
         if (line.msg === "listening") port = line.port;
@@ -68,7 +72,11 @@ export async function spawnServer(env: Record<string, string>): Promise<SpawnedS
   }
   // Keep draining stdout so the child never blocks on a full pipe.
   (async () => {
-    while (!(await reader.read()).done) { /* drain */ }
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) return;
+      printed.push(value);
+    }
   })().catch(() => {});
   let stopped: Promise<Deno.CommandStatus> | null = null;
   const stop = () =>
@@ -85,6 +93,7 @@ export async function spawnServer(env: Record<string, string>): Promise<SpawnedS
   return {
     baseUrl: `http://127.0.0.1:${port}`,
     process: child,
+    lines: printed,
     stop,
     [Symbol.asyncDispose]: async () => {
       await stop();

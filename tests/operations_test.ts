@@ -1,0 +1,62 @@
+import assert from "node:assert/strict";
+import { createTestDatabase } from "./support/database.ts";
+import { spawnServer } from "./support/server.ts";
+import { connect } from "../src/db/client.ts";
+import { createHttpApp } from "../src/http/app.ts";
+import { freePort } from "../src/db/embedded.ts";
+
+Deno.test("every request logs one JSON line without its query string", async () => {
+  await using db = await createTestDatabase();
+  const server = await spawnServer({ DATABASE_URL: db.url });
+  try {
+    const secret = `pv_1_${"ab".repeat(32)}`;
+    const res = await fetch(`${server.baseUrl}/api/v1/widget/socket?token=${secret}`, {
+      headers: { "x-request-id": "req-123" },
+    });
+    assert.equal(res.status, 401);
+    assert.equal(res.headers.get("x-request-id"), "req-123");
+    await res.body?.cancel();
+    const health = await fetch(`${server.baseUrl}/healthz`);
+    await health.body?.cancel();
+    for (let i = 0; i < 50 && !server.lines.some((l) => l.includes('"/healthz"')); i++) {
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+  } finally {
+    assert.equal((await server.stop()).code, 0);
+  }
+  const requests = server.lines.map((line) => JSON.parse(line)).filter((l) => l.msg === "request");
+  assert.equal(requests.length, 2, server.lines.join("\n"));
+  const [socket, health] = requests;
+  assert.equal(socket.method, "GET");
+  assert.equal(socket.path, "/api/v1/widget/socket");
+  assert.equal(socket.status, 401);
+  assert.equal(socket.request_id, "req-123");
+  assert.equal(typeof socket.duration_ms, "number");
+  assert.equal(health.path, "/healthz");
+  assert.match(health.request_id, /^[0-9a-f-]{36}$/);
+  assert.ok(!server.lines.join("\n").includes("abab"), "no token in the log");
+  const last = JSON.parse(server.lines.at(-1)!);
+  assert.equal(last.msg, "stopped");
+});
+
+Deno.test("the HTTP app renders a failing readyz as 503 in the envelope", async () => {
+  const port = await freePort();
+  const sql = connect(`postgres://nobody:x@127.0.0.1:${port}/none`, { max: 1 });
+  try {
+    const app = createHttpApp({
+      sql,
+      ask: () => Promise.reject(new Error("unused")),
+      attachVisitor: () => {},
+      hitCounter: { hit: () => Promise.resolve({ count: 1, resetAt: 0 }) },
+      widgetRateLimit: 600,
+      trustProxy: false,
+    });
+    const res = await app.request("/readyz");
+    assert.equal(res.status, 503);
+    assert.deepEqual(await res.json(), { code: 503, message: "Database unavailable" });
+    const health = await app.request("/healthz");
+    assert.equal(health.status, 200);
+  } finally {
+    await sql.end();
+  }
+});
