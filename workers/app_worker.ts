@@ -21,7 +21,14 @@ self.onmessage = async (event: MessageEvent<ToWorker>) => {
   const message = event.data;
   switch (message.type) {
     case "init": {
-      const pool = connect(message.databaseUrl, { max: 4, applicationName: "parley-worker" });
+      const pool = connect(message.databaseUrl, {
+        max: 4,
+        applicationName: "parley-worker",
+        // Every write statement is built as index probes, and postgres.js caches its plan per
+        // connection. A generic plan made while a table was nearly empty would otherwise keep
+        // scanning that table whole long after it grew.
+        settings: { enable_seqscan: "off" },
+      });
       sql = pool;
       loop = createCommitLoop({ commit: (commands) => commitBatch(pool, commands) });
       post({ type: "ready" });

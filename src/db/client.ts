@@ -18,6 +18,8 @@ export interface ConnectOptions {
   max?: number;
   /** Name shown in `pg_stat_activity`. @default "parley" */
   applicationName?: string;
+  /** Session settings sent at connection start (e.g. `{ enable_seqscan: "off" }`). @default {} */
+  settings?: Record<string, string>;
 }
 
 const TIMESTAMPTZ_OID = 1184;
@@ -30,7 +32,11 @@ export function connect(url: string, options: ConnectOptions = {}): Sql {
     ...(socketPath ? { path: socketPath } : {}),
     max: options.max ?? 10,
     onnotice: () => {},
-    connection: { application_name: options.applicationName ?? "parley", TimeZone: "UTC" },
+    connection: {
+      application_name: options.applicationName ?? "parley",
+      TimeZone: "UTC",
+      ...options.settings,
+    },
     types: {
       // Ids and counts are bigint; they stay far below 2^53, so plain numbers are exact.
       int8: {
