@@ -4,7 +4,11 @@
  * while any of its commands is in an in-flight batch, so one key is never in two concurrent
  * transactions and its commands commit in mailbox order, while unrelated keys share batches.
  * Commands that arrive during a commit wait for the next batch, which is what makes batches grow
- * under load. The database is reached only through the injected `commit`, so every interleaving
+ * under load. A batch starts at once when none is in flight; next to one, only when it carries
+ * at least `minConcurrentBatch` commands, because a transaction's fixed cost (in the worker and
+ * in PostgreSQL) is many times a message's, and a near-empty one spent next to a full one only
+ * takes CPU from it. A smaller one still starts after `concurrentWaitMs`, so that one stuck
+ * transaction (say, waiting for another instance's lock) does not hold up every other key. The database is reached only through the injected `commit`, so every interleaving
  * can be tested without one.
  */
 import type { AppCommand, CommandResult } from "./protocol.ts";
@@ -18,6 +22,13 @@ export interface CommitLoopOptions {
   maxBatch?: number;
   /** Most batches committing at once. @default 2 */
   maxInFlight?: number;
+  /**
+   * Fewest commands of a batch that starts while another is in flight (at most `maxBatch`);
+   * smaller ones wait for a commit to finish. @default 32
+   */
+  minConcurrentBatch?: number;
+  /** How long a smaller batch waits for the one in flight before it starts anyway. @default 25 */
+  concurrentWaitMs?: number;
   /** An actor idle this long with an empty mailbox is evicted. @default 60_000 */
   idleMs?: number;
   /** Aborting it stops the loop, as {@linkcode CommitLoop.stop} does. @default undefined */
@@ -68,18 +79,29 @@ interface Taken {
 /** Starts a commit loop; nothing runs until the first {@linkcode CommitLoop.submit}. */
 export function createCommitLoop(options: CommitLoopOptions): CommitLoop {
   const { commit, maxBatch = 256, maxInFlight = 2, idleMs = 60_000, signal } = options;
+  const { minConcurrentBatch = 32, concurrentWaitMs = 25 } = options;
   if (typeof commit !== "function") throw new TypeError("Cannot create commit loop: no commit");
   requirePositiveInteger("maxBatch", maxBatch);
   requirePositiveInteger("maxInFlight", maxInFlight);
+  requirePositiveInteger("minConcurrentBatch", minConcurrentBatch);
+  const concurrentThreshold = Math.min(minConcurrentBatch, maxBatch);
+  if (!(concurrentWaitMs >= 0)) {
+    throw new RangeError("Cannot create commit loop: concurrentWaitMs must not be negative");
+  }
   if (!(idleMs > 0)) throw new RangeError("Cannot create commit loop: idleMs must be positive");
 
   const actors = new Map<string, Actor>();
   /** Not-busy actors with queued commands, in the order they became ready. */
   const ready = new Set<Actor>();
+  /** Commands queued in the mailboxes of `ready`. */
+  let readyCommands = 0;
   let state: "running" | "stopping" | "stopped" = "running";
   let inFlight = 0;
   let queued = 0;
   let pumpScheduled = false;
+  /** Runs while a small batch waits next to one in flight; once it fired, the batch may start. */
+  let waitTimer: ReturnType<typeof setTimeout> | undefined;
+  let waited = false;
   let sweepTimer: ReturnType<typeof setInterval> | undefined;
   let drained: PromiseWithResolvers<void> | null = null;
 
@@ -96,7 +118,10 @@ export function createCommitLoop(options: CommitLoopOptions): CommitLoop {
     const { promise, resolve } = Promise.withResolvers<CommandResult>();
     actor.mailbox.push({ command, answer: resolve });
     queued++;
-    if (!actor.busy) ready.add(actor);
+    if (!actor.busy) {
+      ready.add(actor);
+      readyCommands++;
+    }
     schedulePump();
     return promise;
   }
@@ -111,6 +136,18 @@ export function createCommitLoop(options: CommitLoopOptions): CommitLoop {
   function pump(): void {
     pumpScheduled = false;
     while (inFlight < maxInFlight && ready.size > 0) {
+      // The batch in flight schedules a pump when it finishes; the timer bounds the wait.
+      if (inFlight > 0 && readyCommands < concurrentThreshold && !waited) {
+        waitTimer ??= setTimeout(() => {
+          waitTimer = undefined;
+          waited = true;
+          schedulePump();
+        }, concurrentWaitMs);
+        break;
+      }
+      clearTimeout(waitTimer);
+      waitTimer = undefined;
+      waited = false;
       inFlight++;
       void runBatch(takeBatch());
     }
@@ -123,6 +160,7 @@ export function createCommitLoop(options: CommitLoopOptions): CommitLoop {
     let room = maxBatch;
     for (const actor of ready) {
       if (room === 0) break;
+      readyCommands -= actor.mailbox.length; // busy from now on, so none of them is ready
       const entries = actor.mailbox.splice(0, room);
       room -= entries.length;
       queued -= entries.length;
@@ -149,7 +187,10 @@ export function createCommitLoop(options: CommitLoopOptions): CommitLoop {
       for (const { actor } of taken) {
         actor.busy = false;
         actor.lastActive = now;
-        if (actor.mailbox.length > 0) ready.add(actor);
+        if (actor.mailbox.length > 0) {
+          ready.add(actor);
+          readyCommands += actor.mailbox.length;
+        }
       }
       inFlight--;
       schedulePump();

@@ -60,11 +60,14 @@ Deno.test("createCommitLoop() keeps per-key order, answers everything once, neve
         fc.array(fc.boolean(), { maxLength: 20 }),
         fc.integer({ min: 1, max: 8 }),
         fc.integer({ min: 1, max: 3 }),
-        async (s, steps, transientFailures, maxBatch, maxInFlight) => {
+        fc.integer({ min: 1, max: 10 }),
+        async (s, steps, transientFailures, maxBatch, maxInFlight, minConcurrentBatch) => {
           // Checked after the run: a throw inside commit would only look like a failed batch.
           const violations: string[] = [];
           const committed: string[] = [];
           const busyKeys = new Set<number>();
+          /** Commands of failed batches: each is retried alone, within its batch's slot. */
+          const failed = new Set<string>();
           let concurrent = 0;
           let calls = 0;
           const commit = async (commands: AppCommand[]): Promise<CommandResult[]> => {
@@ -72,13 +75,20 @@ Deno.test("createCommitLoop() keeps per-key order, answers everything once, neve
             const keys = new Set(commands.map((command) => command.appId));
             for (const key of keys) if (busyKeys.has(key)) violations.push(`key ${key} twice`);
             for (const key of keys) busyKeys.add(key);
+            const retry = commands.length === 1 && failed.has(contentOf(commands[0]));
+            const small = commands.length < Math.min(minConcurrentBatch, maxBatch);
+            if (concurrent > 0 && small && !retry) {
+              violations.push("small batch next to another");
+            }
             if (++concurrent > maxInFlight) violations.push("too many batches in flight");
             const transient = transientFailures[calls++] ?? false;
             try {
               await s.schedule(Promise.resolve(), `commit ${commands.map(contentOf)}`);
-              if (transient) throw new Error("Transient failure");
-              if (commands.some((command) => contentOf(command).endsWith("!"))) {
-                throw new Error("Poisoned");
+              if (
+                transient || commands.some((command) => contentOf(command).endsWith("!"))
+              ) {
+                for (const command of commands) failed.add(contentOf(command));
+                throw new Error(transient ? "Transient failure" : "Poisoned");
               }
               committed.push(...commands.map(contentOf));
               return okAll(commands);
@@ -87,7 +97,13 @@ Deno.test("createCommitLoop() keeps per-key order, answers everything once, neve
               for (const key of keys) busyKeys.delete(key);
             }
           };
-          const loop = createCommitLoop({ commit, maxBatch, maxInFlight });
+          const loop = createCommitLoop({
+            commit,
+            maxBatch,
+            maxInFlight,
+            minConcurrentBatch,
+            concurrentWaitMs: 60_000, // the fake commits never stall
+          });
           const submitted: { key: number; content: string }[] = [];
           const answers = new Map<string, CommandResult>();
           const all = Promise.all(steps.map(async (step, index) => {
@@ -173,6 +189,57 @@ Deno.test("createCommitLoop() puts 100 submits made during one commit into at mo
   await all;
   // One batch in flight, one with the 80 commands of free actors, one for app:0's 20.
   assert.ok(calls.length <= 3, `${calls.length} batches`);
+  await loop.stop();
+});
+
+Deno.test("createCommitLoop() starts a batch next to one in flight only when it is big enough", async () => {
+  const { calls, commit } = deferredCommit();
+  const loop = createCommitLoop({ commit, minConcurrentBatch: 5, concurrentWaitMs: 60_000 });
+  const first = loop.submit("app:0", message(0, "first"));
+  await tick();
+  assert.equal(calls.length, 1, "an idle loop starts at once");
+  const rest = [loop.submit("app:1", message(1, "m0"))];
+  for (let i = 1; i < 4; i++) {
+    rest.push(loop.submit(`app:${i % 3 + 1}`, message(i % 3 + 1, `m${i}`)));
+  }
+  await tick();
+  assert.equal(calls.length, 1, "four commands wait for the commit in flight");
+  rest.push(loop.submit("app:0", message(0, "m4")));
+  await tick();
+  assert.equal(calls.length, 1, "app:0 is busy, so its command is not ready");
+  rest.push(loop.submit("app:2", message(2, "m5")));
+  await tick();
+  assert.equal(calls.length, 2, "five ready commands start a second batch");
+  assert.deepEqual(calls[1].batch, ["m0", "m3", "m1", "m5", "m2"]);
+  calls[0].release();
+  await first;
+  await tick();
+  assert.equal(calls.length, 2, "app:0's lone command waits while a batch is in flight");
+  calls[1].release();
+  await tick();
+  assert.equal(calls.length, 3, "and goes once none is");
+  assert.deepEqual(calls[2].batch, ["m4"]);
+  calls[2].release();
+  assert.ok((await Promise.all(rest)).every((result) => result.ok));
+  await loop.stop();
+});
+
+Deno.test("createCommitLoop() starts a small batch after concurrentWaitMs next to a stuck one", async () => {
+  const { calls, commit } = deferredCommit();
+  const loop = createCommitLoop({ commit, concurrentWaitMs: 50 });
+  const stuck = loop.submit("app:0", message(0, "stuck"));
+  await tick();
+  const started = performance.now();
+  const lone = loop.submit("app:1", message(1, "lone"));
+  await tick();
+  assert.equal(calls.length, 1, "the lone command waits at first");
+  while (calls.length < 2) await tick(5);
+  const waited = performance.now() - started;
+  assert.ok(waited >= 45 && waited < 1_000, `${waited} ms`);
+  calls[1].release();
+  assert.ok((await lone).ok);
+  calls[0].release();
+  assert.ok((await stuck).ok);
   await loop.stop();
 });
 
@@ -316,5 +383,7 @@ Deno.test("createCommitLoop() rejects bad options with a RangeError", () => {
   const commit = (c: AppCommand[]) => Promise.resolve(okAll(c));
   assert.throws(() => createCommitLoop({ commit, maxBatch: 0 }), RangeError);
   assert.throws(() => createCommitLoop({ commit, maxInFlight: 1.5 }), RangeError);
+  assert.throws(() => createCommitLoop({ commit, minConcurrentBatch: 0 }), RangeError);
+  assert.throws(() => createCommitLoop({ commit, concurrentWaitMs: -1 }), RangeError);
   assert.throws(() => createCommitLoop({ commit, idleMs: -1 }), RangeError);
 });
