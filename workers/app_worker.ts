@@ -6,7 +6,7 @@
 /// <reference no-default-lib="true" />
 /// <reference lib="deno.worker" />
 import { type CommitLoop, createCommitLoop, SHUTTING_DOWN } from "../src/actors/commit_loop.ts";
-import type { FromWorker, ToWorker } from "../src/actors/protocol.ts";
+import type { CommandResult, FromWorker, Reply, ToWorker } from "../src/actors/protocol.ts";
 import { connect, type Sql } from "../src/db/client.ts";
 import { commitBatch } from "../src/db/write_batch.ts";
 
@@ -15,6 +15,20 @@ let loop: CommitLoop | null = null;
 
 function post(message: FromWorker): void {
   self.postMessage(message);
+}
+
+/** Replies of this tick (a batch answers all its commands at once), sent in one message. */
+let replies: Reply[] = [];
+
+function reply(id: number, result: CommandResult): void {
+  if (replies.length === 0) {
+    queueMicrotask(() => {
+      const message: FromWorker = { type: "reply", replies };
+      replies = [];
+      post(message);
+    });
+  }
+  replies.push({ id, result });
 }
 
 self.onmessage = async (event: MessageEvent<ToWorker>) => {
@@ -35,8 +49,10 @@ self.onmessage = async (event: MessageEvent<ToWorker>) => {
       break;
     }
     case "ask": {
-      const result = loop ? await loop.submit(message.key, message.command) : SHUTTING_DOWN;
-      post({ type: "reply", id: message.id, result });
+      for (const { id, key, command } of message.asks) {
+        if (loop) void loop.submit(key, command).then((result) => reply(id, result));
+        else reply(id, SHUTTING_DOWN);
+      }
       break;
     }
     case "stop": {

@@ -5,7 +5,7 @@
  * worker that crashes fails its pending asks with 500 at once and is replaced, and an ask that
  * outlives `askTimeoutMs` fails the same way.
  */
-import type { AppCommand, CommandResult, FromWorker, ToWorker } from "./protocol.ts";
+import type { AppCommand, Ask, CommandResult, FromWorker, ToWorker } from "./protocol.ts";
 import { log } from "../log.ts";
 import { INTERNAL_ERROR, SHUTTING_DOWN } from "./commit_loop.ts";
 
@@ -45,6 +45,8 @@ interface Slot {
   worker: Worker | null;
   /** Asks sent to this slot's worker, in sending (and so deadline) order. */
   pending: Map<number, Pending>;
+  /** Asks of this tick not yet sent (they are in `pending` already). */
+  outbox: Ask[];
   ready: boolean;
   /** Crashes since the last `ready`: a worker that cannot start is restarted ever more slowly. */
   crashes: number;
@@ -86,11 +88,13 @@ export async function createActorPool(options: ActorPoolOptions): Promise<ActorP
 
   let state: "starting" | "running" | "stopping" | "stopped" = "starting";
   let nextId = 1;
+  let flushScheduled = false;
   let stopping: Promise<void> | null = null;
   const slots: Slot[] = Array.from({ length: size }, (_, index) => ({
     index,
     worker: null,
     pending: new Map(),
+    outbox: [],
     ready: false,
     crashes: 0,
     restartTimer: undefined,
@@ -129,12 +133,13 @@ export async function createActorPool(options: ActorPoolOptions): Promise<ActorP
         slot.crashes = 0;
         slot.starting?.resolve();
         break;
-      case "reply": {
-        const pending = slot.pending.get(message.id);
-        slot.pending.delete(message.id);
-        pending?.resolve(message.result); // a late reply to a timed-out ask finds nothing
+      case "reply":
+        for (const { id, result } of message.replies) {
+          const pending = slot.pending.get(id);
+          slot.pending.delete(id);
+          pending?.resolve(result); // a late reply to a timed-out ask finds nothing
+        }
         break;
-      }
       case "stopped":
         slot.stopped?.resolve();
         break;
@@ -145,6 +150,7 @@ export async function createActorPool(options: ActorPoolOptions): Promise<ActorP
     logError("Actor worker crashed", slot.index, cause);
     worker?.terminate();
     slot.worker = null;
+    slot.outbox = [];
     failPending(slot);
     if (slot.starting) {
       slot.starting.reject(
@@ -175,14 +181,33 @@ export async function createActorPool(options: ActorPoolOptions): Promise<ActorP
     const id = nextId++;
     const { promise, resolve } = Promise.withResolvers<CommandResult>();
     slot.pending.set(id, { resolve, deadline: performance.now() + askTimeoutMs });
-    try {
-      send(slot.worker, { type: "ask", id, key, command });
-    } catch (error) {
-      slot.pending.delete(id);
-      logError("Cannot send command to actor worker", slot.index, error);
-      return Promise.resolve(INTERNAL_ERROR);
+    slot.outbox.push({ id, key, command });
+    if (!flushScheduled) {
+      flushScheduled = true;
+      queueMicrotask(flush);
     }
     return promise;
+  }
+
+  /** Sends each worker the asks of this tick in one message. */
+  function flush(): void {
+    flushScheduled = false;
+    for (const slot of slots) {
+      if (slot.outbox.length === 0) continue;
+      const asks = slot.outbox;
+      slot.outbox = [];
+      try {
+        if (!slot.worker) throw new Error("Worker is gone");
+        send(slot.worker, { type: "ask", asks });
+      } catch (error) {
+        logError("Cannot send commands to actor worker", slot.index, error);
+        for (const { id } of asks) {
+          const pending = slot.pending.get(id);
+          slot.pending.delete(id);
+          pending?.resolve(INTERNAL_ERROR);
+        }
+      }
+    }
   }
 
   /** One timer for every ask: the oldest pending asks come first, so a sweep stops early. */
@@ -216,6 +241,7 @@ export async function createActorPool(options: ActorPoolOptions): Promise<ActorP
   function stop(): Promise<void> {
     stopping ??= (async () => {
       state = "stopping";
+      flush(); // asks made before stop() go ahead of the stop message
       await Promise.all(slots.map(stopSlot));
       clearInterval(sweepTimer);
       state = "stopped";

@@ -46,14 +46,30 @@ export function appActorKey(appId: number): string {
   return `app:${appId}`;
 }
 
-/** Main thread → worker. */
+/** A command for actor `key`, numbered by the main thread to match its reply. */
+export interface Ask {
+  id: number;
+  key: string;
+  command: AppCommand;
+}
+
+/** The result of ask `id`. */
+export interface Reply {
+  id: number;
+  result: CommandResult;
+}
+
+/**
+ * Main thread → worker. Asks and replies travel in arrays, one message per tick and direction:
+ * a message costs both threads far more than the commands it carries.
+ */
 export type ToWorker =
   | { type: "init"; databaseUrl: string; workerIndex: number }
-  | { type: "ask"; id: number; key: string; command: AppCommand }
+  | { type: "ask"; asks: Ask[] }
   | { type: "stop" };
 
 /** Worker → main thread. */
 export type FromWorker =
   | { type: "ready" }
-  | { type: "reply"; id: number; result: CommandResult }
+  | { type: "reply"; replies: Reply[] }
   | { type: "stopped" };
