@@ -4,7 +4,9 @@
  * requests/s, p50 and p99 per scenario, with each scenario's ratio to hello.
  *
  * Environment: BENCH_SECONDS (measured seconds per scenario, default 10), BENCH_VISITORS
- * (default 2000), BENCH_APPS (default 20), BENCH_CONNECTIONS (default 64).
+ * (default 2000), BENCH_APPS (default 20), BENCH_CONNECTIONS (default 64), WORKERS (Parley's
+ * actor workers, default 1: group commits form within a worker, and on 2 cores one worker
+ * batches best — see docs/architecture.md).
  */
 import { freePort } from "../src/db/embedded.ts";
 import { type LoadResult, runLoad } from "./load.ts";
@@ -13,6 +15,7 @@ const seconds = Number(Deno.env.get("BENCH_SECONDS") ?? 10);
 const visitorCount = Number(Deno.env.get("BENCH_VISITORS") ?? 2000);
 const appCount = Number(Deno.env.get("BENCH_APPS") ?? 20);
 const connections = Number(Deno.env.get("BENCH_CONNECTIONS") ?? 64);
+const workers = Deno.env.get("WORKERS") ?? "1";
 const root = new URL("../", import.meta.url).pathname;
 
 const dataDir = await Deno.makeTempDir({ prefix: "parley-bench-" });
@@ -24,6 +27,7 @@ try {
     DATA_DIR: dataDir,
     LOG_LEVEL: "warn",
     WIDGET_RATE_LIMIT_PER_MINUTE: "100000000",
+    WORKERS: workers,
   }));
   const helloPort = await freePort();
   children.push(spawn(["run", "-A", `${root}bench/hello_server.ts`, String(helloPort)], {}));
@@ -132,6 +136,6 @@ function printTable(results: [string, LoadResult][]): void {
   console.log(`|${widths.map((w) => "-".repeat(w + 2)).join("|")}|`);
   for (const row of rows) console.log(line(row));
   console.log(
-    `\n${connections} connections, ${seconds} s measured per scenario, ${visitorCount} visitors in ${appCount} applications`,
+    `\n${connections} connections, ${seconds} s measured per scenario, ${visitorCount} visitors in ${appCount} applications, WORKERS=${workers}`,
   );
 }

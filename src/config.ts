@@ -54,9 +54,7 @@ export function loadConfig(env: Record<string, string | undefined> = Deno.env.to
     publicBaseUrl: (values.PUBLIC_BASE_URL ?? `http://localhost:${values.PORT}`).replace(/\/$/, ""),
     rateLimitPerMinute: values.RATE_LIMIT_PER_MINUTE,
     widgetRateLimitPerMinute: values.WIDGET_RATE_LIMIT_PER_MINUTE,
-    // One worker: batches form across the actors of a worker, so every extra worker splits them,
-    // and a transaction's fixed cost is many messages' (see docs/architecture.md, step 5).
-    workers: values.WORKERS ?? 1,
+    workers: values.WORKERS ?? navigator.hardwareConcurrency ?? 2,
     trustProxy: values.TRUST_PROXY === "1",
     logLevel: values.LOG_LEVEL,
   };

@@ -28,13 +28,22 @@ interface Waiter {
   reject(error: unknown): void;
 }
 
+/**
+ * How many writes may be in flight at once. Each statement returns the counts right after its
+ * own increments (the row lock orders them), so overlapping writes stay exact; a second one
+ * keeps requests from queueing behind a whole round trip.
+ */
+const MAX_WRITES = 2;
+
 /** Creates a counter that writes through `addHits`. */
 export function createHitCounter(addHits: AddHits): HitCounter {
   let pending = new Map<string, Waiter[]>();
-  let writing = false;
+  let writers = 0;
+  let starting = false;
 
   async function flush(): Promise<void> {
-    writing = true;
+    starting = false;
+    writers++;
     while (pending.size > 0) {
       const batch = pending;
       pending = new Map();
@@ -57,7 +66,7 @@ export function createHitCounter(addHits: AddHits): HitCounter {
         for (const waiters of batch.values()) for (const w of waiters) w.reject(error);
       }
     }
-    writing = false;
+    writers--;
   }
 
   return {
@@ -66,8 +75,8 @@ export function createHitCounter(addHits: AddHits): HitCounter {
         const waiters = pending.get(bucket);
         if (waiters) waiters.push({ resolve, reject });
         else pending.set(bucket, [{ resolve, reject }]);
-        if (!writing) {
-          writing = true;
+        if (writers < MAX_WRITES && !starting) {
+          starting = true;
           queueMicrotask(() => void flush());
         }
       });
