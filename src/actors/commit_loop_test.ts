@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import fc from "fast-check";
 import { createCommitLoop, INTERNAL_ERROR } from "./commit_loop.ts";
 import type { AppCommand, CommandResult } from "./protocol.ts";
+import { capturingErrors } from "../../tests/support/console.ts";
 
 function message(appId: number, content: string): AppCommand {
   return { kind: "visitor.message", appId, clientId: 1, messageType: "text", content };
@@ -32,19 +33,6 @@ function deferredCommit() {
 
 function tick(ms = 0): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
-}
-
-/** Silences console.error for the duration of `body` and returns what it printed. */
-async function capturingErrors(body: () => Promise<void>): Promise<string[]> {
-  const printed: string[] = [];
-  const original = console.error;
-  console.error = (...args: unknown[]) => void printed.push(args.map(String).join(" "));
-  try {
-    await body();
-  } finally {
-    console.error = original;
-  }
-  return printed;
 }
 
 Deno.test("createCommitLoop() keeps per-key order, answers everything once, never overlaps a key", async () => {

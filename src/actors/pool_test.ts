@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { type ActorPool, createActorPool, workerIndexFor } from "./pool.ts";
 import type { AppCommand, CommandResult } from "./protocol.ts";
 import type { FakeValue } from "../../tests/fixtures/fake_worker.ts";
+import { capturingErrors } from "../../tests/support/console.ts";
 
 const ECHO_WORKER = new URL("../../tests/fixtures/echo_worker.ts", import.meta.url);
 const CRASHING_WORKER = new URL("../../tests/fixtures/crashing_worker.ts", import.meta.url);
@@ -24,19 +25,6 @@ function keysOn(index: number, size: number, count = 1): string[] {
     if (workerIndexFor(`app:${n}`, size) === index) keys.push(`app:${n}`);
   }
   return keys;
-}
-
-/** Silences console.error for the duration of `body` and returns what it printed. */
-async function capturingErrors(body: () => Promise<void>): Promise<string[]> {
-  const printed: string[] = [];
-  const original = console.error;
-  console.error = (...args: unknown[]) => void printed.push(args.map(String).join(" "));
-  try {
-    await body();
-  } finally {
-    console.error = original;
-  }
-  return printed;
 }
 
 async function withPool(

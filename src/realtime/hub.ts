@@ -15,6 +15,7 @@ import {
 } from "../db/realtime.ts";
 import { type ChangeNotice, decodeChangeNotice } from "../domain/change_notice.ts";
 import type { Conversation, Message } from "../domain/conversation.ts";
+import { describeError, log } from "../log.ts";
 
 /** Options of {@linkcode createRealtimeHub}. */
 export interface RealtimeHubOptions {
@@ -28,7 +29,7 @@ export interface RealtimeHubOptions {
   replayWindowMs?: number;
   /**
    * Receives what went wrong while loading or pushing, since nobody awaits the hub's work
-   * on the notification path. @default logs with `console.error`
+   * on the notification path. @default one JSON error log line
    */
   onError?: (error: unknown) => void;
 }
@@ -232,5 +233,5 @@ function distinctPairs(pairs: [number, number][]): [number, number][] {
 }
 
 function reportError(error: unknown): void {
-  console.error("Realtime hub failed to push a change", error);
+  log("error", "Realtime hub failed to push a change", describeError(error));
 }

@@ -6,6 +6,7 @@
  */
 import type { Sql } from "../db/client.ts";
 import { CHANGES_CHANNEL } from "../domain/change_notice.ts";
+import { describeError, log } from "../log.ts";
 
 /** Options of {@linkcode listenForChanges}. */
 export interface ListenForChangesOptions {
@@ -18,7 +19,7 @@ export interface ListenForChangesOptions {
    * received on the new connection.
    */
   onReconnect(): void;
-  /** Receives what `onNotice` or `onReconnect` threw. @default logs with `console.error` */
+  /** Receives what `onNotice` or `onReconnect` threw. @default one JSON error log line */
   onError?: (error: unknown) => void;
 }
 
@@ -80,5 +81,5 @@ export async function listenForChanges(options: ListenForChangesOptions): Promis
 }
 
 function reportError(error: unknown): void {
-  console.error("Change listener callback failed", error);
+  log("error", "Change listener callback failed", describeError(error));
 }
