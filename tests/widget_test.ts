@@ -305,6 +305,7 @@ Deno.test("healthz answers while the process runs, readyz while the database ans
   await using server = await startTestServer(db.url);
   const health = await call(server.baseUrl, "GET", "/healthz");
   assert.deepEqual(health.json, { code: 0, data: { status: "ok" } });
+  assert.equal(health.headers.get("content-type"), "application/json; charset=utf-8");
   const ready = await call(server.baseUrl, "GET", "/readyz");
   assert.equal(ready.status, 200);
   assert.ok(ready.headers.get("x-request-id"));

@@ -5,9 +5,11 @@
 import type { Context } from "hono";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 
+const JSON_TYPE = { "content-type": "application/json; charset=utf-8" };
+
 /** Answers `data` in the success envelope. */
 export function ok(c: Context, data: unknown, status: ContentfulStatusCode = 200): Response {
-  return c.json({ code: 0, data }, status);
+  return c.body(JSON.stringify({ code: 0, data }), status, JSON_TYPE);
 }
 
 /** The error envelope as a standalone Response. */
@@ -18,6 +20,6 @@ export function errorResponse(
 ): Response {
   return new Response(JSON.stringify({ code: status, message }), {
     status,
-    headers: { "content-type": "application/json; charset=utf-8", ...headers },
+    headers: { ...JSON_TYPE, ...headers },
   });
 }
