@@ -13,7 +13,7 @@ import { createRealtimeHub } from "./realtime/hub.ts";
 import { listenForChanges } from "./realtime/listener.ts";
 import { createHttpApp } from "./http/app.ts";
 import { describeError, log, setLogLevel } from "./log.ts";
-import { createHitCounter } from "./rate_limit/hit_counter.ts";
+import { createSyncedHitCounter } from "./rate_limit/synced_hit_counter.ts";
 import { addHits, deleteExpiredWindows } from "./db/rate_limits.ts";
 
 /** A running instance. */
@@ -44,11 +44,16 @@ export async function startParley(config: Config): Promise<RunningParley> {
     onNotice: (payload) => void hub.handleNotice(payload),
     onReconnect: () => void hub.replay(),
   });
+  // Widget limits are counted in memory and shared through PostgreSQL every 100 ms.
+  const widgetHits = createSyncedHitCounter({
+    addHits: (hits) => addHits(sql, hits),
+    onError: (error) => log("warn", "rate-limit sync failed", describeError(error)),
+  });
   const app = createHttpApp({
     sql,
     ask: (key, command) => pool.ask(key, command),
     attachVisitor: (socket, who) => hub.attachVisitor(socket, who),
-    hitCounter: createHitCounter((hits) => addHits(sql, hits)),
+    hitCounter: widgetHits,
     widgetRateLimit: config.widgetRateLimitPerMinute,
     trustProxy: config.trustProxy,
   });
@@ -83,6 +88,7 @@ export async function startParley(config: Config): Promise<RunningParley> {
         hub.stop();
         await drained;
         await listener.stop();
+        await widgetHits.stop();
         await pool.stop();
         await sql.end({ timeout: 5 });
         await database.close();

@@ -61,3 +61,32 @@ Deno.test("a message committed through one instance reaches a socket held by ano
   assert.equal((await a.stop()).code, 0);
   assert.equal((await b.stop()).code, 0);
 });
+
+Deno.test("instances share widget rate-limit counts through the database", async () => {
+  await using db = await createTestDatabase();
+  const env = { DATABASE_URL: db.url, WIDGET_RATE_LIMIT_PER_MINUTE: "3" };
+  await using a = await spawnServer(env);
+  await using b = await spawnServer(env);
+  const app = await insertApplication(db.sql, "Acme");
+  const [row] = await db.sql`SELECT extract(second FROM clock_timestamp())::float AS s`;
+  if (row.s > 50) await new Promise((resolve) => setTimeout(resolve, (61 - row.s) * 1000));
+  const visitor = (await post(`${a.baseUrl}/api/v1/widget/${app.public_id}/visitors`, {})).json
+    .data;
+  const statuses: number[] = [];
+  for (let i = 0; i < 2; i++) {
+    statuses.push(
+      (await post(`${a.baseUrl}/api/v1/widget/messages`, { content: "hi" }, visitor.visitor_token))
+        .status,
+    );
+  }
+  const viaB = async () =>
+    (await post(`${b.baseUrl}/api/v1/widget/messages`, { content: "hi" }, visitor.visitor_token))
+      .status;
+  await new Promise((resolve) => setTimeout(resolve, 400)); // a's counts reach the database
+  statuses.push(await viaB()); // b counts it as its first, then learns the total of 3 on sync
+  await new Promise((resolve) => setTimeout(resolve, 400));
+  statuses.push(await viaB()); // the fourth in this window, whichever instance got the others
+  assert.deepEqual(statuses, [200, 200, 200, 429]);
+  assert.equal((await a.stop()).code, 0);
+  assert.equal((await b.stop()).code, 0);
+});
