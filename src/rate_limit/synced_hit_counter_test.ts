@@ -27,7 +27,7 @@ function sharedTable(now: () => number) {
 }
 
 Deno.test("createSyncedHitCounter counts from memory and writes only when it syncs", async () => {
-  let time = 1_000_000_020_000;
+  const time = 1_000_000_020_000;
   const table = sharedTable(() => time);
   const counter = createSyncedHitCounter({ addHits: table.addHits, now: () => time });
   try {
