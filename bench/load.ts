@@ -30,7 +30,10 @@ export interface LoadOptions {
 
 /** What a run measured. */
 export interface LoadResult {
+  /** Requests answered in the measured time. */
   requests: number;
+  /** Requests answered in all, warm-up included. */
+  completed: number;
   errors: number;
   rps: number;
   p50Ms: number;
@@ -96,6 +99,7 @@ export async function runLoad(
   const latencies: number[] = [];
   let errors = 0;
   let index = 0;
+  let completed = 0;
   async function loop() {
     let conn: Deno.Conn | null = null;
     const state = { buffer: new Uint8Array(0) };
@@ -115,6 +119,7 @@ export async function runLoad(
           state.buffer = new Uint8Array(0);
         }
         const t1 = performance.now();
+        completed++;
         if (t0 >= measureFrom && t1 <= end) {
           latencies.push(t1 - t0);
           if (!ok) errors++;
@@ -130,6 +135,7 @@ export async function runLoad(
     latencies[Math.min(latencies.length - 1, Math.floor(q * latencies.length))] ?? NaN;
   return {
     requests: latencies.length,
+    completed,
     errors,
     rps: latencies.length / (durationMs / 1000),
     p50Ms: at(0.5),

@@ -1,7 +1,9 @@
 /**
  * `deno task bench`: starts Parley on a fresh embedded database and a Hono hello-world server,
  * drives both with the same closed-loop load (64 connections), and prints a table of
- * requests/s, p50 and p99 per scenario, with each scenario's ratio to hello.
+ * requests/s, p50 and p99 per scenario, with each scenario's ratio to hello and the CPU that
+ * the server, its PostgreSQL and the load generator spent per request (from /proc; it drifts
+ * much less than requests/s on a shared machine).
  *
  * Environment: BENCH_SECONDS (measured seconds per scenario, default 10), BENCH_VISITORS
  * (default 2000), BENCH_APPS (default 20), BENCH_CONNECTIONS (default 64), WORKERS (Parley's
@@ -10,6 +12,42 @@
  */
 import { freePort } from "../src/db/embedded.ts";
 import { type LoadResult, runLoad } from "./load.ts";
+import { cpuSecondsOf, cpuSecondsOfDescendants } from "./cpu.ts";
+
+/** A scenario's outcome: the load's figures and the CPU each party spent per request. */
+interface Measured {
+  name: string;
+  load: LoadResult;
+  /** CPU µs per request of the server process, of PostgreSQL (null: none), of the load generator. */
+  cpu: { server: number; postgres: number | null; load: number };
+}
+
+/** Runs `load` while measuring the CPU of `server` (and its PostgreSQL, when it has one). */
+async function measure(
+  name: string,
+  server: Deno.ChildProcess,
+  withPostgres: boolean,
+  load: () => Promise<LoadResult>,
+): Promise<Measured> {
+  const before = {
+    server: cpuSecondsOf(server.pid),
+    postgres: cpuSecondsOfDescendants(server.pid),
+    load: cpuSecondsOf(Deno.pid),
+  };
+  const result = await load();
+  const perRequest = (seconds: number) => (seconds * 1e6) / Math.max(1, result.completed);
+  return {
+    name,
+    load: result,
+    cpu: {
+      server: perRequest(cpuSecondsOf(server.pid) - before.server),
+      postgres: withPostgres
+        ? perRequest(cpuSecondsOfDescendants(server.pid) - before.postgres)
+        : null,
+      load: perRequest(cpuSecondsOf(Deno.pid) - before.load),
+    },
+  };
+}
 
 const seconds = Number(Deno.env.get("BENCH_SECONDS") ?? 10);
 const visitorCount = Number(Deno.env.get("BENCH_VISITORS") ?? 2000);
@@ -22,15 +60,17 @@ const dataDir = await Deno.makeTempDir({ prefix: "parley-bench-" });
 const children: Deno.ChildProcess[] = [];
 try {
   const parleyPort = await freePort();
-  children.push(spawn(["run", "-A", `${root}main.ts`], {
+  const parleyProcess = spawn(["run", "-A", `${root}main.ts`], {
     PORT: String(parleyPort),
     DATA_DIR: dataDir,
     LOG_LEVEL: "warn",
     WIDGET_RATE_LIMIT_PER_MINUTE: "100000000",
     WORKERS: workers,
-  }));
+  });
+  children.push(parleyProcess);
   const helloPort = await freePort();
-  children.push(spawn(["run", "-A", `${root}bench/hello_server.ts`, String(helloPort)], {}));
+  const helloProcess = spawn(["run", "-A", `${root}bench/hello_server.ts`, String(helloPort)], {});
+  children.push(helloProcess);
   const parley = `http://127.0.0.1:${parleyPort}`;
   const hello = `http://127.0.0.1:${helloPort}`;
   await waitFor(`${parley}/healthz`);
@@ -38,25 +78,29 @@ try {
 
   const tokens = await createVisitors(parley, dataDir);
   const load = { connections, durationMs: seconds * 1000, warmupMs: 2000 };
-  const results: [string, LoadResult][] = [];
+  const results: Measured[] = [];
   console.error("running: GET hello");
-  results.push([
-    "GET hello (Hono baseline)",
-    await runLoad(() => ({ method: "GET", path: "/" }), { ...load, port: helloPort }),
-  ]);
+  results.push(
+    await measure(
+      "GET hello (Hono baseline)",
+      helloProcess,
+      false,
+      () => runLoad(() => ({ method: "GET", path: "/" }), { ...load, port: helloPort }),
+    ),
+  );
   console.error("running: POST /api/v1/widget/messages");
-  results.push([
-    "POST /api/v1/widget/messages",
-    await runLoad((i) => ({
-      method: "POST",
-      path: "/api/v1/widget/messages",
-      headers: {
-        "content-type": "application/json",
-        authorization: `Bearer ${tokens[i % tokens.length]}`,
-      },
-      body: JSON.stringify({ content: `Benchmark message ${i}` }),
-    }), { ...load, port: parleyPort }),
-  ]);
+  results.push(
+    await measure("POST /api/v1/widget/messages", parleyProcess, true, () =>
+      runLoad((i) => ({
+        method: "POST",
+        path: "/api/v1/widget/messages",
+        headers: {
+          "content-type": "application/json",
+          authorization: `Bearer ${tokens[i % tokens.length]}`,
+        },
+        body: JSON.stringify({ content: `Benchmark message ${i}` }),
+      }), { ...load, port: parleyPort })),
+  );
   printTable(results);
 } finally {
   for (const child of children) {
@@ -119,17 +163,26 @@ async function createVisitors(parley: string, dataDir: string): Promise<string[]
   return tokens;
 }
 
-function printTable(results: [string, LoadResult][]): void {
-  const baseline = results[0][1].rps;
-  const rows = results.map(([name, r]) => [
+function printTable(results: Measured[]): void {
+  const baseline = results[0].load.rps;
+  const rows = results.map(({ name, load: r, cpu }) => [
     name,
     r.rps.toFixed(0),
     r.p50Ms.toFixed(2),
     r.p99Ms.toFixed(2),
     String(r.errors),
     (r.rps / baseline).toFixed(2),
+    [cpu.server, cpu.postgres, cpu.load].map((v) => v === null ? "-" : v.toFixed(0)).join(" / "),
   ]);
-  const header = ["scenario", "req/s", "p50 ms", "p99 ms", "errors", "ratio to hello"];
+  const header = [
+    "scenario",
+    "req/s",
+    "p50 ms",
+    "p99 ms",
+    "errors",
+    "ratio to hello",
+    "CPU µs/req server / pg / load",
+  ];
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((row) => row[i].length)));
   const line = (cells: string[]) => `| ${cells.map((c, i) => c.padEnd(widths[i])).join(" | ")} |`;
   console.log(line(header));
