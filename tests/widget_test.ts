@@ -288,6 +288,22 @@ Deno.test("a visitor's socket receives its messages as they are committed", asyn
   }
 });
 
+Deno.test("the socket path without a WebSocket upgrade answers 426", async () => {
+  await using db = await createTestDatabase();
+  await using server = await startTestServer(db.url);
+  const app = await insertApplication(db.sql, "Acme");
+  const visitor = await createVisitor(server.baseUrl, app.public_id);
+  const res = await call(
+    server.baseUrl,
+    "GET",
+    `/api/v1/widget/socket?token=${visitor.visitor_token}`,
+  );
+  assert.deepEqual([res.status, res.json], [426, {
+    code: 426,
+    message: "Expected a WebSocket upgrade",
+  }]);
+});
+
 Deno.test("a socket with an unknown token is refused before the upgrade", async () => {
   await using db = await createTestDatabase();
   await using server = await startTestServer(db.url);

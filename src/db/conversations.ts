@@ -2,6 +2,16 @@
 import type { Tx } from "./client.ts";
 import type { Conversation } from "../domain/conversation.ts";
 
+/** The columns of a {@linkcode Conversation}, in its field order. */
+const CONVERSATION_COLUMNS = [
+  "id",
+  "client_id",
+  "status",
+  "channel",
+  "last_message_at",
+  "created_at",
+];
+
 /** A conversation of application `appId`, or null when it has none with that id. */
 export async function findConversation(
   sql: Tx,
@@ -9,7 +19,7 @@ export async function findConversation(
   id: number,
 ): Promise<Conversation | null> {
   const [row] = await sql<Conversation[]>`
-    SELECT id, client_id, status, channel, last_message_at, created_at
+    SELECT ${sql(CONVERSATION_COLUMNS)}
     FROM conversations WHERE app_id = ${appId} AND id = ${id}`;
   return row ?? null;
 }
@@ -62,7 +72,7 @@ export async function findClientConversation(
   id: number,
 ): Promise<Conversation | null> {
   const [row] = await sql<Conversation[]>`
-    SELECT id, client_id, status, channel, last_message_at, created_at
+    SELECT ${sql(CONVERSATION_COLUMNS)}
     FROM conversations WHERE app_id = ${appId} AND id = ${id} AND client_id = ${clientId}`;
   return row ?? null;
 }
@@ -74,7 +84,7 @@ export async function findLatestClientConversation(
   clientId: number,
 ): Promise<Conversation | null> {
   const [row] = await sql<Conversation[]>`
-    SELECT id, client_id, status, channel, last_message_at, created_at
+    SELECT ${sql(CONVERSATION_COLUMNS)}
     FROM conversations WHERE app_id = ${appId} AND client_id = ${clientId}
     ORDER BY id DESC LIMIT 1`;
   return row ?? null;

@@ -17,8 +17,8 @@ import { type ChangeNotice, CHANGES_CHANNEL, encodeChangeNotice } from "../domai
 /** What one command did, for its caller and for the batch's change notice. */
 interface Outcome {
   result: CommandResult;
-  /** Messages the command created. */
-  messageIds?: number[];
+  /** The message the command created. */
+  messageId?: number;
   /** A conversation whose state the command changed (created, closed). */
   chatChanged?: number;
 }
@@ -89,7 +89,7 @@ function execute(tx: Tx, step: Step): Promise<Outcome[]> {
               ok: true,
               value: { chat_id: message.chatId, message_id: message.messageId },
             },
-            messageIds: [message.messageId],
+            messageId: message.messageId,
             chatChanged: message.started ? message.chatId : undefined,
           }
           : { result: { ok: false, status: 404, message: "Visitor not found" } }
@@ -121,10 +121,10 @@ function changeNotice(commands: AppCommand[], outcomes: Outcome[]): ChangeNotice
   const chats: [number, number][] = [];
   outcomes.forEach((outcome, index) => {
     const appId = commands[index].appId;
-    for (const id of outcome.messageIds ?? []) {
+    if (outcome.messageId !== undefined) {
       apps.add(appId);
-      min = Math.min(min, id);
-      max = Math.max(max, id);
+      min = Math.min(min, outcome.messageId);
+      max = Math.max(max, outcome.messageId);
     }
     if (outcome.chatChanged !== undefined) {
       apps.add(appId);
