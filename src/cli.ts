@@ -10,6 +10,8 @@ import { openDatabase } from "./db/database.ts";
 import { migrate } from "./db/migrate.ts";
 import { findApplication, insertApplication } from "./db/applications.ts";
 import { commitBatch } from "./db/write_batch.ts";
+import { insertApiKey, listApiKeys, MAX_ACTIVE_API_KEYS, revokeApiKey } from "./db/api_keys.ts";
+import { newApiKey, sha256Bytes } from "./crypto/tokens.ts";
 import { AppError } from "./domain/app_error.ts";
 import { setLogLevel } from "./log.ts";
 
@@ -53,6 +55,28 @@ const COMMANDS: Record<string, Handler> = {
     if (name === "") throw new Error("Flag --name must not be blank");
     return await insertApplication(sql, name);
   },
+  "key:create": async (sql, flags) => {
+    const appId = await existingApp(sql, flags);
+    const name = flags.name?.trim() || null;
+    const key = newApiKey();
+    const id = await insertApiKey(sql, {
+      appId,
+      name,
+      keyHash: sha256Bytes(key),
+      prefix: key.slice("parley_".length, "parley_".length + 8),
+    });
+    if (id === null) {
+      throw new Error(`An application can have at most ${MAX_ACTIVE_API_KEYS} active API keys`);
+    }
+    return { id, key, name };
+  },
+  "key:list": async (sql, flags) => await listApiKeys(sql, await existingApp(sql, flags)),
+  "key:revoke": async (sql, flags) => {
+    const appId = await existingApp(sql, flags);
+    const revoked = await revokeApiKey(sql, appId, id(flags, "id"));
+    if (!revoked) throw new Error(`API key ${flags.id} not found`);
+    return revoked;
+  },
   "chat:close": async (sql, flags) => {
     const appId = await existingApp(sql, flags);
     const chatId = id(flags, "id");
@@ -82,23 +106,34 @@ async function existingApp(sql: Sql, flags: Record<string, string>): Promise<num
   return appId;
 }
 
+/** The handler of `command`; throws the CLI's error for an unknown one. */
+function handlerOf(command: string): Handler {
+  const handler = COMMANDS[command];
+  if (!handler) {
+    throw new Error(
+      `Unknown command "${command}": expected one of ${Object.keys(COMMANDS).join(", ")}`,
+    );
+  }
+  return handler;
+}
+
+/** Runs a parsed command line against `sql`; resolves to what the command prints. */
+export async function executeCommand(sql: Sql, line: CommandLine): Promise<unknown> {
+  return await handlerOf(line.command)(sql, line.flags);
+}
+
 /** Runs one command line; resolves to the process exit code. */
 export async function runCli(args: string[]): Promise<number> {
   setLogLevel("silent");
   let location: Awaited<ReturnType<typeof openDatabase>> | null = null;
   let sql: Sql | null = null;
   try {
-    const { command, flags } = parseCommandLine(args);
-    const handler = COMMANDS[command];
-    if (!handler) {
-      throw new Error(
-        `Unknown command "${command}": expected one of ${Object.keys(COMMANDS).join(", ")}`,
-      );
-    }
+    const line = parseCommandLine(args);
+    handlerOf(line.command);
     location = await openDatabase(loadConfig());
     sql = connect(location.url, { max: 2, applicationName: "parley-cli" });
     await migrate(sql);
-    const output = await handler(sql, flags);
+    const output = await executeCommand(sql, line);
     console.log(JSON.stringify(output));
     return 0;
   } catch (error) {

@@ -15,6 +15,9 @@ import { createHttpApp } from "./http/app.ts";
 import { describeError, log, setLogLevel } from "./log.ts";
 import { createSyncedHitCounter } from "./rate_limit/synced_hit_counter.ts";
 import { addHits, deleteExpiredWindows } from "./db/rate_limits.ts";
+import { createHitCounter } from "./rate_limit/hit_counter.ts";
+import { findActiveApiKey } from "./db/api_keys.ts";
+import { sha256Bytes } from "./crypto/tokens.ts";
 
 /** A running instance. */
 export interface RunningParley {
@@ -56,6 +59,11 @@ export async function startParley(config: Config): Promise<RunningParley> {
     hitCounter: widgetHits,
     widgetRateLimit: config.widgetRateLimitPerMinute,
     trustProxy: config.trustProxy,
+    findApiKey: (key) => findActiveApiKey(sql, sha256Bytes(key)),
+    // Open API limits are exact across instances: every hit is counted in PostgreSQL.
+    apiHitCounter: createHitCounter((hits) => addHits(sql, hits)),
+    rateLimitPerMinute: config.rateLimitPerMinute,
+    publicBaseUrl: config.publicBaseUrl,
   });
   // Ended windows are only clutter; any instance may sweep them.
   const sweep = setInterval(() => {

@@ -50,6 +50,10 @@ Deno.test("the HTTP app renders a failing readyz as 503 in the envelope", async 
       hitCounter: { hit: () => Promise.resolve({ count: 1, resetAt: 0 }) },
       widgetRateLimit: 600,
       trustProxy: false,
+      findApiKey: () => Promise.resolve(null),
+      apiHitCounter: { hit: () => Promise.resolve({ count: 1, resetAt: 0 }) },
+      rateLimitPerMinute: 120,
+      publicBaseUrl: "http://localhost",
     });
     const res = await app.request("/readyz");
     assert.equal(res.status, 503);

@@ -3,7 +3,7 @@ import { createTestDatabase } from "./support/database.ts";
 import { startTestServer } from "./support/server.ts";
 import { insertApplication } from "../src/db/applications.ts";
 import { commitBatch } from "../src/db/write_batch.ts";
-import { MAX_BODY_BYTES } from "../src/http/app.ts";
+import { MAX_BODY_BYTES } from "../src/http/middleware/body_size_limit.ts";
 
 const TIMESTAMP = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$/;
 

@@ -8,6 +8,7 @@
 export type AppCommand =
   | CreateVisitorCommand
   | SendVisitorMessageCommand
+  | SendReplyCommand
   | CloseChatCommand;
 
 /** Creates a web visitor (a client with a `web` identity). */
@@ -27,6 +28,22 @@ export interface SendVisitorMessageCommand {
   clientId: number;
   messageType: string;
   content: string;
+}
+
+/**
+ * A message into an existing conversation from the application's side (the Open API's bot,
+ * later agents and Flows). A closed conversation is reopened by it.
+ */
+export interface SendReplyCommand {
+  kind: "chat.reply";
+  appId: number;
+  chatId: number;
+  senderType: "agent" | "bot" | "ai" | "flow";
+  senderName: string | null;
+  messageType: string;
+  content: string;
+  /** The validated document of a rich message, null for plain text. */
+  payload: unknown;
 }
 
 /** Closes a conversation (idempotent: closing a closed one changes nothing). */

@@ -28,3 +28,18 @@ export function visitorTokenAppId(token: string): number | null {
   const match = /^pv_([1-9][0-9]{0,15})_[0-9a-f]{64}$/.exec(token);
   return match ? Number(match[1]) : null;
 }
+
+/** A new Open API key: `parley_` + 48 lowercase hex from the CSPRNG. */
+export function newApiKey(): string {
+  return `parley_${randomHex(24)}`;
+}
+
+/** Whether `text` has the shape of an Open API key (anything else is refused unread). */
+export function isApiKeyFormat(text: string): boolean {
+  return /^parley_[0-9a-f]{48}$/.test(text);
+}
+
+/** SHA-256 of the UTF-8 text as raw bytes (how API keys are stored). */
+export function sha256Bytes(text: string): Uint8Array {
+  return new Uint8Array(createHash("sha256").update(text).digest());
+}

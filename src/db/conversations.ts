@@ -89,3 +89,32 @@ export async function findLatestClientConversation(
     ORDER BY id DESC LIMIT 1`;
   return row ?? null;
 }
+
+/** Options of {@linkcode listConversations}. */
+export interface ListConversationsOptions {
+  /** Only conversations with this status. */
+  status?: Conversation["status"];
+  /** Most conversations returned. */
+  limit: number;
+  /** Only conversations after this one in the listing's order (a page's last row). */
+  after?: { lastMessageAt: string; id: number };
+}
+
+/** An application's conversations, newest activity first, ties by id descending. */
+export async function listConversations(
+  sql: Tx,
+  appId: number,
+  options: ListConversationsOptions,
+): Promise<Conversation[]> {
+  const { status, limit, after } = options;
+  const statusFilter = status ? sql`AND status = ${status}` : sql``;
+  const pageFilter = after
+    ? sql`AND (last_message_at, id) < (${after.lastMessageAt}::timestamptz, ${after.id})`
+    : sql``;
+  return await sql<Conversation[]>`
+    SELECT ${sql(CONVERSATION_COLUMNS)}
+    FROM conversations
+    WHERE app_id = ${appId} ${statusFilter} ${pageFilter}
+    ORDER BY last_message_at DESC, id DESC
+    LIMIT ${limit}`;
+}

@@ -5,12 +5,18 @@
  * changed with one NOTIFY, and commits. Every step is a single statement on purpose: the
  * server runs them in the order sent, so a command sees the effects of the ones before it
  * without a round trip per command. Consecutive visitor messages share one set-based
- * statement, because per-statement overhead, not rows, is what PostgreSQL spends its time on.
+ * statement, and so do consecutive replies, because per-statement overhead, not rows, is what PostgreSQL spends its time on.
  */
 import type { Sql, Tx } from "./client.ts";
-import type { AppCommand, CommandResult, SendVisitorMessageCommand } from "../actors/protocol.ts";
+import type {
+  AppCommand,
+  CommandResult,
+  SendReplyCommand,
+  SendVisitorMessageCommand,
+} from "../actors/protocol.ts";
 import { insertVisitor } from "./visitors.ts";
 import { appendVisitorMessages } from "./messages.ts";
+import { type AppendedReply, appendReplies } from "./replies.ts";
 import { closeConversation } from "./conversations.ts";
 import { type ChangeNotice, CHANGES_CHANNEL, encodeChangeNotice } from "../domain/change_notice.ts";
 
@@ -61,19 +67,29 @@ export async function commitBatch(sql: Sql, commands: AppCommand[]): Promise<Com
   }
 }
 
-/** One statement of a batch: a run of visitor messages, or any other single command. */
+/** One statement of a batch: a run of visitor messages or replies, or any other command. */
 type Step =
   | { kind: "visitor.messages"; commands: SendVisitorMessageCommand[] }
-  | { kind: "single"; command: Exclude<AppCommand, SendVisitorMessageCommand> };
+  | { kind: "chat.replies"; commands: SendReplyCommand[] }
+  | {
+    kind: "single";
+    command: Exclude<AppCommand, SendVisitorMessageCommand | SendReplyCommand>;
+  };
 
-/** Groups consecutive visitor messages; keeps everything in batch order. */
+/** Groups consecutive visitor messages and consecutive replies; keeps batch order. */
 function planSteps(commands: AppCommand[]): Step[] {
   const steps: Step[] = [];
   for (const command of commands) {
     const last = steps.at(-1);
-    if (command.kind !== "visitor.message") steps.push({ kind: "single", command });
-    else if (last?.kind === "visitor.messages") last.commands.push(command);
-    else steps.push({ kind: "visitor.messages", commands: [command] });
+    if (command.kind === "visitor.message") {
+      if (last?.kind === "visitor.messages") last.commands.push(command);
+      else steps.push({ kind: "visitor.messages", commands: [command] });
+    } else if (command.kind === "chat.reply") {
+      if (last?.kind === "chat.replies") last.commands.push(command);
+      else steps.push({ kind: "chat.replies", commands: [command] });
+    } else {
+      steps.push({ kind: "single", command });
+    }
   }
   return steps;
 }
@@ -96,6 +112,9 @@ function execute(tx: Tx, step: Step): Promise<Outcome[]> {
       )
     );
   }
+  if (step.kind === "chat.replies") {
+    return appendReplies(tx, step.commands).then((appended) => appended.map(replyOutcome));
+  }
   const command = step.command;
   switch (command.kind) {
     case "visitor.create":
@@ -111,6 +130,27 @@ function execute(tx: Tx, step: Step): Promise<Outcome[]> {
           }
           : { result: { ok: false, status: 404, message: "Conversation not found" } },
       ]);
+  }
+}
+
+function replyOutcome(reply: AppendedReply): Outcome {
+  switch (reply.kind) {
+    case "stored":
+      return {
+        result: { ok: true, value: { message_id: reply.messageId } },
+        messageId: reply.messageId,
+        chatChanged: reply.reopened ? reply.chatId : undefined,
+      };
+    case "not_found":
+      return { result: { ok: false, status: 404, message: "Conversation not found" } };
+    case "outside_window":
+      return {
+        result: {
+          ok: false,
+          status: 422,
+          message: "Outside the 24-hour window: only template messages can be sent",
+        },
+      };
   }
 }
 

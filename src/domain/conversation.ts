@@ -37,3 +37,9 @@ export interface Message {
 
 /** Longest message content accepted, in characters. */
 export const MAX_CONTENT_LENGTH = 10_000;
+
+/**
+ * Hours after a WhatsApp customer's last inbound message during which free-form messages may
+ * be sent to them (SPEC §3); outside it only templates are accepted.
+ */
+export const REPLY_WINDOW_HOURS = 24;

@@ -1,10 +1,9 @@
 /**
- * The HTTP front: composes the routers, request ids and the access log, the body size limit,
- * and the one place where errors become the contract's envelope. It builds a plain
+ * The HTTP front: composes the routers (each applies its own rate limit, then the body size
+ * limit), request ids and the access log, and the one place where errors become the contract's envelope. It builds a plain
  * `Request → Response` handler that serves and tests alike.
  */
 import { Hono } from "hono";
-import { bodyLimit } from "hono/body-limit";
 import type { Sql } from "../db/client.ts";
 import { AppError } from "../domain/app_error.ts";
 import { describeError, log } from "../log.ts";
@@ -12,12 +11,10 @@ import { errorResponse } from "./envelope.ts";
 import { healthRoutes } from "./health.ts";
 import { requestLog, type RequestLogVariables } from "./middleware/request_log.ts";
 import { type WidgetDeps, widgetRoutes } from "./widget.ts";
-
-/** Largest request body accepted, in bytes. */
-export const MAX_BODY_BYTES = 256 * 1024;
+import { type OpenApiDeps, openApiRoutes } from "./openapi/router.ts";
 
 /** What the HTTP front needs from the rest of Parley. */
-export interface HttpDeps extends WidgetDeps {
+export interface HttpDeps extends WidgetDeps, OpenApiDeps {
   sql: Sql;
 }
 
@@ -25,14 +22,9 @@ export interface HttpDeps extends WidgetDeps {
 export function createHttpApp(deps: HttpDeps): Hono<{ Variables: RequestLogVariables }> {
   const app = new Hono<{ Variables: RequestLogVariables }>();
   app.use(requestLog());
-  app.use(bodyLimit({
-    maxSize: MAX_BODY_BYTES,
-    onError: () => {
-      throw new AppError(413, "Request body too large");
-    },
-  }));
   app.route("/", healthRoutes(deps.sql));
   app.route("/api/v1/widget", widgetRoutes(deps));
+  app.route("/openapi/v1", openApiRoutes(deps));
   app.notFound(() => errorResponse(404, "Not found"));
   app.onError((error, c) => {
     if (error instanceof AppError) {

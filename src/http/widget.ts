@@ -21,6 +21,7 @@ import { ok } from "./envelope.ts";
 import { readBody } from "./body.ts";
 import { methodNotAllowed } from "./method_not_allowed.ts";
 import { rateLimit } from "./middleware/rate_limit.ts";
+import { bodySizeLimit } from "./middleware/body_size_limit.ts";
 import { clientIp } from "./client_ip.ts";
 import type { HitCounter } from "../rate_limit/hit_counter.ts";
 
@@ -97,6 +98,8 @@ export function widgetRoutes(deps: WidgetDeps): Hono {
         : `widget-ip:${clientIp(c, deps.trustProxy)}`;
     },
   }));
+
+  routes.use(bodySizeLimit());
 
   routes.post("/:publicId/visitors", async (c) => {
     const body = await readBody(c, ["json"], { optional: true });

@@ -1,0 +1,102 @@
+/**
+ * Messages from the application's side into existing conversations (the Open API's bot, and
+ * later agents and Flows), stored set-based like visitor messages: one statement for a run of
+ * replies, because per-statement overhead is what group commit saves.
+ */
+import type { Tx } from "./client.ts";
+import { REPLY_WINDOW_HOURS } from "../domain/conversation.ts";
+
+/** A reply to store. */
+export interface ReplyInput {
+  appId: number;
+  chatId: number;
+  senderType: "agent" | "bot" | "ai" | "flow";
+  senderName: string | null;
+  messageType: string;
+  content: string;
+  /** The rich document, null for plain text. */
+  payload: unknown;
+}
+
+/** What became of one reply. */
+export type AppendedReply =
+  | { kind: "stored"; messageId: number; chatId: number; reopened: boolean }
+  | { kind: "not_found" }
+  | { kind: "outside_window" };
+
+/**
+ * Stores replies in input order, in one statement: each must name a conversation of its
+ * application; a free-form reply to a WhatsApp conversation whose customer last wrote more
+ * than {@linkcode REPLY_WINDOW_HOURS} hours ago is refused; the conversation is reopened and
+ * its activity time moves to the statement's timestamp; `message.sent` is queued for a
+ * subscribed webhook. `reopened` is true on the first reply of a conversation that was closed.
+ */
+export async function appendReplies(sql: Tx, inputs: ReplyInput[]): Promise<AppendedReply[]> {
+  const rows = await sql<
+    { n: number; status: string; outside_window: boolean; message_id: number | null }[]
+  >`
+    WITH stamp AS (
+      SELECT clock_timestamp() AS at
+    ), input AS (
+      SELECT * FROM unnest(
+        ${inputs.map((i) => i.appId)}::bigint[], ${inputs.map((i) => i.chatId)}::bigint[],
+        ${inputs.map((i) => i.senderType)}::text[], ${inputs.map((i) => i.senderName)}::text[],
+        ${inputs.map((i) => i.messageType)}::text[], ${inputs.map((i) => i.content)}::text[],
+        ${inputs.map((i) => i.payload === null ? null : JSON.stringify(i.payload))}::jsonb[]
+      ) WITH ORDINALITY AS input
+        (app_id, chat_id, sender_type, sender_name, message_type, content, payload, n)
+    ), target AS (
+      SELECT i.*, c.status,
+        c.channel = 'whatsapp' AND i.message_type <> 'template'
+          AND (c.last_inbound_at IS NULL
+            OR c.last_inbound_at < stamp.at - make_interval(hours => ${REPLY_WINDOW_HOURS}))
+          AS outside_window
+      FROM input i CROSS JOIN stamp
+      CROSS JOIN LATERAL (
+        SELECT status, channel, last_inbound_at FROM conversations c
+        WHERE c.app_id = i.app_id AND c.id = i.chat_id
+      ) c
+    ), accepted AS (
+      SELECT *, row_number() OVER (ORDER BY n) AS k FROM target WHERE NOT outside_window
+    ), message AS (
+      INSERT INTO messages (app_id, conversation_id, sender_type, sender_name, message_type,
+        content, payload, created_at)
+      SELECT a.app_id, a.chat_id, a.sender_type, a.sender_name, a.message_type, a.content,
+        a.payload, stamp.at
+      FROM accepted a CROSS JOIN stamp
+      ORDER BY a.k
+      RETURNING id
+    ), result AS (
+      SELECT a.n, a.app_id, a.chat_id, m.id AS message_id
+      FROM accepted a
+      JOIN (SELECT id, row_number() OVER (ORDER BY id) AS k FROM message) m ON m.k = a.k
+    ), touched AS (
+      UPDATE conversations c
+      SET last_message_at = stamp.at, status = 'open', closed_at = NULL
+      FROM (SELECT DISTINCT app_id, chat_id FROM accepted) a CROSS JOIN stamp
+      WHERE c.app_id = a.app_id AND c.id = a.chat_id
+    ), events AS (
+      INSERT INTO outbox (app_id, kind, topic, payload)
+      SELECT r.app_id, 'webhook', 'message.sent',
+        jsonb_build_object('conversation_id', r.chat_id, 'message_id', r.message_id)
+      FROM result r
+      CROSS JOIN LATERAL (
+        SELECT 1 FROM webhooks w
+        WHERE w.app_id = r.app_id AND w.enabled AND 'message.sent' = ANY (w.events) LIMIT 1
+      ) subscribed
+      ORDER BY r.n
+    )
+    SELECT t.n, t.status, t.outside_window, r.message_id
+    FROM target t LEFT JOIN result r ON r.n = t.n`;
+  const byInput = new Map(rows.map((row) => [row.n, row]));
+  const reopened = new Set<string>();
+  return inputs.map((input, index): AppendedReply => {
+    const row = byInput.get(index + 1);
+    if (!row) return { kind: "not_found" };
+    if (row.outside_window || row.message_id === null) return { kind: "outside_window" };
+    const chat = `${input.appId}:${input.chatId}`;
+    const first = row.status === "closed" && !reopened.has(chat);
+    if (first) reopened.add(chat);
+    return { kind: "stored", messageId: row.message_id, chatId: input.chatId, reopened: first };
+  });
+}

@@ -1,0 +1,137 @@
+/**
+ * `GET /conversations`, `GET /conversations/{id}` and `GET /conversations/{id}/messages` of the
+ * Open API: reads of the caller's own application, straight from the database. Another
+ * application's conversation is answered exactly like one that does not exist.
+ */
+import { Hono } from "hono";
+import { z } from "zod";
+import type { Sql } from "../../db/client.ts";
+import { findConversation, listConversations } from "../../db/conversations.ts";
+import { listMessages } from "../../db/messages.ts";
+import { AppError } from "../../domain/app_error.ts";
+import { CONVERSATION_STATUSES } from "../../domain/conversation.ts";
+import { ok } from "../envelope.ts";
+import { idParam, limitParam } from "../query_params.ts";
+import type { ApiKeyAuthVariables } from "../middleware/api_key_auth.ts";
+import { decodeCursor, encodeCursor } from "./cursor.ts";
+import { CONVERSATION, MESSAGE, type RouteDoc } from "./schemas.ts";
+
+/** What the conversation routes need. */
+export interface ConversationRoutesDeps {
+  sql: Sql;
+  /** Where clients reach Parley, for `Link` headers. */
+  publicBaseUrl: string;
+}
+
+const LIST_QUERY = z.object({
+  status: z.preprocess(
+    (value) => value === "" ? undefined : value,
+    z.enum(CONVERSATION_STATUSES).optional(),
+  ).meta({ description: "Only conversations with this status; omit for all" }),
+  limit: limitParam(20, 1, 50),
+  before: z.string().optional().meta({
+    description: "The opaque cursor of the next page, as given in the previous page's Link header",
+  }),
+});
+
+const CONVERSATION_PARAMS = z.object({ id: idParam("The conversation id") });
+
+const MESSAGES_QUERY = z.object({
+  limit: limitParam(50, 1, 200),
+  before: z.preprocess(
+    (value) =>
+      typeof value === "string" && /^[1-9][0-9]{0,15}$/.test(value) ? Number(value) : undefined,
+    z.int().positive().optional(),
+  ).meta({ description: "Only messages with a smaller id (a message id)" }),
+});
+
+/** How these routes appear in the OpenAPI document. */
+export const CONVERSATION_ROUTE_DOCS: RouteDoc[] = [
+  {
+    method: "get",
+    path: "/conversations",
+    summary: "Recent conversations of the application, newest activity first",
+    query: LIST_QUERY,
+    data: z.array(CONVERSATION),
+    headers: { Link: 'The next page, `<url>; rel="next"`, when more conversations exist' },
+    errors: [400],
+  },
+  {
+    method: "get",
+    path: "/conversations/{id}",
+    summary: "One conversation",
+    params: CONVERSATION_PARAMS,
+    data: CONVERSATION,
+    errors: [404],
+  },
+  {
+    method: "get",
+    path: "/conversations/{id}/messages",
+    summary: "The latest messages of a conversation, oldest first",
+    params: CONVERSATION_PARAMS,
+    query: MESSAGES_QUERY,
+    data: z.array(MESSAGE),
+    errors: [404],
+  },
+];
+
+/** Routes under `/openapi/v1/conversations`. */
+export function conversationRoutes(
+  deps: ConversationRoutesDeps,
+): Hono<{ Variables: ApiKeyAuthVariables }> {
+  const { sql, publicBaseUrl } = deps;
+  const routes = new Hono<{ Variables: ApiKeyAuthVariables }>();
+
+  routes.get("/", async (c) => {
+    const query = LIST_QUERY.safeParse(c.req.query());
+    if (!query.success) {
+      const field = query.error.issues[0].path[0];
+      if (field === "status") {
+        throw new AppError(400, `status must be one of: ${CONVERSATION_STATUSES.join(", ")}`);
+      }
+      throw new AppError(400, "before is not a valid cursor");
+    }
+    const { status, limit, before } = query.data;
+    const after = before === undefined ? undefined : decodeCursor(before);
+    if (after === null) throw new AppError(400, "before is not a valid cursor");
+    const { appId } = c.get("caller");
+    const page = await listConversations(sql, appId, { status, limit: limit + 1, after });
+    if (page.length > limit) {
+      page.length = limit;
+      const last = page[limit - 1];
+      const next = new URLSearchParams();
+      if (status) next.set("status", status);
+      next.set("limit", String(limit));
+      next.set("before", encodeCursor({ lastMessageAt: last.last_message_at, id: last.id }));
+      c.header("Link", `<${publicBaseUrl}/openapi/v1/conversations?${next}>; rel="next"`);
+    }
+    return ok(c, page);
+  });
+
+  routes.get("/:id", async (c) => {
+    const conversation = await ownConversation(c.get("caller").appId, c.req.param("id"));
+    return ok(c, conversation);
+  });
+
+  routes.get("/:id/messages", async (c) => {
+    const { appId } = c.get("caller");
+    const conversation = await ownConversation(appId, c.req.param("id"));
+    // Lenient by design: every value parses (a bad limit means the default, a bad before none).
+    const { limit, before } = MESSAGES_QUERY.parse(c.req.query());
+    const messages = await listMessages(sql, appId, conversation.id, {
+      limit,
+      before,
+      includeInternal: true,
+    });
+    return ok(c, messages);
+  });
+
+  async function ownConversation(appId: number, idText: string) {
+    const params = CONVERSATION_PARAMS.safeParse({ id: idText });
+    const conversation = params.success ? await findConversation(sql, appId, params.data.id) : null;
+    if (!conversation) throw new AppError(404, "Conversation not found");
+    return conversation;
+  }
+
+  return routes;
+}

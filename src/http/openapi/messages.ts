@@ -1,0 +1,99 @@
+/**
+ * `POST /messages` of the Open API (SPEC §4.1, CONTRACT §2.5): a message into an existing
+ * conversation of the caller's application, spoken by the application's bot. It takes the same
+ * path as every write — validated here, then committed by the application's actor, which also
+ * checks that the conversation is the caller's — and is answered only after commit.
+ */
+import { Hono } from "hono";
+import { z } from "zod";
+import { appActorKey, type AppCommand, type CommandResult } from "../../actors/protocol.ts";
+import { AppError } from "../../domain/app_error.ts";
+import { MESSAGE_TYPES, parseMessageContent } from "../../domain/message_kinds.ts";
+import { MAX_CONTENT_LENGTH } from "../../domain/conversation.ts";
+import { readBody } from "../body.ts";
+import { ok } from "../envelope.ts";
+import type { ApiKeyAuthVariables } from "../middleware/api_key_auth.ts";
+import type { RouteDoc } from "./schemas.ts";
+
+/** What the message route needs. */
+export interface MessageRoutesDeps {
+  ask(key: string, command: AppCommand): Promise<CommandResult>;
+}
+
+const SEND_MESSAGE_BODY = z.object({
+  chat_id: z.union([z.int().positive(), z.string().regex(/^[1-9][0-9]{0,15}$/)]).meta({
+    description: "The conversation (a JSON integer or a string of digits)",
+  }),
+  content: z.string().regex(/\S/).max(MAX_CONTENT_LENGTH).meta({
+    description: "Not blank after trim. For rich message types, a JSON document as a string",
+  }),
+  message_type: z.enum(MESSAGE_TYPES).default("text"),
+});
+
+const REQUIRED = "chat_id and content are required";
+
+/** How this route appears in the OpenAPI document. */
+export const MESSAGE_ROUTE_DOCS: RouteDoc[] = [{
+  method: "post",
+  path: "/messages",
+  summary: "Send a message into a conversation as the application's bot",
+  body: {
+    schema: SEND_MESSAGE_BODY,
+    mediaTypes: ["application/json", "application/x-www-form-urlencoded"],
+  },
+  data: z.strictObject({ message_id: z.int().positive() }),
+  errors: [400, 404, 413, 415, 422],
+}];
+
+/** Routes under `/openapi/v1/messages`. */
+export function messageRoutes(deps: MessageRoutesDeps): Hono<{ Variables: ApiKeyAuthVariables }> {
+  const routes = new Hono<{ Variables: ApiKeyAuthVariables }>();
+
+  routes.post("/", async (c) => {
+    const { appId } = c.get("caller");
+    const body = await readBody(c, ["json", "form"]);
+    const parsed = SEND_MESSAGE_BODY.safeParse(body);
+    // Presence first (one message for both fields); what is left — an unknown type, content
+    // too long or not a valid document — parseMessageContent reports in the contract's order.
+    if (
+      !parsed.success &&
+      parsed.error.issues.some((issue) =>
+        issue.path[0] === "chat_id" || (issue.path[0] === "content" && issue.code !== "too_big")
+      )
+    ) {
+      throw new AppError(400, REQUIRED);
+    }
+    const content = body.content as string;
+    const { messageType, payload } = parseMessageContent(
+      body.message_type === undefined ? "text" : String(body.message_type),
+      content,
+    );
+    const result = await send({
+      kind: "chat.reply",
+      appId,
+      chatId: Number(body.chat_id),
+      senderType: "bot",
+      senderName: null,
+      messageType,
+      content,
+      payload,
+    });
+    return ok(c, result);
+  });
+
+  async function send(command: AppCommand): Promise<unknown> {
+    let result: CommandResult;
+    try {
+      result = await deps.ask(appActorKey(command.appId), command);
+    } catch (error) {
+      throw new AppError(500, "Failed to send", { cause: error });
+    }
+    if (result.ok) return result.value;
+    if (result.status >= 500) {
+      throw new AppError(500, "Failed to send", { cause: new Error(result.message) });
+    }
+    throw new AppError(result.status, result.message);
+  }
+
+  return routes;
+}

@@ -1,0 +1,96 @@
+/**
+ * The Open API surface (`/openapi/v1`, CONTRACT §2). Checks run in the contract's order: the
+ * rate limit counts every request (401s and 404s included), then the API key is checked, then
+ * the route validates, and the data layer checks ownership. The OpenAPI document is the one
+ * route that needs no key.
+ */
+import { Hono } from "hono";
+import type { Context } from "hono";
+import type { Sql } from "../../db/client.ts";
+import type { AppCommand, CommandResult } from "../../actors/protocol.ts";
+import { sha256Hex } from "../../crypto/tokens.ts";
+import { AppError } from "../../domain/app_error.ts";
+import type { HitCounter } from "../../rate_limit/hit_counter.ts";
+import { clientIp } from "../client_ip.ts";
+import { methodNotAllowed } from "../method_not_allowed.ts";
+import {
+  type ApiCaller,
+  apiKeyAuth,
+  type ApiKeyAuthVariables,
+} from "../middleware/api_key_auth.ts";
+import { bodySizeLimit } from "../middleware/body_size_limit.ts";
+import { rateLimit } from "../middleware/rate_limit.ts";
+import { CONVERSATION_ROUTE_DOCS, conversationRoutes } from "./conversations.ts";
+import { buildOpenApiDocument } from "./document.ts";
+import { MESSAGE_ROUTE_DOCS, messageRoutes } from "./messages.ts";
+import type { RouteDoc } from "./schemas.ts";
+import { z } from "zod";
+
+/** What the Open API needs. */
+export interface OpenApiDeps {
+  sql: Sql;
+  ask(key: string, command: AppCommand): Promise<CommandResult>;
+  /** The active key with this plaintext, or null. */
+  findApiKey(key: string): Promise<ApiCaller | null>;
+  /** Where Open API requests are counted (exactly, across instances). */
+  apiHitCounter: HitCounter;
+  /** Requests per minute and bucket. */
+  rateLimitPerMinute: number;
+  trustProxy: boolean;
+  publicBaseUrl: string;
+}
+
+const DOCUMENT_ROUTE: RouteDoc = {
+  method: "get",
+  path: "/openapi.json",
+  summary: "This document (no API key needed)",
+  data: z.unknown(),
+  errors: [],
+  public: true,
+};
+
+/** Routes under `/openapi/v1`. */
+export function openApiRoutes(deps: OpenApiDeps): Hono<{ Variables: ApiKeyAuthVariables }> {
+  const document = JSON.stringify(buildOpenApiDocument(
+    [...CONVERSATION_ROUTE_DOCS, ...MESSAGE_ROUTE_DOCS, DOCUMENT_ROUTE],
+    { publicBaseUrl: deps.publicBaseUrl, rateLimitPerMinute: deps.rateLimitPerMinute },
+  ));
+  const routes = new Hono<{ Variables: ApiKeyAuthVariables }>();
+
+  routes.use(rateLimit({
+    counter: deps.apiHitCounter,
+    limit: deps.rateLimitPerMinute,
+    bucketOf: (c) => bucketOf(c, deps.trustProxy),
+  }));
+  routes.get(
+    "/openapi.json",
+    (c) => c.body(document, 200, { "content-type": "application/json; charset=utf-8" }),
+  );
+  routes.use(apiKeyAuth({ findKey: deps.findApiKey }));
+  routes.use(bodySizeLimit());
+  routes.route("/conversations", conversationRoutes(deps));
+  routes.route("/messages", messageRoutes(deps));
+  methodNotAllowed(routes, [
+    "/openapi.json",
+    "/conversations",
+    "/conversations/:id",
+    "/conversations/:id/messages",
+    "/messages",
+  ]);
+  routes.all("*", () => {
+    throw new AppError(404, "Not found");
+  });
+  return routes;
+}
+
+/**
+ * The rate-limit bucket (CONTRACT §2.3): the exact `Authorization` value when it is a Bearer
+ * header, else the client IP. Hashed, so that no key is written to the counters table.
+ */
+function bucketOf(c: Context, trustProxy: boolean): string {
+  const authorization = c.req.header("authorization");
+  if (authorization && /^Bearer /i.test(authorization)) {
+    return `api:${sha256Hex(authorization).slice(0, 32)}`;
+  }
+  return `api-ip:${clientIp(c, trustProxy)}`;
+}
