@@ -40,7 +40,11 @@ export async function startParley(config: Config): Promise<RunningParley> {
     await database.close();
     throw error;
   }
-  const pool = await createActorPool({ size: config.workers, databaseUrl: database.url });
+  const pool = await createActorPool({
+    size: config.workers,
+    databaseUrl: database.url,
+    logLevel: config.logLevel,
+  });
   const hub = createRealtimeHub({ sql });
   const listener = await listenForChanges({
     sql,

@@ -59,7 +59,10 @@ Deno.test("cli errors are JSON on stderr with exit 1", async () => {
   await using db = await createTestDatabase();
   const env = { DATABASE_URL: db.url };
   const cases: [string[], string][] = [
-    [["nope"], 'Unknown command "nope": expected one of app:create, key:create, key:list, key:revoke, chat:close'],
+    [
+      ["nope"],
+      'Unknown command "nope": expected one of app:create, key:create, key:list, key:revoke, chat:close',
+    ],
     [["app:create"], "Missing flag --name"],
     [["chat:close", "--app", "x", "--id", "1"], "Flag --app must be a positive integer"],
     [["chat:close", "--app", "999999", "--id", "1"], "Application 999999 not found"],

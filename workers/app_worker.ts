@@ -9,6 +9,7 @@ import { type CommitLoop, createCommitLoop, SHUTTING_DOWN } from "../src/actors/
 import type { CommandResult, FromWorker, Reply, ToWorker } from "../src/actors/protocol.ts";
 import { connect, type Sql } from "../src/db/client.ts";
 import { commitBatch } from "../src/db/write_batch.ts";
+import { setLogLevel } from "../src/log.ts";
 
 let sql: Sql | null = null;
 let loop: CommitLoop | null = null;
@@ -35,6 +36,7 @@ self.onmessage = async (event: MessageEvent<ToWorker>) => {
   const message = event.data;
   switch (message.type) {
     case "init": {
+      setLogLevel(message.logLevel);
       const pool = connect(message.databaseUrl, {
         max: 4,
         applicationName: "parley-worker",

@@ -6,7 +6,7 @@
  * outlives `askTimeoutMs` fails the same way.
  */
 import type { AppCommand, Ask, CommandResult, FromWorker, ToWorker } from "./protocol.ts";
-import { log } from "../log.ts";
+import { log, type LogLevel } from "../log.ts";
 import { INTERNAL_ERROR, SHUTTING_DOWN } from "./commit_loop.ts";
 
 /** Options of {@linkcode createActorPool}. */
@@ -15,6 +15,8 @@ export interface ActorPoolOptions {
   size: number;
   /** Database each worker connects to. */
   databaseUrl: string;
+  /** The workers' log level. @default "info" */
+  logLevel?: LogLevel | "silent";
   /** Module the workers run. @default the URL of `workers/app_worker.ts` */
   workerUrl?: URL;
   /** An ask unanswered this long resolves to a 500. @default 30_000 */
@@ -74,7 +76,7 @@ export function workerIndexFor(key: string, size: number): number {
 
 /** Spawns `size` workers, initialises them, and resolves once every one is ready. */
 export async function createActorPool(options: ActorPoolOptions): Promise<ActorPool> {
-  const { size, databaseUrl, workerUrl = DEFAULT_WORKER_URL } = options;
+  const { size, databaseUrl, workerUrl = DEFAULT_WORKER_URL, logLevel = "info" } = options;
   const { askTimeoutMs = 30_000, stopTimeoutMs = 10_000 } = options;
   if (!Number.isInteger(size) || size < 1) {
     throw new RangeError("Cannot create actor pool: size must be a positive integer");
@@ -123,7 +125,7 @@ export async function createActorPool(options: ActorPoolOptions): Promise<ActorP
     worker.onmessageerror = () => {
       if (slot.worker === worker) crash(slot, worker, "Message from worker could not be read");
     };
-    send(worker, { type: "init", databaseUrl, workerIndex: slot.index });
+    send(worker, { type: "init", databaseUrl, workerIndex: slot.index, logLevel });
   }
 
   function receive(slot: Slot, message: FromWorker): void {

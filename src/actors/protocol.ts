@@ -4,6 +4,8 @@
  * or a function, so that everything survives `postMessage`.
  */
 
+import type { LogLevel } from "../log.ts";
+
 /** A write on behalf of one application. Executed by its actor, in mailbox order. */
 export type AppCommand =
   | CreateVisitorCommand
@@ -81,7 +83,7 @@ export interface Reply {
  * a message costs both threads far more than the commands it carries.
  */
 export type ToWorker =
-  | { type: "init"; databaseUrl: string; workerIndex: number }
+  | { type: "init"; databaseUrl: string; workerIndex: number; logLevel: LogLevel | "silent" }
   | { type: "ask"; asks: Ask[] }
   | { type: "stop" };
 

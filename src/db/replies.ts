@@ -42,7 +42,7 @@ export async function appendReplies(sql: Tx, inputs: ReplyInput[]): Promise<Appe
         ${inputs.map((i) => i.appId)}::bigint[], ${inputs.map((i) => i.chatId)}::bigint[],
         ${inputs.map((i) => i.senderType)}::text[], ${inputs.map((i) => i.senderName)}::text[],
         ${inputs.map((i) => i.messageType)}::text[], ${inputs.map((i) => i.content)}::text[],
-        ${inputs.map((i) => i.payload === null ? null : JSON.stringify(i.payload))}::jsonb[]
+        ${inputs.map((i) => i.payload === null ? null : JSON.stringify(i.payload))}::text[]
       ) WITH ORDINALITY AS input
         (app_id, chat_id, sender_type, sender_name, message_type, content, payload, n)
     ), target AS (
@@ -62,7 +62,7 @@ export async function appendReplies(sql: Tx, inputs: ReplyInput[]): Promise<Appe
       INSERT INTO messages (app_id, conversation_id, sender_type, sender_name, message_type,
         content, payload, created_at)
       SELECT a.app_id, a.chat_id, a.sender_type, a.sender_name, a.message_type, a.content,
-        a.payload, stamp.at
+        a.payload::jsonb, stamp.at
       FROM accepted a CROSS JOIN stamp
       ORDER BY a.k
       RETURNING id
