@@ -1,18 +1,23 @@
 /**
  * `deno task bench`: starts Parley on a fresh embedded database and a Hono hello-world server,
- * drives both with the same closed-loop load (64 connections), and prints a table of
+ * drives both with the same closed-loop load (64 connections) — the hello route, visitor
+ * messages, Open API replies (POST /openapi/v1/messages) and Open API listings
+ * (GET /openapi/v1/conversations), with one API key per application — and prints a table of
  * requests/s, p50 and p99 per scenario, with each scenario's ratio to hello and the CPU that
  * the server, its PostgreSQL and the load generator spent per request (from /proc; it drifts
  * much less than requests/s on a shared machine).
  *
  * Environment: BENCH_SECONDS (measured seconds per scenario, default 10), BENCH_VISITORS
- * (default 2000), BENCH_APPS (default 20), BENCH_CONNECTIONS (default 64), WORKERS (Parley's
+ * (default 2000), BENCH_APPS (default 20, one API key each), BENCH_CONNECTIONS (default 64), WORKERS (Parley's
  * actor workers, default 1: group commits form within a worker, and on 2 cores one worker
  * batches best — see docs/architecture.md).
  */
 import { freePort } from "../src/db/embedded.ts";
 import { type LoadResult, runLoad } from "./load.ts";
 import { cpuSecondsOf, cpuSecondsOfDescendants } from "./cpu.ts";
+import { executeCommand } from "../src/cli.ts";
+import { connect } from "../src/db/client.ts";
+import { openDatabase } from "../src/db/database.ts";
 
 /** A scenario's outcome: the load's figures and the CPU each party spent per request. */
 interface Measured {
@@ -65,6 +70,7 @@ try {
     DATA_DIR: dataDir,
     LOG_LEVEL: "warn",
     WIDGET_RATE_LIMIT_PER_MINUTE: "100000000",
+    RATE_LIMIT_PER_MINUTE: "100000000",
     WORKERS: workers,
   });
   children.push(parleyProcess);
@@ -76,7 +82,7 @@ try {
   await waitFor(`${parley}/healthz`);
   await waitFor(`${hello}/`);
 
-  const tokens = await createVisitors(parley, dataDir);
+  const { tokens, chats } = await createFixtures(parley, dataDir);
   const load = { connections, durationMs: seconds * 1000, warmupMs: 2000 };
   const results: Measured[] = [];
   console.error("running: GET hello");
@@ -99,6 +105,28 @@ try {
           authorization: `Bearer ${tokens[i % tokens.length]}`,
         },
         body: JSON.stringify({ content: `Benchmark message ${i}` }),
+      }), { ...load, port: parleyPort })),
+  );
+  console.error("running: POST /openapi/v1/messages");
+  results.push(
+    await measure("POST /openapi/v1/messages", parleyProcess, true, () =>
+      runLoad((i) => {
+        const chat = chats[i % chats.length];
+        return {
+          method: "POST",
+          path: "/openapi/v1/messages",
+          headers: { "content-type": "application/json", authorization: `Bearer ${chat.key}` },
+          body: JSON.stringify({ chat_id: chat.chatId, content: `Reply ${i}` }),
+        };
+      }, { ...load, port: parleyPort })),
+  );
+  console.error("running: GET /openapi/v1/conversations");
+  results.push(
+    await measure("GET /openapi/v1/conversations", parleyProcess, true, () =>
+      runLoad((i) => ({
+        method: "GET",
+        path: "/openapi/v1/conversations",
+        headers: { authorization: `Bearer ${chats[i % chats.length].key}` },
       }), { ...load, port: parleyPort })),
   );
   printTable(results);
@@ -138,29 +166,62 @@ async function waitFor(url: string): Promise<void> {
   throw new Error(`${url} did not come up`);
 }
 
-async function createVisitors(parley: string, dataDir: string): Promise<string[]> {
-  const apps: string[] = [];
-  for (let i = 0; i < appCount; i++) {
-    const out = await new Deno.Command(Deno.execPath(), {
-      args: ["run", "-A", `${root}src/cli.ts`, "app:create", "--name", `Bench ${i}`],
-      env: { DATA_DIR: dataDir },
-      stdout: "piped",
-    }).output();
-    apps.push(JSON.parse(new TextDecoder().decode(out.stdout)).public_id);
+/** A conversation to reply to, and the key of its application. */
+interface BenchChat {
+  chatId: number;
+  key: string;
+}
+
+/**
+ * Applications with one API key each (made in-process on the running server's database), and
+ * visitors spread over them, each with one open conversation.
+ */
+async function createFixtures(
+  parley: string,
+  dataDir: string,
+): Promise<{ tokens: string[]; chats: BenchChat[] }> {
+  const database = await openDatabase({ databaseUrl: null, dataDir });
+  const sql = connect(database.url, { max: 1 });
+  const apps: { publicId: string; key: string }[] = [];
+  try {
+    for (let i = 0; i < appCount; i++) {
+      const app = await executeCommand(sql, {
+        command: "app:create",
+        flags: { name: `Bench ${i}` },
+      }) as { id: number; public_id: string };
+      const key = await executeCommand(sql, {
+        command: "key:create",
+        flags: { app: String(app.id), name: "bench" },
+      }) as { key: string };
+      apps.push({ publicId: app.public_id, key: key.key });
+    }
+  } finally {
+    await sql.end();
+    await database.close();
   }
   const tokens: string[] = [];
+  const chats: BenchChat[] = [];
   for (let i = 0; i < visitorCount; i += 50) {
     const batch = await Promise.all(
       Array.from({ length: Math.min(50, visitorCount - i) }, async (_, j) => {
-        const res = await fetch(`${parley}/api/v1/widget/${apps[(i + j) % apps.length]}/visitors`, {
+        const app = apps[(i + j) % apps.length];
+        const res = await fetch(`${parley}/api/v1/widget/${app.publicId}/visitors`, {
           method: "POST",
         });
-        return (await res.json()).data.visitor_token as string;
+        const token = (await res.json()).data.visitor_token as string;
+        const sent = await fetch(`${parley}/api/v1/widget/messages`, {
+          method: "POST",
+          headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+          body: JSON.stringify({ content: "Hello" }),
+        });
+        const chatId = (await sent.json()).data.chat_id as number;
+        return { token, chat: { chatId, key: app.key } };
       }),
     );
-    tokens.push(...batch);
+    tokens.push(...batch.map((b) => b.token));
+    chats.push(...batch.map((b) => b.chat));
   }
-  return tokens;
+  return { tokens, chats };
 }
 
 function printTable(results: Measured[]): void {
@@ -189,6 +250,7 @@ function printTable(results: Measured[]): void {
   console.log(`|${widths.map((w) => "-".repeat(w + 2)).join("|")}|`);
   for (const row of rows) console.log(line(row));
   console.log(
-    `\n${connections} connections, ${seconds} s measured per scenario, ${visitorCount} visitors in ${appCount} applications, WORKERS=${workers}`,
+    `\n${connections} connections, ${seconds} s measured per scenario, ${visitorCount} visitors ` +
+      `in ${appCount} applications (one API key each), WORKERS=${workers}`,
   );
 }

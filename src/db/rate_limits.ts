@@ -15,7 +15,8 @@ export interface BucketCount {
 
 /**
  * Adds `hits[i].n` to bucket `hits[i].bucket` in the current window, all in one statement;
- * returns each bucket's new count. Buckets must be distinct.
+ * returns each bucket's new count. Buckets must be distinct. Rows are written in bucket order,
+ * so that statements running at once (in this process or another) never deadlock.
  */
 export async function addHits(
   sql: Tx,
@@ -26,6 +27,7 @@ export async function addHits(
     SELECT hit.bucket, date_trunc('minute', clock_timestamp()), hit.n
     FROM unnest(${hits.map((h) => h.bucket)}::text[], ${hits.map((h) => h.n)}::int[])
       AS hit (bucket, n)
+    ORDER BY hit.bucket COLLATE "C"
     ON CONFLICT (bucket, window_start) DO UPDATE SET count = r.count + EXCLUDED.count
     RETURNING r.bucket, r.count, extract(epoch FROM r.window_start)::bigint + 60 AS reset_at`;
   return rows.map((row) => ({ bucket: row.bucket, count: row.count, resetAt: row.reset_at }));
