@@ -8,8 +8,8 @@ import { ERROR_ENVELOPE, type RouteDoc, successEnvelope } from "./schemas.ts";
 
 type JsonSchema = Record<string, unknown>;
 
-/** Statuses every authenticated route may answer. */
-const COMMON_ERRORS = [401, 429, 500];
+/** Statuses every route may answer (authenticated ones also 401). */
+const COMMON_ERRORS = [429, 500];
 
 const ERROR_TEXT: Record<number, string> = {
   400: "Invalid request (the message says which rule)",
@@ -52,18 +52,17 @@ export function buildOpenApiDocument(
       ...parametersOf(route.params, "path", schemaOf),
       ...parametersOf(route.query, "query", schemaOf),
     ];
+    const data = route.bare ? route.data : successEnvelope(route.data);
     const responses: Record<string, unknown> = {
       200: {
         description: "Success",
-        headers: headersOf(route.public ? {} : { ...RATE_LIMIT_HEADERS, ...route.headers }),
-        content: {
-          "application/json": { schema: schemaOf(successEnvelope(route.data), "output") },
-        },
+        headers: headersOf({ ...RATE_LIMIT_HEADERS, ...route.headers }),
+        content: { "application/json": { schema: schemaOf(data, "output") } },
       },
     };
-    const errors = route.public ? route.errors : [...route.errors, ...COMMON_ERRORS];
+    const errors = [...route.errors, ...COMMON_ERRORS, ...(route.public ? [] : [401])];
     for (const status of [...new Set(errors)].sort()) {
-      const headers: Record<string, string> = route.public ? {} : { ...RATE_LIMIT_HEADERS };
+      const headers: Record<string, string> = { ...RATE_LIMIT_HEADERS };
       if (status === 401) headers["WWW-Authenticate"] = 'Always `Bearer realm="parley"`';
       if (status === 429) headers["Retry-After"] = "Whole seconds until the window resets";
       responses[status] = {
@@ -133,7 +132,8 @@ function toSchema(
   }
   const id = (z.globalRegistry.get(schema) as { id?: string } | undefined)?.id;
   if (id) {
-    components[id] = rewriteRefs(rest) as JsonSchema;
+    // A named schema at the top comes back as a $ref to its own $defs entry, moved above.
+    if (!(id in components)) components[id] = rewriteRefs(rest) as JsonSchema;
     return { $ref: `#/components/schemas/${id}` };
   }
   return rewriteRefs(rest) as JsonSchema;

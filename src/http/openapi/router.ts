@@ -44,9 +44,10 @@ const DOCUMENT_ROUTE: RouteDoc = {
   method: "get",
   path: "/openapi.json",
   summary: "This document (no API key needed)",
-  data: z.unknown(),
+  data: z.looseObject({ openapi: z.literal("3.1.0") }),
   errors: [],
   public: true,
+  bare: true,
 };
 
 /** Routes under `/openapi/v1`. */

@@ -66,12 +66,14 @@ export interface RouteDoc {
   params?: z.ZodObject;
   /** The request body and the media types it may come in. */
   body?: { schema: z.ZodType; mediaTypes: string[] };
-  /** The success answer's `data`. */
+  /** The success answer's `data` (or the whole answer, when `bare`). */
   data: z.ZodType;
   /** Response headers of the success answer beyond the rate-limit ones. */
   headers?: Record<string, string>;
-  /** Error statuses this route answers beyond those of every route (401, 429, 500). */
+  /** Error statuses this route answers beyond those of every route (401 unless public, 429, 500). */
   errors: number[];
   /** Whether the route needs no API key. */
   public?: true;
+  /** Whether `data` is the whole answer, not wrapped in the envelope. */
+  bare?: true;
 }
