@@ -29,6 +29,15 @@ export function log(level: LogLevel, msg: string, fields: Record<string, unknown
   else console.log(line);
 }
 
+/**
+ * Writes a line that belongs to Parley's interface rather than its diagnostics (the `listening`
+ * line that scripts wait for): at level `info`, whatever the threshold, unless logging is silent.
+ */
+export function announce(msg: string, fields: Record<string, unknown> = {}): void {
+  if (threshold === ORDER.silent) return;
+  console.log(JSON.stringify({ time: new Date().toISOString(), level: "info", msg, ...fields }));
+}
+
 /** The loggable form of an error: its name, message and cause chain, never a stack of secrets. */
 export function describeError(error: unknown): Record<string, unknown> {
   if (!(error instanceof Error)) return { error: String(error) };

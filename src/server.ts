@@ -12,7 +12,7 @@ import { createActorPool } from "./actors/pool.ts";
 import { createRealtimeHub } from "./realtime/hub.ts";
 import { listenForChanges } from "./realtime/listener.ts";
 import { createHttpApp } from "./http/app.ts";
-import { describeError, log, setLogLevel } from "./log.ts";
+import { announce, describeError, log, setLogLevel } from "./log.ts";
 import { createSyncedHitCounter } from "./rate_limit/synced_hit_counter.ts";
 import { addHits, deleteExpiredWindows } from "./db/rate_limits.ts";
 import { createHitCounter } from "./rate_limit/hit_counter.ts";
@@ -83,7 +83,7 @@ export async function startParley(config: Config): Promise<RunningParley> {
     onListen: resolve,
   }, app.fetch);
   const address = await listening;
-  log("info", "listening", {
+  announce("listening", {
     port: address.port,
     workers: config.workers,
     database: database.embedded ? "embedded" : "external",
