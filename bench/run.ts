@@ -10,10 +10,12 @@
  * Environment: BENCH_SECONDS (measured seconds per scenario, default 10), BENCH_VISITORS
  * (default 2000), BENCH_APPS (default 20, one API key each), BENCH_CONNECTIONS (default 64), WORKERS (Parley's
  * actor workers, default 1: group commits form within a worker, and on 2 cores one worker
- * batches best — see docs/architecture.md).
+ * batches best — see docs/architecture.md), BENCH_ONLY (a word; runs only the scenarios whose
+ * name contains it, beside hello), BENCH_DENO_FLAGS (extra `deno run` flags for Parley, e.g.
+ * `--cpu-prof --cpu-prof-dir=/tmp/prof`).
  */
 import { freePort } from "../src/db/embedded.ts";
-import { type LoadResult, runLoad } from "./load.ts";
+import { type LoadRequest, type LoadResult, runLoad } from "./load.ts";
 import { cpuSecondsOf, cpuSecondsOfDescendants } from "./cpu.ts";
 import { executeCommand } from "../src/cli.ts";
 import { connect } from "../src/db/client.ts";
@@ -65,7 +67,8 @@ const dataDir = await Deno.makeTempDir({ prefix: "parley-bench-" });
 const children: Deno.ChildProcess[] = [];
 try {
   const parleyPort = await freePort();
-  const parleyProcess = spawn(["run", "-A", `${root}main.ts`], {
+  const parleyFlags = (Deno.env.get("BENCH_DENO_FLAGS") ?? "").split(" ").filter(Boolean);
+  const parleyProcess = spawn(["run", "-A", ...parleyFlags, `${root}main.ts`], {
     PORT: String(parleyPort),
     DATA_DIR: dataDir,
     LOG_LEVEL: "warn",
@@ -84,51 +87,48 @@ try {
 
   const { tokens, chats } = await createFixtures(parley, dataDir);
   const load = { connections, durationMs: seconds * 1000, warmupMs: 2000 };
-  const results: Measured[] = [];
+  const only = Deno.env.get("BENCH_ONLY");
+  const scenarios: [string, (i: number) => LoadRequest][] = [
+    ["POST /api/v1/widget/messages", (i) => ({
+      method: "POST",
+      path: "/api/v1/widget/messages",
+      headers: {
+        "content-type": "application/json",
+        authorization: `Bearer ${tokens[i % tokens.length]}`,
+      },
+      body: JSON.stringify({ content: `Benchmark message ${i}` }),
+    })],
+    ["POST /openapi/v1/messages", (i) => {
+      const chat = chats[i % chats.length];
+      return {
+        method: "POST",
+        path: "/openapi/v1/messages",
+        headers: { "content-type": "application/json", authorization: `Bearer ${chat.key}` },
+        body: JSON.stringify({ chat_id: chat.chatId, content: `Reply ${i}` }),
+      };
+    }],
+    ["GET /openapi/v1/conversations", (i) => ({
+      method: "GET",
+      path: "/openapi/v1/conversations",
+      headers: { authorization: `Bearer ${chats[i % chats.length].key}` },
+    })],
+  ];
   console.error("running: GET hello");
-  results.push(
+  const results: Measured[] = [
     await measure(
       "GET hello (Hono baseline)",
       helloProcess,
       false,
       () => runLoad(() => ({ method: "GET", path: "/" }), { ...load, port: helloPort }),
     ),
-  );
-  console.error("running: POST /api/v1/widget/messages");
-  results.push(
-    await measure("POST /api/v1/widget/messages", parleyProcess, true, () =>
-      runLoad((i) => ({
-        method: "POST",
-        path: "/api/v1/widget/messages",
-        headers: {
-          "content-type": "application/json",
-          authorization: `Bearer ${tokens[i % tokens.length]}`,
-        },
-        body: JSON.stringify({ content: `Benchmark message ${i}` }),
-      }), { ...load, port: parleyPort })),
-  );
-  console.error("running: POST /openapi/v1/messages");
-  results.push(
-    await measure("POST /openapi/v1/messages", parleyProcess, true, () =>
-      runLoad((i) => {
-        const chat = chats[i % chats.length];
-        return {
-          method: "POST",
-          path: "/openapi/v1/messages",
-          headers: { "content-type": "application/json", authorization: `Bearer ${chat.key}` },
-          body: JSON.stringify({ chat_id: chat.chatId, content: `Reply ${i}` }),
-        };
-      }, { ...load, port: parleyPort })),
-  );
-  console.error("running: GET /openapi/v1/conversations");
-  results.push(
-    await measure("GET /openapi/v1/conversations", parleyProcess, true, () =>
-      runLoad((i) => ({
-        method: "GET",
-        path: "/openapi/v1/conversations",
-        headers: { authorization: `Bearer ${chats[i % chats.length].key}` },
-      }), { ...load, port: parleyPort })),
-  );
+  ];
+  for (const [name, make] of scenarios) {
+    if (only && !name.includes(only)) continue;
+    console.error(`running: ${name}`);
+    results.push(
+      await measure(name, parleyProcess, true, () => runLoad(make, { ...load, port: parleyPort })),
+    );
+  }
   printTable(results);
 } finally {
   for (const child of children) {

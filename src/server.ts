@@ -16,6 +16,10 @@ import { announce, describeError, log, setLogLevel } from "./log.ts";
 import { createSyncedHitCounter } from "./rate_limit/synced_hit_counter.ts";
 import { addHits, deleteExpiredWindows } from "./db/rate_limits.ts";
 import { createHitCounter } from "./rate_limit/hit_counter.ts";
+import { CACHED_ROWS, createConversationListCache } from "./cache/conversation_lists.ts";
+import { listConversations } from "./db/conversations.ts";
+import { decodeChangeNotice } from "./domain/change_notice.ts";
+import type { AppCommand } from "./actors/protocol.ts";
 import { findActiveApiKey } from "./db/api_keys.ts";
 import { sha256Bytes } from "./crypto/tokens.ts";
 
@@ -46,11 +50,29 @@ export async function startParley(config: Config): Promise<RunningParley> {
     logLevel: config.logLevel,
   });
   const hub = createRealtimeHub({ sql });
+  const listings = createConversationListCache({
+    load: (appId, status) => listConversations(sql, appId, { status, limit: CACHED_ROWS }),
+  });
   const listener = await listenForChanges({
     sql,
-    onNotice: (payload) => void hub.handleNotice(payload),
-    onReconnect: () => void hub.replay(),
+    onNotice: (payload) => {
+      for (const appId of decodeChangeNotice(payload)?.a ?? []) listings.invalidate(appId);
+      void hub.handleNotice(payload);
+    },
+    onReconnect: () => {
+      listings.clear();
+      void hub.replay();
+    },
   });
+  // Answers leave after commit; dropping the application's listings first means this instance
+  // always reads its own writes, before the change notice even arrives.
+  const ask = async (key: string, command: AppCommand) => {
+    try {
+      return await pool.ask(key, command);
+    } finally {
+      listings.invalidate(command.appId);
+    }
+  };
   // Widget limits are counted in memory and shared through PostgreSQL every 100 ms.
   const widgetHits = createSyncedHitCounter({
     addHits: (hits) => addHits(sql, hits),
@@ -58,7 +80,8 @@ export async function startParley(config: Config): Promise<RunningParley> {
   });
   const app = createHttpApp({
     sql,
-    ask: (key, command) => pool.ask(key, command),
+    ask,
+    listings,
     attachVisitor: (socket, who) => hub.attachVisitor(socket, who),
     hitCounter: widgetHits,
     widgetRateLimit: config.widgetRateLimitPerMinute,

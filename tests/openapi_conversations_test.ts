@@ -287,3 +287,40 @@ Deno.test("an unexpected failure is 500 Internal server error without its cause"
   assert.deepEqual(res.json, { code: 500, message: "Internal server error" });
   assert.ok(res.headers.get("x-ratelimit-limit"), "errors carry the rate-limit headers too");
 });
+
+Deno.test("a listing read from memory shows this instance's writes at once and other instances' soon after", async () => {
+  await using db = await createTestDatabase();
+  await using server = await startTestServer(db.url);
+  const app = await createKeyedApp(db.sql);
+  const first = await createVisitorChat(server.baseUrl, app.publicId);
+  const second = await createVisitorChat(server.baseUrl, app.publicId);
+  const ids = async (query = "") =>
+    (await apiCall(server.baseUrl, `/conversations${query}`, { key: app.key })).json.data.map(
+      (c: { id: number }) => c.id,
+    );
+  assert.deepEqual(await ids(), [second.chatId, first.chatId]);
+
+  // Through this instance: visible in the very next read.
+  await apiCall(server.baseUrl, "/messages", {
+    key: app.key,
+    json: { chat_id: first.chatId, content: "bump" },
+  });
+  assert.deepEqual(await ids(), [first.chatId, second.chatId]);
+  await fetch(`${server.baseUrl}/api/v1/widget/messages`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${second.token}`, "content-type": "application/json" },
+    body: JSON.stringify({ content: "me again" }),
+  }).then((res) => res.body?.cancel());
+  assert.deepEqual(await ids(), [second.chatId, first.chatId]);
+  assert.deepEqual(await ids("?status=closed"), []);
+
+  // Through another writer on the same database (as another instance or the CLI would).
+  await close(db.sql, app.appId, first.chatId);
+  const deadline = Date.now() + 2_000;
+  while ((await ids("?status=closed")).length === 0) {
+    assert.ok(Date.now() < deadline, "the change notice reached the listing");
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+  assert.deepEqual(await ids("?status=closed"), [first.chatId]);
+  assert.deepEqual(await ids("?status=open"), [second.chatId]);
+});

@@ -3,6 +3,7 @@ import { createTestDatabase } from "./support/database.ts";
 import { spawnServer } from "./support/server.ts";
 import { connect } from "../src/db/client.ts";
 import { createHttpApp } from "../src/http/app.ts";
+import { createConversationListCache } from "../src/cache/conversation_lists.ts";
 import { freePort } from "../src/db/embedded.ts";
 
 Deno.test("every request logs one JSON line without its query string", async () => {
@@ -54,6 +55,7 @@ Deno.test("the HTTP app renders a failing readyz as 503 in the envelope", async 
       apiHitCounter: { hit: () => Promise.resolve({ count: 1, resetAt: 0 }) },
       rateLimitPerMinute: 120,
       publicBaseUrl: "http://localhost",
+      listings: createConversationListCache({ load: () => Promise.resolve([]) }),
     });
     const res = await app.request("/readyz");
     assert.equal(res.status, 503);

@@ -14,11 +14,14 @@ import { ok } from "../envelope.ts";
 import { idParam, limitParam } from "../query_params.ts";
 import type { ApiKeyAuthVariables } from "../middleware/api_key_auth.ts";
 import { decodeCursor, encodeCursor } from "./cursor.ts";
+import type { ConversationListCache } from "../../cache/conversation_lists.ts";
 import { CONVERSATION, MESSAGE, type RouteDoc } from "./schemas.ts";
 
 /** What the conversation routes need. */
 export interface ConversationRoutesDeps {
   sql: Sql;
+  /** First pages of the listings, kept in memory. */
+  listings: ConversationListCache;
   /** Where clients reach Parley, for `Link` headers. */
   publicBaseUrl: string;
 }
@@ -79,7 +82,7 @@ export const CONVERSATION_ROUTE_DOCS: RouteDoc[] = [
 export function conversationRoutes(
   deps: ConversationRoutesDeps,
 ): Hono<{ Variables: ApiKeyAuthVariables }> {
-  const { sql, publicBaseUrl } = deps;
+  const { sql, listings, publicBaseUrl } = deps;
   const routes = new Hono<{ Variables: ApiKeyAuthVariables }>();
 
   routes.get("/", async (c) => {
@@ -95,9 +98,12 @@ export function conversationRoutes(
     const after = before === undefined ? undefined : decodeCursor(before);
     if (after === null) throw new AppError(400, "before is not a valid cursor");
     const { appId } = c.get("caller");
-    const page = await listConversations(sql, appId, { status, limit: limit + 1, after });
-    if (page.length > limit) {
-      page.length = limit;
+    // The first page comes from memory (up to 51 rows); later pages from the database.
+    const rows = after === undefined
+      ? await listings.get(appId, status)
+      : await listConversations(sql, appId, { status, limit: limit + 1, after });
+    const page = rows.slice(0, limit);
+    if (rows.length > limit) {
       const last = page[limit - 1];
       const next = new URLSearchParams();
       if (status) next.set("status", status);

@@ -24,6 +24,7 @@ import { CONVERSATION_ROUTE_DOCS, conversationRoutes } from "./conversations.ts"
 import { buildOpenApiDocument } from "./document.ts";
 import { MESSAGE_ROUTE_DOCS, messageRoutes } from "./messages.ts";
 import type { RouteDoc } from "./schemas.ts";
+import type { ConversationListCache } from "../../cache/conversation_lists.ts";
 import { z } from "zod";
 
 /** What the Open API needs. */
@@ -38,6 +39,8 @@ export interface OpenApiDeps {
   rateLimitPerMinute: number;
   trustProxy: boolean;
   publicBaseUrl: string;
+  /** First pages of the conversation listings, kept in memory. */
+  listings: ConversationListCache;
 }
 
 const DOCUMENT_ROUTE: RouteDoc = {
