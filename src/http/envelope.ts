@@ -12,6 +12,11 @@ export function ok(c: Context, data: unknown, status: ContentfulStatusCode = 200
   return c.body(JSON.stringify({ code: 0, data }), status, JSON_TYPE);
 }
 
+/** Answers `dataJson`, already JSON text, in the success envelope (no re-serializing). */
+export function okRaw(c: Context, dataJson: string): Response {
+  return c.body(`{"code":0,"data":${dataJson}}`, 200, JSON_TYPE);
+}
+
 /** The error envelope as a standalone Response. */
 export function errorResponse(
   status: number,

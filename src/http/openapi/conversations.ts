@@ -9,13 +9,21 @@ import type { Sql } from "../../db/client.ts";
 import { findConversation, listConversations } from "../../db/conversations.ts";
 import { listMessages } from "../../db/messages.ts";
 import { AppError } from "../../domain/app_error.ts";
-import { CONVERSATION_STATUSES } from "../../domain/conversation.ts";
-import { ok } from "../envelope.ts";
+import { type Conversation, CONVERSATION_STATUSES } from "../../domain/conversation.ts";
+import { ok, okRaw } from "../envelope.ts";
 import { idParam, limitParam } from "../query_params.ts";
 import type { ApiKeyAuthVariables } from "../middleware/api_key_auth.ts";
 import { decodeCursor, encodeCursor } from "./cursor.ts";
 import type { ConversationListCache } from "../../cache/conversation_lists.ts";
 import { CONVERSATION, MESSAGE, type RouteDoc } from "./schemas.ts";
+
+/** A page of a listing, ready to send. */
+interface RenderedPage {
+  /** The JSON of the page's conversations. */
+  data: string;
+  /** The `Link` header to the next page, if there is one. */
+  link: string | null;
+}
 
 /** What the conversation routes need. */
 export interface ConversationRoutesDeps {
@@ -102,17 +110,38 @@ export function conversationRoutes(
     const rows = after === undefined
       ? await listings.get(appId, status)
       : await listConversations(sql, appId, { status, limit: limit + 1, after });
+    const page = after === undefined
+      ? renderedPage(rows, limit, status)
+      : renderPage(rows, limit, status);
+    if (page.link) c.header("Link", page.link);
+    return okRaw(c, page.data);
+  });
+
+  /** Pages of listings served from memory, rendered once per rows array and limit. */
+  const rendered = new WeakMap<Conversation[], Map<number, RenderedPage>>();
+
+  function renderedPage(rows: Conversation[], limit: number, status?: string): RenderedPage {
+    let byLimit = rendered.get(rows);
+    if (!byLimit) rendered.set(rows, byLimit = new Map());
+    let page = byLimit.get(limit);
+    if (!page) byLimit.set(limit, page = renderPage(rows, limit, status));
+    return page;
+  }
+
+  /** The JSON of the first `limit` rows, and the Link to the next page when there are more. */
+  function renderPage(rows: Conversation[], limit: number, status?: string): RenderedPage {
     const page = rows.slice(0, limit);
+    let link: string | null = null;
     if (rows.length > limit) {
       const last = page[limit - 1];
       const next = new URLSearchParams();
       if (status) next.set("status", status);
       next.set("limit", String(limit));
       next.set("before", encodeCursor({ lastMessageAt: last.last_message_at, id: last.id }));
-      c.header("Link", `<${publicBaseUrl}/openapi/v1/conversations?${next}>; rel="next"`);
+      link = `<${publicBaseUrl}/openapi/v1/conversations?${next}>; rel="next"`;
     }
-    return ok(c, page);
-  });
+    return { data: JSON.stringify(page), link };
+  }
 
   routes.get("/:id", async (c) => {
     const conversation = await ownConversation(c.get("caller").appId, c.req.param("id"));
