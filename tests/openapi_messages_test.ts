@@ -184,6 +184,12 @@ Deno.test("POST /messages answers every error row of the contract and writes not
       400,
       "content is too long (max 10000 characters)",
     ],
+    [
+      "NUL in content",
+      body({ chat_id: id, content: "a\u0000b" }),
+      400,
+      "content must not contain NUL characters",
+    ],
     ["broken JSON", { body: '{"chat_id":', type: json }, 400, "Invalid JSON body"],
     ["JSON array", { body: "[1]", type: json }, 400, "Invalid JSON body"],
     ["empty JSON body", { body: "", type: json }, 400, "Invalid JSON body"],

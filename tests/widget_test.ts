@@ -161,6 +161,23 @@ Deno.test("bad widget input gets the contract's envelope and writes nothing", as
       "content is too long (max 10000 characters)",
     ],
     [
+      "NUL in content",
+      await call(server.baseUrl, "POST", "/api/v1/widget/messages", {
+        token,
+        body: { content: "a\u0000b" },
+      }),
+      400,
+      "content must not contain NUL characters",
+    ],
+    [
+      "NUL in a visitor's name",
+      await call(server.baseUrl, "POST", `/api/v1/widget/${app.public_id}/visitors`, {
+        body: { name: "a\u0000b" },
+      }),
+      400,
+      "Invalid visitor: name must not contain NUL characters",
+    ],
+    [
       "body over 256 KiB",
       await call(server.baseUrl, "POST", "/api/v1/widget/messages", {
         token,

@@ -322,6 +322,7 @@ export function parseMessageContent(
   if (content.length > MAX_CONTENT_LENGTH) {
     throw new AppError(400, `content is too long (max ${MAX_CONTENT_LENGTH} characters)`);
   }
+  if (content.includes("\0")) throw new AppError(400, NUL_IN_CONTENT);
   if (isPlainType(messageType)) return { messageType, payload: null };
 
   let document: unknown;
@@ -339,8 +340,16 @@ export function parseMessageContent(
     const path = issue.path.map(String).join(".");
     throw invalidContent(messageType, path === "" ? issue.message : `${path} ${issue.message}`);
   }
+  // An escaped NUL parses into one, which PostgreSQL cannot store in jsonb either.
+  if (JSON.stringify(result.data).includes("\\u0000")) throw new AppError(400, NUL_IN_CONTENT);
   return { messageType, payload: result.data };
 }
+
+/**
+ * The answer to content holding a NUL character: PostgreSQL text cannot store one, and the
+ * request must fail as bad input, not as a failed write.
+ */
+export const NUL_IN_CONTENT = "content must not contain NUL characters";
 
 /** Whether `value` is a string with something other than whitespace in it. */
 function isPresent(value: string | undefined): value is string {

@@ -112,8 +112,8 @@ Deno.test("parseMessageContent() accepts rich content of exactly 10000 character
   });
 });
 
-Deno.test("parseMessageContent() accepts any string of at most 10000 characters as text", () => {
-  const codeUnit = fc.integer({ min: 0, max: 0xffff }).map((n) => String.fromCharCode(n));
+Deno.test("parseMessageContent() accepts any string of at most 10000 characters without NUL as text", () => {
+  const codeUnit = fc.integer({ min: 1, max: 0xffff }).map((n) => String.fromCharCode(n));
   fc.assert(
     // Any UTF-16 code unit (lone surrogates too), so maxLength bounds `content.length` exactly;
     // size "max" spreads lengths over the whole 0..10000 range.
@@ -565,4 +565,27 @@ Deno.test("plainTextOf() degrades every parsed sample to non-empty text", () => 
     const { messageType, payload } = parseMessageContent(type, JSON.stringify(document));
     assert.notEqual(plainTextOf(messageType, payload, "").trim(), "");
   }
+});
+
+Deno.test("parseMessageContent() refuses a NUL character, raw or escaped in a document", () => {
+  for (
+    const [type, content] of [
+      ["text", "a\0b"],
+      ["markdown", "\0"],
+      ["buttons", JSON.stringify({ text: "a\0", buttons: [{ id: "x", title: "X" }] })],
+      ["template", JSON.stringify({ name: "t", language: "en", components: [{ v: "\0" }] })],
+    ]
+  ) {
+    assert.throws(
+      () => parseMessageContent(type, content),
+      (error: unknown) =>
+        error instanceof AppError && error.status === 400 &&
+        error.message === "content must not contain NUL characters",
+      type,
+    );
+  }
+  assert.deepEqual(parseMessageContent("text", "a\\u0000b"), {
+    messageType: "text",
+    payload: null,
+  });
 });

@@ -17,6 +17,7 @@ import { newVisitorToken, sha256Hex, visitorTokenAppId } from "../crypto/tokens.
 import { AppError } from "../domain/app_error.ts";
 import { createLruCache } from "../domain/lru_cache.ts";
 import { MAX_CONTENT_LENGTH } from "../domain/conversation.ts";
+import { NUL_IN_CONTENT } from "../domain/message_kinds.ts";
 import { ok } from "./envelope.ts";
 import { readBody } from "./body.ts";
 import { methodNotAllowed } from "./method_not_allowed.ts";
@@ -47,7 +48,9 @@ interface Visitor {
 const VISITOR_MESSAGE_TYPES = ["text"] as const;
 
 const newVisitorSchema = z.strictObject({
-  name: z.string().trim().min(1).max(200).optional(),
+  name: z.string().trim().min(1).max(200).refine((name) => !name.includes("\0"), {
+    message: "must not contain NUL characters",
+  }).optional(),
   email: z.email().max(320).optional(),
 });
 
@@ -138,6 +141,7 @@ export function widgetRoutes(deps: WidgetDeps): Hono {
     if (parsed.data.content.length > MAX_CONTENT_LENGTH) {
       throw new AppError(400, `content is too long (max ${MAX_CONTENT_LENGTH} characters)`);
     }
+    if (parsed.data.content.includes("\0")) throw new AppError(400, NUL_IN_CONTENT);
     const sent = await command({
       kind: "visitor.message",
       appId: visitor.appId,
