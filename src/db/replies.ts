@@ -67,9 +67,12 @@ export async function appendReplies(sql: Tx, inputs: ReplyInput[]): Promise<Appe
       ORDER BY a.k
       RETURNING id
     ), result AS (
-      SELECT a.n, a.app_id, a.chat_id, m.id AS message_id
-      FROM accepted a
-      JOIN (SELECT id, row_number() OVER (ORDER BY id) AS k FROM message) m ON m.k = a.k
+      -- The k-th id drawn belongs to the k-th accepted reply: zipped as arrays, in linear time
+      -- (a join on the row number gets a nested loop from the generic plan's estimates).
+      SELECT * FROM unnest(
+        ARRAY(SELECT n FROM accepted ORDER BY k), ARRAY(SELECT app_id FROM accepted ORDER BY k),
+        ARRAY(SELECT chat_id FROM accepted ORDER BY k), ARRAY(SELECT id FROM message ORDER BY id)
+      ) AS result (n, app_id, chat_id, message_id)
     ), touched AS (
       UPDATE conversations c
       SET last_message_at = stamp.at, status = 'open', closed_at = NULL
