@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { runCliProcess } from "./support/cli.ts";
 import { createTestDatabase } from "./support/database.ts";
 import { startTestServer } from "./support/server.ts";
 import { apiCall, createKeyedApp, createVisitorChat } from "./support/open_api.ts";
@@ -6,7 +7,6 @@ import type { Sql } from "../src/db/client.ts";
 import { insertApplication } from "../src/db/applications.ts";
 import { executeCommand, parseCommandLine } from "../src/cli.ts";
 
-const CLI = new URL("../src/cli.ts", import.meta.url).pathname;
 const KEY = /^parley_[0-9a-f]{48}$/;
 const TIMESTAMP = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$/;
 const UNAUTHORIZED = { code: 401, message: "Invalid or missing API key" };
@@ -40,22 +40,6 @@ async function createKey(sql: Sql, appId: number, name?: string): Promise<Create
 
 async function listKeys(sql: Sql, appId: number): Promise<KeyListing[]> {
   return await run(sql, ["key:list", "--app", String(appId)]) as KeyListing[];
-}
-
-/** Runs `deno run src/cli.ts ...` as its own process. */
-async function cliProcess(args: string[], env: Record<string, string>) {
-  const out = await new Deno.Command(Deno.execPath(), {
-    args: ["run", "-A", CLI, ...args],
-    env,
-    stdout: "piped",
-    stderr: "piped",
-  }).output();
-  const decoder = new TextDecoder();
-  return {
-    code: out.code,
-    stdout: decoder.decode(out.stdout),
-    stderr: decoder.decode(out.stderr),
-  };
 }
 
 async function sha256Hex(text: string): Promise<string> {
@@ -220,7 +204,7 @@ Deno.test("the cli process prints key:create's key once and key:list without it"
   const env = { DATABASE_URL: db.url };
   const app = await insertApplication(db.sql, "Acme");
 
-  const created = await cliProcess(["key:create", "--app", String(app.id), "--name", "CI"], env);
+  const created = await runCliProcess(["key:create", "--app", String(app.id), "--name", "CI"], env);
   assert.equal(created.code, 0, created.stderr);
   assert.equal(created.stderr, "");
   assert.equal(created.stdout.trim().split("\n").length, 1, "one JSON document");
@@ -229,7 +213,7 @@ Deno.test("the cli process prints key:create's key once and key:list without it"
   assert.match(key.key, KEY);
   assert.equal(key.name, "CI");
 
-  const listed = await cliProcess(["key:list", "--app", String(app.id)], env);
+  const listed = await runCliProcess(["key:list", "--app", String(app.id)], env);
   assert.equal(listed.code, 0, listed.stderr);
   assert.ok(!listed.stdout.includes(key.key.slice(7)), "key:list printed the key");
   const listing = JSON.parse(listed.stdout) as KeyListing[];
@@ -242,7 +226,7 @@ Deno.test("the cli process prints key:create's key once and key:list without it"
 
   // The limit's error is the contract's JSON on stderr with exit 1.
   for (let i = 0; i < 9; i++) await createKey(db.sql, app.id);
-  const refused = await cliProcess(["key:create", "--app", String(app.id)], env);
+  const refused = await runCliProcess(["key:create", "--app", String(app.id)], env);
   assert.equal(refused.code, 1);
   assert.equal(refused.stdout, "");
   assert.deepEqual(JSON.parse(refused.stderr), { error: MAX_KEYS_ERROR });

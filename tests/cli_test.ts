@@ -1,22 +1,9 @@
 import assert from "node:assert/strict";
+import { runCliProcess } from "./support/cli.ts";
 import { createTestDatabase } from "./support/database.ts";
 import { spawnServer } from "./support/server.ts";
 import { commitBatch } from "../src/db/write_batch.ts";
 import { parseCommandLine } from "../src/cli.ts";
-
-const CLI = new URL("../src/cli.ts", import.meta.url).pathname;
-
-async function cli(args: string[], env: Record<string, string>) {
-  const out = await new Deno.Command(Deno.execPath(), {
-    args: ["run", "-A", CLI, ...args],
-    env,
-    stdout: "piped",
-    stderr: "piped",
-  }).output();
-  const stdout = new TextDecoder().decode(out.stdout).trim();
-  const stderr = new TextDecoder().decode(out.stderr).trim();
-  return { code: out.code, stdout, stderr };
-}
 
 Deno.test("parseCommandLine reads --flag value and --flag=value", () => {
   assert.deepEqual(parseCommandLine(["chat:close", "--app", "1", "--id=2"]), {
@@ -30,7 +17,7 @@ Deno.test("parseCommandLine reads --flag value and --flag=value", () => {
 Deno.test("cli app:create and chat:close print JSON and exit 0", async () => {
   await using db = await createTestDatabase();
   const env = { DATABASE_URL: db.url };
-  const created = await cli(["app:create", "--name", "Acme Inc"], env);
+  const created = await runCliProcess(["app:create", "--name", "Acme Inc"], env);
   assert.equal(created.code, 0, created.stderr);
   const app = JSON.parse(created.stdout);
   assert.equal(app.name, "Acme Inc");
@@ -45,7 +32,13 @@ Deno.test("cli app:create and chat:close print JSON and exit 0", async () => {
     { kind: "visitor.message", appId: app.id, clientId, messageType: "text", content: "hi" },
   ]);
   const chatId = (sent as { value: { chat_id: number } }).value.chat_id;
-  const closed = await cli(["chat:close", "--app", String(app.id), "--id", String(chatId)], env);
+  const closed = await runCliProcess([
+    "chat:close",
+    "--app",
+    String(app.id),
+    "--id",
+    String(chatId),
+  ], env);
   assert.equal(closed.code, 0, closed.stderr);
   const conversation = JSON.parse(closed.stdout);
   assert.equal(conversation.id, chatId);
@@ -68,13 +61,16 @@ Deno.test("cli errors are JSON on stderr with exit 1", async () => {
     [["chat:close", "--app", "999999", "--id", "1"], "Application 999999 not found"],
   ];
   for (const [args, message] of cases) {
-    const result = await cli(args, env);
+    const result = await runCliProcess(args, env);
     assert.equal(result.code, 1, args.join(" "));
     assert.equal(result.stdout, "");
     assert.deepEqual(JSON.parse(result.stderr), { error: message });
   }
-  const app = JSON.parse((await cli(["app:create", "--name", "A"], env)).stdout);
-  const missing = await cli(["chat:close", "--app", String(app.id), "--id", "424242"], env);
+  const app = JSON.parse((await runCliProcess(["app:create", "--name", "A"], env)).stdout);
+  const missing = await runCliProcess(
+    ["chat:close", "--app", String(app.id), "--id", "424242"],
+    env,
+  );
   assert.deepEqual(JSON.parse(missing.stderr), { error: "Conversation not found" });
 });
 
@@ -82,15 +78,15 @@ Deno.test("cli on the embedded default starts PostgreSQL, keeps data, and shares
   const dataDir = await Deno.makeTempDir({ prefix: "parley-cli-" });
   try {
     const env = { DATA_DIR: dataDir };
-    const first = await cli(["app:create", "--name", "One"], env);
+    const first = await runCliProcess(["app:create", "--name", "One"], env);
     assert.equal(first.code, 0, first.stderr);
-    const second = await cli(["app:create", "--name", "Two"], env);
+    const second = await runCliProcess(["app:create", "--name", "Two"], env);
     assert.equal(second.code, 0, second.stderr);
     assert.equal(JSON.parse(second.stdout).id, JSON.parse(first.stdout).id + 1);
 
     const server = await spawnServer({ DATA_DIR: dataDir });
     try {
-      const third = await cli(["app:create", "--name", "Three"], env);
+      const third = await runCliProcess(["app:create", "--name", "Three"], env);
       assert.equal(third.code, 0, third.stderr);
       assert.equal(JSON.parse(third.stdout).id, JSON.parse(second.stdout).id + 1);
       // The server's PostgreSQL survived the CLI: the server still answers readyz.

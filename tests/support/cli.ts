@@ -1,0 +1,26 @@
+/** The admin CLI as its own process, for tests of what it really prints and exits with. */
+
+const CLI = new URL("../../src/cli.ts", import.meta.url).pathname;
+
+/** What a CLI run printed (trimmed) and its exit code. */
+export interface CliRun {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs `deno run -A src/cli.ts ...args` with exactly `env`. */
+export async function runCliProcess(args: string[], env: Record<string, string>): Promise<CliRun> {
+  const out = await new Deno.Command(Deno.execPath(), {
+    args: ["run", "-A", CLI, ...args],
+    env,
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  const decoder = new TextDecoder();
+  return {
+    code: out.code,
+    stdout: decoder.decode(out.stdout).trim(),
+    stderr: decoder.decode(out.stderr).trim(),
+  };
+}
