@@ -17,6 +17,8 @@ const schema = z.object({
   WORKERS: positive.optional(),
   TRUST_PROXY: z.enum(["0", "1"]).default("0"),
   LOG_LEVEL: z.enum(["debug", "info", "warn", "error", "silent"]).default("info"),
+  PARLEY_ENCRYPTION_KEY: z.string().optional(),
+  WEBHOOK_ALLOW_PRIVATE_HOSTS: z.string().optional(),
 });
 
 /** Parley's configuration. */
@@ -32,6 +34,10 @@ export interface Config {
   workers: number;
   trustProxy: boolean;
   logLevel: "debug" | "info" | "warn" | "error" | "silent";
+  /** `PARLEY_ENCRYPTION_KEY` (base64 of 32 bytes); null means the embedded mode's key file. */
+  encryptionKey: string | null;
+  /** Hosts and CIDRs exempt from the webhook SSRF guard (local testing only); null: none. */
+  webhookAllowPrivateHosts: string | null;
 }
 
 /** Reads and validates the configuration; throws a readable error on bad values. */
@@ -57,5 +63,7 @@ export function loadConfig(env: Record<string, string | undefined> = Deno.env.to
     workers: values.WORKERS ?? navigator.hardwareConcurrency ?? 2,
     trustProxy: values.TRUST_PROXY === "1",
     logLevel: values.LOG_LEVEL,
+    encryptionKey: values.PARLEY_ENCRYPTION_KEY ?? null,
+    webhookAllowPrivateHosts: values.WEBHOOK_ALLOW_PRIVATE_HOSTS ?? null,
   };
 }

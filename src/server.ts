@@ -20,6 +20,16 @@ import { CACHED_ROWS, createConversationListCache } from "./cache/conversation_l
 import { listConversations } from "./db/conversations.ts";
 import { decodeChangeNotice } from "./domain/change_notice.ts";
 import type { AppCommand } from "./actors/protocol.ts";
+import { createSecretBox } from "./crypto/secret_box.ts";
+import { loadEncryptionKey } from "./crypto/encryption_key.ts";
+import {
+  checkWebhookUrl,
+  parseAllowList,
+  type Resolver,
+  systemResolver,
+  UnsafeUrlError,
+} from "./webhooks/ssrf_guard.ts";
+import { AppError } from "./domain/app_error.ts";
 import { findActiveApiKey } from "./db/api_keys.ts";
 import { sha256Bytes } from "./crypto/tokens.ts";
 
@@ -31,9 +41,31 @@ export interface RunningParley {
   stop(): Promise<void>;
 }
 
+/** What tests may replace in an instance. */
+export interface StartOptions {
+  /** Resolves webhook host names. @default the system's DNS */
+  resolveHost?: Resolver;
+}
+
 /** Starts an instance with `config`; resolves once it accepts requests. */
-export async function startParley(config: Config): Promise<RunningParley> {
+export async function startParley(
+  config: Config,
+  options: StartOptions = {},
+): Promise<RunningParley> {
   setLogLevel(config.logLevel);
+  const allowPrivate = parseAllowList(config.webhookAllowPrivateHosts);
+  if (allowPrivate.names.length + allowPrivate.cidrs.length > 0) {
+    log("warn", "WEBHOOK_ALLOW_PRIVATE_HOSTS exempts hosts from the SSRF guard: for testing only", {
+      hosts: [...allowPrivate.names, ...allowPrivate.cidrs],
+    });
+  }
+  const secretBox = createSecretBox(
+    await loadEncryptionKey({
+      configured: config.encryptionKey,
+      dataDir: config.databaseUrl === null ? config.dataDir : null,
+    }),
+  );
+  const resolveHost = options.resolveHost ?? systemResolver;
   const database = await openDatabase(config);
   const sql = connect(database.url, { max: 10 });
   try {
@@ -91,6 +123,17 @@ export async function startParley(config: Config): Promise<RunningParley> {
     apiHitCounter: createHitCounter((hits) => addHits(sql, hits)),
     rateLimitPerMinute: config.rateLimitPerMinute,
     publicBaseUrl: config.publicBaseUrl,
+    secretBox,
+    async checkWebhookUrl(url) {
+      try {
+        await checkWebhookUrl(url, { resolve: resolveHost, allow: allowPrivate });
+      } catch (error) {
+        if (error instanceof UnsafeUrlError) {
+          throw new AppError(400, error.message, { cause: new Error(error.reason) });
+        }
+        throw error;
+      }
+    },
   });
   // Ended windows are only clutter; any instance may sweep them.
   const sweep = setInterval(() => {

@@ -217,6 +217,7 @@ Deno.test("GET /openapi.json serves an OpenAPI 3.1 document without a key, with 
     "/conversations/{id}/messages": ["get"],
     "/messages": ["post"],
     "/openapi.json": ["get"],
+    "/webhook": ["get", "put"],
   });
   assert.ok(doc.servers[0].url.endsWith("/openapi/v1"), doc.servers[0].url);
   assert.equal(doc.servers[0].url, `${PUBLIC_BASE_URL}/openapi/v1`);
@@ -445,4 +446,47 @@ Deno.test("GET /openapi.json's own answers match what its operation declares", a
     assert.deepEqual(answers.map((answer) => answer.status), [200, 200, 429]);
     validateAnswer(doc, "GET", "/openapi.json", answers[2]);
   });
+});
+
+Deno.test("GET and PUT /webhook answer as the document declares", async () => {
+  await using db = await createTestDatabase();
+  await using server = await startTestServer(db.url, { PUBLIC_BASE_URL }, {
+    resolveHost: (name) => Promise.resolve(name === "hooks.example.com" ? ["93.184.216.34"] : []),
+  });
+  const app = await createKeyedApp(db.sql);
+  const doc = await loadDocument(server.baseUrl);
+  const put = (json: unknown) =>
+    apiCall(server.baseUrl, "/webhook", { method: "PUT", key: app.key, json });
+
+  validateAnswer(
+    doc,
+    "get",
+    "/webhook",
+    await apiCall(server.baseUrl, "/webhook", { key: app.key }),
+  );
+  validateAnswer(
+    doc,
+    "put",
+    "/webhook",
+    await put({ url: "https://hooks.example.com/in", events: ["chat.ended"] }),
+  );
+  validateAnswer(
+    doc,
+    "get",
+    "/webhook",
+    await apiCall(server.baseUrl, "/webhook", { key: app.key }),
+  );
+  validateAnswer(doc, "put", "/webhook", await put({ url: "https://nowhere.example.com/" }));
+  validateAnswer(doc, "put", "/webhook", await put({ events: 5 }));
+  validateAnswer(
+    doc,
+    "put",
+    "/webhook",
+    await apiCall(server.baseUrl, "/webhook", {
+      method: "PUT",
+      key: app.key,
+      raw: "url=x",
+      headers: { "content-type": "text/plain" },
+    }),
+  );
 });

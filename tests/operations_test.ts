@@ -4,6 +4,7 @@ import { spawnServer } from "./support/server.ts";
 import { connect } from "../src/db/client.ts";
 import { createHttpApp } from "../src/http/app.ts";
 import { createConversationListCache } from "../src/cache/conversation_lists.ts";
+import { createSecretBox } from "../src/crypto/secret_box.ts";
 import { freePort } from "../src/db/embedded.ts";
 
 Deno.test("every request logs one JSON line without its query string", async () => {
@@ -56,6 +57,8 @@ Deno.test("the HTTP app renders a failing readyz as 503 in the envelope", async 
       rateLimitPerMinute: 120,
       publicBaseUrl: "http://localhost",
       listings: createConversationListCache({ load: () => Promise.resolve([]) }),
+      secretBox: createSecretBox(new Uint8Array(32)),
+      checkWebhookUrl: () => Promise.resolve(),
     });
     const res = await app.request("/readyz");
     assert.equal(res.status, 503);

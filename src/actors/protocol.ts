@@ -5,13 +5,15 @@
  */
 
 import type { LogLevel } from "../log.ts";
+import type { WebhookEvent } from "../domain/webhook_config.ts";
 
 /** A write on behalf of one application. Executed by its actor, in mailbox order. */
 export type AppCommand =
   | CreateVisitorCommand
   | SendVisitorMessageCommand
   | SendReplyCommand
-  | CloseChatCommand;
+  | CloseChatCommand
+  | ConfigureWebhookCommand;
 
 /** Creates a web visitor (a client with a `web` identity). */
 export interface CreateVisitorCommand {
@@ -53,6 +55,21 @@ export interface CloseChatCommand {
   kind: "chat.close";
   appId: number;
   chatId: number;
+}
+
+/**
+ * Replaces the application's webhook configuration. Serialized with the application's other
+ * writes, so a message's outbox rows follow the configuration in force when it commits.
+ */
+export interface ConfigureWebhookCommand {
+  kind: "webhook.configure";
+  appId: number;
+  url: string;
+  /** Known event names, deduplicated, in catalogue order. */
+  events: WebhookEvent[];
+  enabled: boolean;
+  /** The secret to store if the application has none yet, already sealed. */
+  newSecretSealed: string;
 }
 
 /** What a command answers: a value, or an error in the contract's terms. */

@@ -18,6 +18,7 @@ import { insertVisitor } from "./visitors.ts";
 import { appendVisitorMessages } from "./messages.ts";
 import { type AppendedReply, appendReplies } from "./replies.ts";
 import { closeConversation } from "./conversations.ts";
+import { replaceWebhook } from "./webhooks.ts";
 import { type ChangeNotice, CHANGES_CHANNEL, encodeChangeNotice } from "../domain/change_notice.ts";
 
 /** What one command did, for its caller and for the batch's change notice. */
@@ -121,6 +122,12 @@ function execute(tx: Tx, step: Step): Promise<Outcome[]> {
       return insertVisitor(tx, command).then((clientId) => [{
         result: { ok: true, value: { client_id: clientId } },
       }]);
+    case "webhook.configure":
+      return replaceWebhook(tx, command.appId, {
+        url: command.url,
+        events: command.events,
+        enabled: command.enabled,
+      }, command.newSecretSealed).then((stored) => [{ result: { ok: true, value: stored } }]);
     case "chat.close":
       return closeConversation(tx, command.appId, command.chatId).then((closed) => [
         closed

@@ -33,14 +33,24 @@ export async function readBody(
   const encoding = encodingOf(c, accepted);
   if (encoding === null) throw new AppError(415, "Unsupported content type");
   if (encoding === "form") return Object.fromEntries(new URLSearchParams(text));
-  let value: unknown;
-  try {
-    value = JSON.parse(text);
-  } catch (error) {
-    throw new AppError(400, "Invalid JSON body", { cause: error });
-  }
+  const value = parseJson(text);
   if (value === null || typeof value !== "object" || Array.isArray(value)) {
     throw new AppError(400, "Invalid JSON body");
   }
   return value as Record<string, unknown>;
+}
+
+/** Reads a JSON body as whatever value it holds, for routes that judge its shape themselves. */
+export async function readJson(c: Context): Promise<unknown> {
+  const text = await c.req.text();
+  if (encodingOf(c, ["json"]) === null) throw new AppError(415, "Unsupported content type");
+  return parseJson(text);
+}
+
+function parseJson(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch (error) {
+    throw new AppError(400, "Invalid JSON body", { cause: error });
+  }
 }

@@ -3,7 +3,7 @@
  * `deno run main.ts` child process (`spawnServer`) for what only separate processes prove.
  */
 import { loadConfig } from "../../src/config.ts";
-import { type RunningParley, startParley } from "../../src/server.ts";
+import { type RunningParley, type StartOptions, startParley } from "../../src/server.ts";
 
 /** An in-process instance on a free port. */
 export interface TestServer extends AsyncDisposable {
@@ -12,18 +12,26 @@ export interface TestServer extends AsyncDisposable {
   baseUrl: string;
 }
 
+/** The secret-box key of test instances (base64 of 32 bytes). */
+export const TEST_ENCRYPTION_KEY = btoa(String.fromCharCode(...new Uint8Array(32).fill(42)));
+
 /** Starts an instance on `databaseUrl` with test-friendly defaults. */
 export async function startTestServer(
   databaseUrl: string,
   env: Record<string, string> = {},
+  options: StartOptions = {},
 ): Promise<TestServer> {
-  const parley = await startParley(loadConfig({
-    DATABASE_URL: databaseUrl,
-    PORT: "0",
-    WORKERS: "2",
-    LOG_LEVEL: "silent",
-    ...env,
-  }));
+  const parley = await startParley(
+    loadConfig({
+      DATABASE_URL: databaseUrl,
+      PORT: "0",
+      WORKERS: "2",
+      LOG_LEVEL: "silent",
+      PARLEY_ENCRYPTION_KEY: TEST_ENCRYPTION_KEY,
+      ...env,
+    }),
+    options,
+  );
   return {
     parley,
     baseUrl: `http://127.0.0.1:${parley.port}`,
@@ -45,7 +53,13 @@ export interface SpawnedServer extends AsyncDisposable {
 export async function spawnServer(env: Record<string, string>): Promise<SpawnedServer> {
   const child = new Deno.Command(Deno.execPath(), {
     args: ["run", "-A", new URL("../../main.ts", import.meta.url).pathname],
-    env: { PORT: "0", WORKERS: "1", LOG_LEVEL: "info", ...env },
+    env: {
+      PORT: "0",
+      WORKERS: "1",
+      LOG_LEVEL: "info",
+      ...(env.DATABASE_URL ? { PARLEY_ENCRYPTION_KEY: TEST_ENCRYPTION_KEY } : {}),
+      ...env,
+    },
     stdout: "piped",
     stderr: "piped",
   }).spawn();

@@ -23,12 +23,13 @@ import { rateLimit } from "../middleware/rate_limit.ts";
 import { CONVERSATION_ROUTE_DOCS, conversationRoutes } from "./conversations.ts";
 import { buildOpenApiDocument } from "./document.ts";
 import { MESSAGE_ROUTE_DOCS, messageRoutes } from "./messages.ts";
+import { WEBHOOK_ROUTE_DOCS, webhookRoutes, type WebhookRoutesDeps } from "./webhook.ts";
 import type { RouteDoc } from "./schemas.ts";
 import type { ConversationListCache } from "../../cache/conversation_lists.ts";
 import { z } from "zod";
 
 /** What the Open API needs. */
-export interface OpenApiDeps {
+export interface OpenApiDeps extends WebhookRoutesDeps {
   sql: Sql;
   ask(key: string, command: AppCommand): Promise<CommandResult>;
   /** The active key with this plaintext, or null. */
@@ -56,7 +57,7 @@ const DOCUMENT_ROUTE: RouteDoc = {
 /** Routes under `/openapi/v1`. */
 export function openApiRoutes(deps: OpenApiDeps): Hono<{ Variables: ApiKeyAuthVariables }> {
   const document = JSON.stringify(buildOpenApiDocument(
-    [...CONVERSATION_ROUTE_DOCS, ...MESSAGE_ROUTE_DOCS, DOCUMENT_ROUTE],
+    [...CONVERSATION_ROUTE_DOCS, ...MESSAGE_ROUTE_DOCS, ...WEBHOOK_ROUTE_DOCS, DOCUMENT_ROUTE],
     { publicBaseUrl: deps.publicBaseUrl, rateLimitPerMinute: deps.rateLimitPerMinute },
   ));
   const routes = new Hono<{ Variables: ApiKeyAuthVariables }>();
@@ -74,12 +75,14 @@ export function openApiRoutes(deps: OpenApiDeps): Hono<{ Variables: ApiKeyAuthVa
   routes.use(bodySizeLimit());
   routes.route("/conversations", conversationRoutes(deps));
   routes.route("/messages", messageRoutes(deps));
+  routes.route("/webhook", webhookRoutes(deps));
   methodNotAllowed(routes, [
     "/openapi.json",
     "/conversations",
     "/conversations/:id",
     "/conversations/:id/messages",
     "/messages",
+    "/webhook",
   ]);
   routes.all("*", () => {
     throw new AppError(404, "Not found");
