@@ -19,6 +19,7 @@ const schema = z.object({
   LOG_LEVEL: z.enum(["debug", "info", "warn", "error", "silent"]).default("info"),
   PARLEY_ENCRYPTION_KEY: z.string().optional(),
   WEBHOOK_ALLOW_PRIVATE_HOSTS: z.string().optional(),
+  WEBHOOK_CA_FILE: z.string().optional(),
 });
 
 /** Parley's configuration. */
@@ -38,6 +39,8 @@ export interface Config {
   encryptionKey: string | null;
   /** Hosts and CIDRs exempt from the webhook SSRF guard (local testing only); null: none. */
   webhookAllowPrivateHosts: string | null;
+  /** A PEM file of extra roots trusted for webhook deliveries (local testing); null: none. */
+  webhookCaFile: string | null;
 }
 
 /** Reads and validates the configuration; throws a readable error on bad values. */
@@ -65,5 +68,6 @@ export function loadConfig(env: Record<string, string | undefined> = Deno.env.to
     logLevel: values.LOG_LEVEL,
     encryptionKey: values.PARLEY_ENCRYPTION_KEY ?? null,
     webhookAllowPrivateHosts: values.WEBHOOK_ALLOW_PRIVATE_HOSTS ?? null,
+    webhookCaFile: values.WEBHOOK_CA_FILE ?? null,
   };
 }

@@ -30,6 +30,7 @@ import {
   UnsafeUrlError,
 } from "./webhooks/ssrf_guard.ts";
 import { AppError } from "./domain/app_error.ts";
+import { startDeliveryWorker } from "./webhooks/delivery_worker_host.ts";
 import { findActiveApiKey } from "./db/api_keys.ts";
 import { sha256Bytes } from "./crypto/tokens.ts";
 
@@ -59,12 +60,18 @@ export async function startParley(
       hosts: [...allowPrivate.names, ...allowPrivate.cidrs],
     });
   }
-  const secretBox = createSecretBox(
-    await loadEncryptionKey({
-      configured: config.encryptionKey,
-      dataDir: config.databaseUrl === null ? config.dataDir : null,
-    }),
-  );
+  const encryptionKey = await loadEncryptionKey({
+    configured: config.encryptionKey,
+    dataDir: config.databaseUrl === null ? config.dataDir : null,
+  });
+  const secretBox = createSecretBox(encryptionKey);
+  let caCerts: string[] | undefined;
+  if (config.webhookCaFile) {
+    log("warn", "WEBHOOK_CA_FILE adds trusted roots for webhook deliveries: for testing only", {
+      file: config.webhookCaFile,
+    });
+    caCerts = [await Deno.readTextFile(config.webhookCaFile)];
+  }
   const resolveHost = options.resolveHost ?? systemResolver;
   const database = await openDatabase(config);
   const sql = connect(database.url, { max: 10 });
@@ -85,9 +92,18 @@ export async function startParley(
   const listings = createConversationListCache({
     load: (appId, status) => listConversations(sql, appId, { status, limit: CACHED_ROWS }),
   });
+  const deliveries = await startDeliveryWorker({
+    type: "init",
+    databaseUrl: database.url,
+    encryptionKey,
+    allowPrivateHosts: config.webhookAllowPrivateHosts,
+    caCerts,
+    logLevel: config.logLevel,
+  });
   const listener = await listenForChanges({
     sql,
     onNotice: (payload) => {
+      deliveries.wake();
       for (const appId of decodeChangeNotice(payload)?.a ?? []) listings.invalidate(appId);
       void hub.handleNotice(payload);
     },
@@ -168,6 +184,7 @@ export async function startParley(
         await listener.stop();
         await widgetHits.stop();
         await pool.stop();
+        await deliveries.stop();
         await sql.end({ timeout: 5 });
         await database.close();
         log("info", "stopped");

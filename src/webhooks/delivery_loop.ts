@@ -1,0 +1,86 @@
+/**
+ * The delivery poller: it claims due deliveries and attempts them, woken by change notices (a
+ * commit may have queued an event) and by a slow poll as the fallback (retries come due with
+ * nobody committing). It has explicit states, never dies because one attempt threw, and `stop()`
+ * waits for the attempts in flight.
+ */
+
+/** Options of {@linkcode createDeliveryLoop}. */
+export interface DeliveryLoopOptions<T> {
+  /** Claims up to `limit` due deliveries. */
+  claim(limit: number): Promise<T[]>;
+  /** Makes one attempt (and records it). */
+  attempt(delivery: T): Promise<unknown>;
+  /** Reports what went wrong (a claim or an attempt that threw). */
+  onError(error: unknown): void;
+  /** Deliveries claimed at once, attempted concurrently. @default 16 */
+  batchSize?: number;
+  /** Longest sleep between claims without a wake-up, in milliseconds. @default 1_000 */
+  pollMs?: number;
+}
+
+/** The loop returned by {@linkcode createDeliveryLoop}. */
+export interface DeliveryLoop {
+  /** Claims again now (something may have been queued). */
+  wake(): void;
+  /** Stops claiming and resolves when the attempts in flight are done. */
+  stop(): Promise<void>;
+}
+
+/** Starts the loop at once. */
+export function createDeliveryLoop<T>(options: DeliveryLoopOptions<T>): DeliveryLoop {
+  const { claim, attempt, onError, batchSize = 16, pollMs = 1_000 } = options;
+  if (!Number.isInteger(batchSize) || batchSize < 1) {
+    throw new RangeError(`Cannot create delivery loop: batchSize must be >= 1, got ${batchSize}`);
+  }
+  let state: "running" | "stopping" = "running";
+  let woken = false;
+  let wakeUp: (() => void) | null = null;
+
+  function sleep(): Promise<void> {
+    if (woken) {
+      woken = false;
+      return Promise.resolve();
+    }
+    return new Promise<void>((resolve) => {
+      const timer = setTimeout(done, pollMs);
+      function done() {
+        clearTimeout(timer);
+        wakeUp = null;
+        woken = false;
+        resolve();
+      }
+      wakeUp = done;
+    });
+  }
+
+  async function run(): Promise<void> {
+    while (state === "running") {
+      let claimed: T[] = [];
+      try {
+        claimed = await claim(batchSize);
+      } catch (error) {
+        onError(error);
+      }
+      if (claimed.length > 0) {
+        const results = await Promise.allSettled(claimed.map((delivery) => attempt(delivery)));
+        for (const result of results) if (result.status === "rejected") onError(result.reason);
+      }
+      // A full batch means more may be due: claim again without sleeping.
+      if (claimed.length < batchSize && state === "running") await sleep();
+    }
+  }
+
+  const running = run();
+  return {
+    wake() {
+      if (wakeUp) wakeUp();
+      else woken = true;
+    },
+    async stop() {
+      state = "stopping";
+      wakeUp?.();
+      await running;
+    },
+  };
+}

@@ -1,0 +1,63 @@
+import assert from "node:assert/strict";
+import { createDeliveryLoop } from "./delivery_loop.ts";
+
+Deno.test("createDeliveryLoop() attempts what it claims and claims again at once after a full batch", async () => {
+  const queue = [1, 2, 3, 4, 5];
+  const attempted: number[] = [];
+  const loop = createDeliveryLoop({
+    claim: (limit) => Promise.resolve(queue.splice(0, limit)),
+    attempt: (n) => Promise.resolve(void attempted.push(n)),
+    onError: (error) => assert.fail(String(error)),
+    batchSize: 2,
+    pollMs: 60_000,
+  });
+  await new Promise((resolve) => setTimeout(resolve, 20));
+  await loop.stop();
+  assert.deepEqual(attempted.sort(), [1, 2, 3, 4, 5]);
+});
+
+Deno.test("createDeliveryLoop() sleeps until woken and survives attempts and claims that throw", async () => {
+  const queue: number[] = [];
+  const attempted: number[] = [];
+  const errors: unknown[] = [];
+  let claims = 0;
+  const loop = createDeliveryLoop({
+    claim: (limit) => {
+      claims++;
+      if (claims === 2) return Promise.reject(new Error("database away"));
+      return Promise.resolve(queue.splice(0, limit));
+    },
+    attempt: (n) => {
+      if (n === 13) return Promise.reject(new Error("unlucky"));
+      attempted.push(n);
+      return Promise.resolve();
+    },
+    onError: (error) => errors.push(error),
+    pollMs: 60_000,
+  });
+  await new Promise((resolve) => setTimeout(resolve, 10));
+  assert.equal(claims, 1, "asleep after an empty claim");
+  loop.wake(); // this claim fails
+  await new Promise((resolve) => setTimeout(resolve, 10));
+  queue.push(13, 14);
+  loop.wake();
+  await new Promise((resolve) => setTimeout(resolve, 10));
+  await loop.stop();
+  assert.deepEqual(attempted, [14]);
+  assert.deepEqual(errors.map((e) => (e as Error).message), ["database away", "unlucky"]);
+});
+
+Deno.test("createDeliveryLoop() polls without a wake-up", async () => {
+  const queue: number[] = [];
+  const attempted: number[] = [];
+  const loop = createDeliveryLoop({
+    claim: (limit) => Promise.resolve(queue.splice(0, limit)),
+    attempt: (n) => Promise.resolve(void attempted.push(n)),
+    onError: () => {},
+    pollMs: 20,
+  });
+  queue.push(7);
+  await new Promise((resolve) => setTimeout(resolve, 80));
+  await loop.stop();
+  assert.deepEqual(attempted, [7]);
+});

@@ -1,0 +1,21 @@
+/** The plain data the main thread sends the delivery worker, and the worker's answers. */
+import type { LogLevel } from "../log.ts";
+
+/** Main thread → delivery worker. */
+export type DeliveryWorkerMessage =
+  | {
+    type: "init";
+    databaseUrl: string;
+    /** The secret box's 32-byte key. */
+    encryptionKey: Uint8Array;
+    /** WEBHOOK_ALLOW_PRIVATE_HOSTS, as configured. */
+    allowPrivateHosts: string | null;
+    /** Extra trusted PEM roots (WEBHOOK_CA_FILE). */
+    caCerts?: string[];
+    logLevel: LogLevel | "silent";
+  }
+  | { type: "wake" }
+  | { type: "stop" };
+
+/** Delivery worker → main thread. */
+export type DeliveryWorkerReply = { type: "ready" } | { type: "stopped" };

@@ -1,0 +1,396 @@
+/**
+ * One webhook POST over HTTPS to a pinned address (CONTRACT §5.2: "the connection goes to the
+ * address that was checked"). `fetch` resolves the host name again, which would let a name that
+ * passed the SSRF guard point somewhere else by the time of the connection (DNS rebinding), and it
+ * cannot be told which address to use. So this module speaks HTTP/1.1 itself: it connects with
+ * `Deno.connect` to the checked IP address, upgrades with `Deno.startTls` using the url's host
+ * name (which drives SNI and certificate verification), and sends the url's host in `Host`.
+ *
+ * The exchange is bounded: one deadline covers connect, handshake, write and read (the connection
+ * is closed when it passes), and at most {@linkcode MAX_READ_BYTES} are read, of which the first
+ * {@linkcode EXCERPT_BYTES} of the body are kept, so that a slow, huge or endless response cannot
+ * hold a worker. Redirects are never followed. Every failure rejects with an `Error` whose message
+ * is short enough for a delivery log (`timeout after 10000 ms`, `connection refused`,
+ * `TLS: <message>`, `malformed response (...)`), the original error as its `cause`.
+ */
+
+/** One POST to send. */
+export interface PinnedRequest {
+  /** The `https` url; its path and query are sent, its host goes into SNI and `Host`. */
+  url: URL;
+  /** The IPv4 or IPv6 literal to connect to (IPv6 without brackets); never resolved. */
+  address: string;
+  /**
+   * Request headers. `Host`, `Content-Length`, `Connection` and `Transfer-Encoding` are set by
+   * {@linkcode postPinned}; the caller's values for them are ignored.
+   */
+  headers: Record<string, string>;
+  /** The UTF-8 body, sent with `Content-Length`. */
+  body: string;
+  /** Deadline of the whole exchange (connect, TLS, write, read) in ms; then the connection is closed. */
+  timeoutMs: number;
+  /** Extra PEM root certificates (`WEBHOOK_CA_FILE`), trusted besides the system roots. */
+  caCerts?: string[];
+}
+
+/** What the receiver answered. */
+export interface PinnedResponse {
+  /** The status code, 3xx included (redirects are not followed). */
+  status: number;
+  /** The response headers (final response; interim 1xx responses are skipped). */
+  headers: Headers;
+  /** The first {@linkcode EXCERPT_BYTES} bytes of the body, decoded as UTF-8. */
+  bodyExcerpt: string;
+  /** Milliseconds from the start of the exchange to the end of reading the response. */
+  latencyMs: number;
+}
+
+/** How many bytes of the body {@linkcode PinnedResponse.bodyExcerpt} keeps. */
+export const EXCERPT_BYTES = 1024;
+
+/** How many bytes (headers and body) are read at most; the rest of a response is dropped. */
+export const MAX_READ_BYTES = 64 * 1024;
+
+/** Request headers that this module writes itself. */
+const OWN_HEADERS = new Set(["host", "content-length", "connection", "transfer-encoding"]);
+
+/** An HTTP field name (RFC 9110 `token`). */
+const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
+
+/** An address that `Deno.connect` takes literally instead of resolving. */
+const IPV4_LITERAL = /^(?:\d{1,3}\.){3}\d{1,3}$/;
+const IPV6_LITERAL = /^[0-9A-Fa-f:.]*:[0-9A-Fa-f:.]*$/;
+
+/** A failure of the exchange, with a message meant for a delivery log. */
+function failure(message: string, cause?: unknown): Error {
+  return new Error(message, cause === undefined ? undefined : { cause });
+}
+
+/**
+ * POSTs `request.body` to `request.url` over a connection to `request.address`, verifying the
+ * server certificate for the url's host name (against the system roots plus `caCerts`). Resolves
+ * with the status, headers and a body excerpt of the response, whatever its status; rejects with
+ * a short message (see the module comment) on a network, TLS or protocol failure or when
+ * `timeoutMs` passes. The connection is always closed before the promise settles.
+ */
+export async function postPinned(request: PinnedRequest): Promise<PinnedResponse> {
+  const start = performance.now();
+  const { url, timeoutMs } = request;
+  if (url.protocol !== "https:") throw failure("not an https URL");
+  const address = request.address.replace(/^\[(.*)\]$/, "$1");
+  if (!IPV4_LITERAL.test(address) && !IPV6_LITERAL.test(address)) {
+    throw failure(`address is not an IP literal: ${request.address}`);
+  }
+  const head = requestHead(url, request.headers, request.body);
+  const port = url.port === "" ? 443 : Number(url.port);
+  const serverName = url.hostname.replace(/^\[(.*)\]$/, "$1");
+
+  let conn: Deno.Conn | undefined;
+  let timedOut = false;
+  const connectAbort = new AbortController();
+  let expire!: (error: Error) => void;
+  const expired = new Promise<never>((_, reject) => expire = reject);
+  expired.catch(() => {});
+  const timer = setTimeout(() => {
+    timedOut = true;
+    expire(failure(`timeout after ${timeoutMs} ms`));
+    connectAbort.abort();
+    if (conn !== undefined) closeQuietly(conn);
+  }, timeoutMs);
+  /** Awaits `op` until the deadline; a result that comes later is closed. */
+  const step = async <T>(op: Promise<T>, late?: (value: T) => void): Promise<T> => {
+    try {
+      return await Promise.race([op, expired]);
+    } catch (error) {
+      op.then((value) => late?.(value), () => {});
+      throw error;
+    }
+  };
+
+  let phase: "connect" | "TLS" | "write" | "read" = "connect";
+  try {
+    const tcp = await step(
+      Deno.connect({ hostname: address, port, signal: connectAbort.signal }),
+      closeQuietly,
+    );
+    conn = tcp;
+    // The request goes out in one write; Nagle's algorithm would only add delayed-ACK stalls.
+    tcp.setNoDelay(true);
+    phase = "TLS";
+    const tls = await step(
+      Deno.startTls(tcp, { hostname: serverName, caCerts: request.caCerts }),
+      closeQuietly,
+    );
+    conn = tls;
+    await step(tls.handshake());
+    phase = "write";
+    await step(writeAll(tls, head));
+    phase = "read";
+    const response = await readResponse(new Source(tls, step));
+    return { ...response, latencyMs: Math.round(performance.now() - start) };
+  } catch (error) {
+    if (timedOut) throw failure(`timeout after ${timeoutMs} ms`, error);
+    throw describe(error, phase);
+  } finally {
+    clearTimeout(timer);
+    if (conn !== undefined) closeQuietly(conn);
+  }
+}
+
+/** The request line, headers and body, encoded. */
+function requestHead(url: URL, headers: Record<string, string>, body: string): Uint8Array {
+  const bytes = new TextEncoder().encode(body);
+  const lines = [
+    `POST ${url.pathname || "/"}${url.search} HTTP/1.1`,
+    `Host: ${url.host}`,
+    "Connection: close",
+    `Content-Length: ${bytes.length}`,
+  ];
+  for (const [name, value] of Object.entries(headers)) {
+    if (!TOKEN.test(name) || /[\r\n\0]/.test(value)) {
+      throw failure(`invalid request header: ${JSON.stringify(name)}`);
+    }
+    if (!OWN_HEADERS.has(name.toLowerCase())) lines.push(`${name}: ${value}`);
+  }
+  const headBytes = new TextEncoder().encode(`${lines.join("\r\n")}\r\n\r\n`);
+  const all = new Uint8Array(headBytes.length + bytes.length);
+  all.set(headBytes);
+  all.set(bytes, headBytes.length);
+  return all;
+}
+
+/** Writes every byte of `data` (a write may take only part of it). */
+async function writeAll(conn: Deno.Conn, data: Uint8Array): Promise<void> {
+  let written = 0;
+  while (written < data.length) written += await conn.write(data.subarray(written));
+}
+
+/** Closes a connection that may already be closed (or consumed by `Deno.startTls`). */
+function closeQuietly(conn: Deno.Conn): void {
+  try {
+    conn.close();
+  } catch {
+    // already closed
+  }
+}
+
+/** The delivery-log message of an error thrown in `phase`. */
+function describe(error: unknown, phase: "connect" | "TLS" | "write" | "read"): Error {
+  if (error instanceof ProtocolError) return failure(`malformed response (${error.message})`);
+  const message = error instanceof Error ? error.message : String(error);
+  if (phase === "TLS") return failure(`TLS: ${message}`, error);
+  if (error instanceof Deno.errors.ConnectionRefused) return failure("connection refused", error);
+  if (
+    error instanceof Deno.errors.ConnectionReset || error instanceof Deno.errors.BrokenPipe ||
+    error instanceof Deno.errors.ConnectionAborted
+  ) {
+    return failure("connection reset", error);
+  }
+  if (error instanceof Deno.errors.NetworkUnreachable) return failure("network unreachable", error);
+  if (error instanceof Deno.errors.InvalidData) return failure(`TLS: ${message}`, error);
+  return failure(`${phase}: ${message}`, error);
+}
+
+/** A response that does not follow HTTP/1.1; the message says how. */
+class ProtocolError extends Error {}
+
+/** Buffered reading from the connection, at most {@linkcode MAX_READ_BYTES} in all. */
+class Source {
+  /** Bytes read and not consumed yet. */
+  pending: Uint8Array = new Uint8Array(0);
+  /** Bytes read so far. */
+  received = 0;
+  /** The peer closed the connection. */
+  ended = false;
+  /** {@linkcode MAX_READ_BYTES} were read; reading stopped. */
+  capped = false;
+
+  constructor(
+    readonly conn: Deno.Conn,
+    readonly step: <T>(op: Promise<T>) => Promise<T>,
+  ) {}
+
+  /** Reads more into `pending`; false at the end of the connection or of the read budget. */
+  async more(): Promise<boolean> {
+    if (this.ended || this.capped) return false;
+    if (this.received >= MAX_READ_BYTES) {
+      this.capped = true;
+      return false;
+    }
+    const chunk = new Uint8Array(Math.min(16 * 1024, MAX_READ_BYTES - this.received));
+    let count: number | null;
+    try {
+      count = await this.step(this.conn.read(chunk));
+    } catch (error) {
+      // A peer that closes without TLS close_notify ends the stream all the same.
+      if (!(error instanceof Deno.errors.UnexpectedEof)) throw error;
+      count = null;
+    }
+    if (count === null) {
+      this.ended = true;
+      return false;
+    }
+    this.received += count;
+    const joined = new Uint8Array(this.pending.length + count);
+    joined.set(this.pending);
+    joined.set(chunk.subarray(0, count), this.pending.length);
+    this.pending = joined;
+    return true;
+  }
+
+  /** Removes and returns the first `count` pending bytes. */
+  take(count: number): Uint8Array {
+    const taken = this.pending.subarray(0, count);
+    this.pending = this.pending.subarray(count);
+    return taken;
+  }
+
+  /** The next line without its line ending, or null when the input stops before one. */
+  async line(): Promise<string | null> {
+    for (;;) {
+      const end = this.pending.indexOf(0x0a);
+      if (end >= 0) return latin1(this.take(end + 1)).replace(/\r?\n$/, "");
+      if (!await this.more()) return null;
+    }
+  }
+}
+
+/** The first bytes of a body, up to {@linkcode EXCERPT_BYTES}. */
+class Excerpt {
+  readonly bytes = new Uint8Array(EXCERPT_BYTES);
+  length = 0;
+
+  add(data: Uint8Array): void {
+    const room = EXCERPT_BYTES - this.length;
+    if (room > 0) {
+      this.bytes.set(data.subarray(0, room), this.length);
+      this.length += Math.min(room, data.length);
+    }
+  }
+
+  /** The UTF-8 text, without a character cut in half at the end. */
+  text(): string {
+    return new TextDecoder().decode(this.bytes.subarray(0, this.length), { stream: true });
+  }
+}
+
+/** Bytes as a string of the same char codes (how HTTP field bytes map to `Headers`). */
+function latin1(bytes: Uint8Array): string {
+  let text = "";
+  for (const byte of bytes) text += String.fromCharCode(byte);
+  return text;
+}
+
+/** Reads the final response: status line, headers, and as much of the body as allowed. */
+async function readResponse(source: Source): Promise<Omit<PinnedResponse, "latencyMs">> {
+  for (;;) {
+    const { status, headers } = await readHead(source);
+    // Interim responses (100 Continue, 103 Early Hints) precede the real one.
+    if (status >= 100 && status < 200 && status !== 101) continue;
+    const excerpt = new Excerpt();
+    await readBody(source, status, headers, excerpt);
+    return { status, headers, bodyExcerpt: excerpt.text() };
+  }
+}
+
+/** Reads a status line and the header section. */
+async function readHead(source: Source): Promise<{ status: number; headers: Headers }> {
+  const statusLine = await source.line();
+  if (statusLine === null) throw headError(source, "no status line");
+  const match = /^HTTP\/1\.[01] ([1-9]\d\d)(?: .*)?$/.exec(statusLine);
+  if (match === null) throw new ProtocolError("bad status line");
+  const headers = new Headers();
+  for (;;) {
+    const line = await source.line();
+    if (line === null) throw headError(source, "incomplete headers");
+    if (line === "") break;
+    const colon = line.indexOf(":");
+    const name = line.slice(0, colon);
+    if (colon <= 0 || !TOKEN.test(name)) throw new ProtocolError("bad header line");
+    try {
+      headers.append(name, line.slice(colon + 1).trim());
+    } catch {
+      throw new ProtocolError("bad header value");
+    }
+  }
+  return { status: Number(match[1]), headers };
+}
+
+/** Why the head could not be read: too large, or the connection ended. */
+function headError(source: Source, ended: string): ProtocolError {
+  return new ProtocolError(source.capped ? "headers too large" : ended);
+}
+
+/** Reads the body as its framing says (RFC 9112 §6.3) into `excerpt`, until the read budget. */
+async function readBody(
+  source: Source,
+  status: number,
+  headers: Headers,
+  excerpt: Excerpt,
+): Promise<void> {
+  if (status === 204 || status === 304 || status < 200) return;
+  const transferEncoding = headers.get("transfer-encoding");
+  if (transferEncoding !== null) {
+    const codings = transferEncoding.split(",").map((coding) => coding.trim().toLowerCase());
+    if (codings.at(-1) === "chunked") return await readChunked(source, excerpt);
+    return await readUntilClose(source, excerpt);
+  }
+  const contentLength = headers.get("content-length");
+  if (contentLength !== null) {
+    // Repeated fields arrive joined with ", "; they must all agree.
+    const values = new Set(contentLength.split(",").map((value) => value.trim()));
+    const [value] = values;
+    if (values.size !== 1 || !/^\d{1,15}$/.test(value)) {
+      throw new ProtocolError("bad Content-Length");
+    }
+    await readLength(source, Number(value), excerpt);
+    return;
+  }
+  return await readUntilClose(source, excerpt);
+}
+
+/** Reads `length` bytes; false when the read budget ran out first. */
+async function readLength(source: Source, length: number, excerpt: Excerpt): Promise<boolean> {
+  let remaining = length;
+  while (remaining > 0) {
+    if (source.pending.length === 0 && !await source.more()) {
+      if (source.capped) return false;
+      throw new ProtocolError("body ended early");
+    }
+    const data = source.take(Math.min(remaining, source.pending.length));
+    excerpt.add(data);
+    remaining -= data.length;
+  }
+  return true;
+}
+
+/** Reads a chunked body, trailers included. */
+async function readChunked(source: Source, excerpt: Excerpt): Promise<void> {
+  for (;;) {
+    const sizeLine = await source.line();
+    if (sizeLine === null) return endedInBody(source);
+    const size = /^([0-9A-Fa-f]{1,12})[ \t]*(?:;.*)?$/.exec(sizeLine);
+    if (size === null) throw new ProtocolError("bad chunk size");
+    const length = parseInt(size[1], 16);
+    if (length === 0) break;
+    if (!await readLength(source, length, excerpt)) return;
+    const end = await source.line();
+    if (end === null) return endedInBody(source);
+    if (end !== "") throw new ProtocolError("bad chunk end");
+  }
+  // Trailer fields, up to the empty line; a peer that closes instead has sent everything.
+  for (;;) {
+    const trailer = await source.line();
+    if (trailer === null || trailer === "") return;
+  }
+}
+
+/** The input stopped inside a framed body: fine at the read budget, malformed otherwise. */
+function endedInBody(source: Source): void {
+  if (!source.capped) throw new ProtocolError("body ended early");
+}
+
+/** Reads until the peer closes the connection (or the read budget runs out). */
+async function readUntilClose(source: Source, excerpt: Excerpt): Promise<void> {
+  do excerpt.add(source.take(source.pending.length)); while (await source.more());
+}

@@ -1,0 +1,381 @@
+/**
+ * Tests of `postPinned` against real HTTPS receivers on loopback (`Deno.serve` with a self-signed
+ * certificate for `hooks.test`, or raw TLS/TCP listeners for what a well-behaved server never
+ * sends). `hooks.test` does not resolve, so a delivery that reaches the receiver proves that the
+ * connection went to the pinned address while TLS and `Host` used the url's host name.
+ */
+import assert from "node:assert/strict";
+import { EXCERPT_BYTES, type PinnedRequest, postPinned } from "./pinned_https.ts";
+import { selfSignedCertificate } from "../../tests/support/tls.ts";
+
+const HOOKS = await selfSignedCertificate(["hooks.test"]);
+const OTHER = await selfSignedCertificate(["other.test"]);
+
+/** What a receiver saw of one request. */
+interface Seen {
+  method: string;
+  url: string;
+  host: string | null;
+  headers: Headers;
+  body: string;
+  remoteAddress: string;
+}
+
+/** A `Deno.serve` HTTPS receiver that records the requests it answers. */
+function receiver(
+  handler: (request: Request) => Response | Promise<Response>,
+  options: { hostname?: string; certificate?: { cert: string; key: string } } = {},
+): { server: Deno.HttpServer<Deno.NetAddr>; seen: Seen[] } {
+  const seen: Seen[] = [];
+  const { cert, key } = options.certificate ?? HOOKS;
+  const server = Deno.serve(
+    { port: 0, hostname: options.hostname ?? "127.0.0.1", cert, key, onListen() {} },
+    async (request, info) => {
+      seen.push({
+        method: request.method,
+        url: request.url,
+        host: request.headers.get("host"),
+        headers: request.headers,
+        body: await request.text(),
+        remoteAddress: info.remoteAddr.hostname,
+      });
+      return await handler(request);
+    },
+  );
+  return { server, seen };
+}
+
+/** A request to `https://hooks.test:<port>/hooks/in?x=1` pinned to 127.0.0.1. */
+function hookRequest(port: number, overrides: Partial<PinnedRequest> = {}): PinnedRequest {
+  return {
+    url: new URL(`https://hooks.test:${port}/hooks/in?x=1`),
+    address: "127.0.0.1",
+    headers: { "Content-Type": "application/json", "X-Webhook-Id": "evt_1" },
+    body: JSON.stringify({ type: "message.created", text: "héllo" }),
+    timeoutMs: 5_000,
+    caCerts: [HOOKS.cert],
+    ...overrides,
+  };
+}
+
+/** The message of the error `promise` rejects with. */
+async function rejection(promise: Promise<unknown>): Promise<string> {
+  try {
+    await promise;
+  } catch (error) {
+    assert.ok(error instanceof Error);
+    return error.message;
+  }
+  assert.fail("expected a rejection");
+}
+
+/** A raw TLS listener (certificate for hooks.test) whose connections `serve` handles. */
+function rawTlsServer(serve: (conn: Deno.TlsConn) => Promise<void>): {
+  port: number;
+  [Symbol.asyncDispose](): Promise<void>;
+} {
+  const listener = Deno.listenTls({ hostname: "127.0.0.1", port: 0, ...HOOKS });
+  const handled: Promise<void>[] = [];
+  const accepting = (async () => {
+    for await (const conn of listener) {
+      handled.push(
+        serve(conn).catch(() => {}).finally(() => {
+          try {
+            conn.close();
+          } catch {
+            // already closed
+          }
+        }),
+      );
+    }
+  })().catch(() => {});
+  return {
+    port: listener.addr.port,
+    async [Symbol.asyncDispose]() {
+      listener.close();
+      await accepting;
+      await Promise.all(handled);
+    },
+  };
+}
+
+/** Reads a request head (up to the empty line) from a raw connection. */
+async function readRequestHead(conn: Deno.Conn): Promise<string> {
+  let text = "";
+  const buffer = new Uint8Array(4096);
+  while (!text.includes("\r\n\r\n")) {
+    const count = await conn.read(buffer);
+    if (count === null) break;
+    text += new TextDecoder().decode(buffer.subarray(0, count));
+  }
+  return text;
+}
+
+/** Writes a whole string to a raw connection. */
+async function writeText(conn: Deno.Conn, text: string): Promise<void> {
+  const bytes = new TextEncoder().encode(text);
+  let written = 0;
+  while (written < bytes.length) written += await conn.write(bytes.subarray(written));
+}
+
+Deno.test("postPinned sends the body and headers and returns status, headers and excerpt", async () => {
+  const { server, seen } = receiver(() =>
+    new Response("accepted ✓", { status: 202, headers: { "X-Receiver": "yes" } })
+  );
+  await using _ = server;
+  const request = hookRequest(server.addr.port);
+  const response = await postPinned(request);
+
+  assert.equal(response.status, 202);
+  assert.equal(response.bodyExcerpt, "accepted ✓");
+  assert.equal(response.headers.get("x-receiver"), "yes");
+  assert.equal(response.headers.get("X-RECEIVER"), "yes");
+  assert.ok(response.latencyMs >= 0 && response.latencyMs < 5_000);
+  assert.equal(seen.length, 1);
+  assert.equal(seen[0].method, "POST");
+  assert.equal(seen[0].body, request.body);
+  assert.equal(seen[0].headers.get("content-type"), "application/json");
+  assert.equal(seen[0].headers.get("x-webhook-id"), "evt_1");
+  assert.equal(
+    seen[0].headers.get("content-length"),
+    String(new TextEncoder().encode(request.body).length),
+  );
+});
+
+Deno.test("postPinned connects to the pinned address but sends Host and SNI of the url", async () => {
+  const { server, seen } = receiver(() => new Response("ok"));
+  await using _ = server;
+  const port = server.addr.port;
+  await postPinned(
+    hookRequest(port, { headers: { Host: "evil.test", "Content-Length": "1", Connection: "x" } }),
+  );
+
+  assert.equal(seen.length, 1);
+  assert.equal(seen[0].host, `hooks.test:${port}`);
+  assert.equal(seen[0].url, `https://hooks.test:${port}/hooks/in?x=1`);
+  assert.equal(seen[0].remoteAddress, "127.0.0.1");
+});
+
+Deno.test("postPinned rejects a certificate not signed by a trusted root", async () => {
+  const { server, seen } = receiver(() => new Response("ok"));
+  await using _ = server;
+  const message = await rejection(
+    postPinned(hookRequest(server.addr.port, { caCerts: undefined })),
+  );
+
+  assert.match(message, /^TLS: .*UnknownIssuer/);
+  assert.equal(seen.length, 0);
+});
+
+Deno.test("postPinned rejects a certificate issued for another host name", async () => {
+  const { server, seen } = receiver(() => new Response("ok"), { certificate: OTHER });
+  await using _ = server;
+  const message = await rejection(
+    postPinned(hookRequest(server.addr.port, { caCerts: [HOOKS.cert, OTHER.cert] })),
+  );
+
+  assert.match(message, /^TLS: .*not valid for name "hooks\.test"/);
+  assert.equal(seen.length, 0);
+});
+
+Deno.test("postPinned returns a 302 as is and does not follow it", async () => {
+  const { server, seen } = receiver(() =>
+    new Response(null, { status: 302, headers: { Location: "https://hooks.test/elsewhere" } })
+  );
+  await using _ = server;
+  const response = await postPinned(hookRequest(server.addr.port));
+
+  assert.equal(response.status, 302);
+  assert.equal(response.headers.get("location"), "https://hooks.test/elsewhere");
+  assert.equal(response.bodyExcerpt, "");
+  assert.equal(seen.length, 1);
+});
+
+Deno.test("postPinned decodes a chunked response body", async () => {
+  const parts = ["first ", "zweite ", "trois—", "четыре"];
+  const { server } = receiver(() => {
+    const body = ReadableStream.from(parts.map((part) => new TextEncoder().encode(part)));
+    return new Response(body, { status: 200 });
+  });
+  await using _ = server;
+  const response = await postPinned(hookRequest(server.addr.port));
+
+  assert.equal(response.headers.get("transfer-encoding"), "chunked");
+  assert.equal(response.bodyExcerpt, parts.join(""));
+});
+
+Deno.test("postPinned keeps a 1024-byte excerpt of a 200 KiB body without hanging", async () => {
+  const { server } = receiver(() => new Response("a€".repeat(200 * 1024 / 4)));
+  await using _ = server;
+  const started = performance.now();
+  const response = await postPinned(hookRequest(server.addr.port));
+
+  assert.equal(response.status, 200);
+  assert.equal(response.headers.get("content-length"), String(200 * 1024));
+  // 1024 bytes of "a€" (4 bytes each) are 256 whole pairs.
+  assert.equal(new TextEncoder().encode(response.bodyExcerpt).length, EXCERPT_BYTES);
+  assert.equal(response.bodyExcerpt, "a€".repeat(256));
+  assert.ok(performance.now() - started < 4_000);
+});
+
+Deno.test("postPinned stops reading an endless chunked body", async () => {
+  const chunk = new TextEncoder().encode("y".repeat(4096));
+  const { server } = receiver(() =>
+    new Response(new ReadableStream({ pull: (controller) => controller.enqueue(chunk) }))
+  );
+  await using _ = server;
+  const response = await postPinned(hookRequest(server.addr.port, { timeoutMs: 4_000 }));
+
+  assert.equal(response.status, 200);
+  assert.equal(response.bodyExcerpt, "y".repeat(EXCERPT_BYTES));
+});
+
+Deno.test("postPinned rejects with the timeout message when the receiver never answers", async () => {
+  const release = Promise.withResolvers<void>();
+  const { server, seen } = receiver(async () => {
+    await release.promise;
+    return new Response("late");
+  });
+  await using _ = server;
+  try {
+    const started = performance.now();
+    const message = await rejection(postPinned(hookRequest(server.addr.port, { timeoutMs: 300 })));
+    const elapsed = performance.now() - started;
+
+    assert.equal(message, "timeout after 300 ms");
+    assert.ok(elapsed >= 290 && elapsed < 1_500, `took ${elapsed} ms`);
+    assert.equal(seen.length, 1);
+  } finally {
+    release.resolve();
+  }
+});
+
+Deno.test("postPinned rejects with the timeout message when the TLS handshake stalls", async () => {
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const accepted: Deno.Conn[] = [];
+  const accepting = (async () => {
+    for await (const conn of listener) accepted.push(conn);
+  })().catch(() => {});
+  try {
+    const started = performance.now();
+    const message = await rejection(
+      postPinned(hookRequest(listener.addr.port, { timeoutMs: 300 })),
+    );
+    const elapsed = performance.now() - started;
+
+    assert.equal(message, "timeout after 300 ms");
+    assert.ok(elapsed >= 290 && elapsed < 1_500, `took ${elapsed} ms`);
+  } finally {
+    listener.close();
+    await accepting;
+    for (const conn of accepted) conn.close();
+  }
+});
+
+Deno.test("postPinned rejects with connection refused on a closed port", async () => {
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const port = listener.addr.port;
+  listener.close();
+  const message = await rejection(postPinned(hookRequest(port)));
+
+  assert.equal(message, "connection refused");
+});
+
+Deno.test("postPinned reads a body delimited by the end of the connection", async () => {
+  await using server = rawTlsServer(async (conn) => {
+    await readRequestHead(conn);
+    await writeText(conn, "HTTP/1.1 500 Internal Server Error\r\nX-A: 1\r\nX-A: 2\r\n\r\nbroken");
+  });
+  const response = await postPinned(hookRequest(server.port));
+
+  assert.equal(response.status, 500);
+  assert.equal(response.headers.get("x-a"), "1, 2");
+  assert.equal(response.bodyExcerpt, "broken");
+});
+
+Deno.test("postPinned skips an interim 103 response", async () => {
+  await using server = rawTlsServer(async (conn) => {
+    await readRequestHead(conn);
+    await writeText(
+      conn,
+      "HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n" +
+        "HTTP/1.1 201 Created\r\nContent-Length: 2\r\n\r\nokEXTRA",
+    );
+  });
+  const response = await postPinned(hookRequest(server.port));
+
+  assert.equal(response.status, 201);
+  assert.equal(response.headers.get("link"), null);
+  assert.equal(response.bodyExcerpt, "ok");
+});
+
+Deno.test("postPinned rejects a malformed response", async () => {
+  const answers = [
+    ["SMTP ready\r\n\r\n", "malformed response (bad status line)"],
+    ["HTTP/1.1 200 OK\r\nno colon here\r\n\r\n", "malformed response (bad header line)"],
+    ["HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nshort", "malformed response (body ended early)"],
+    ["HTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\n", "malformed response (bad Content-Length)"],
+    [
+      "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+      "malformed response (bad chunk size)",
+    ],
+    ["HTTP/1.1 200 OK\r\nX-Cut: ", "malformed response (incomplete headers)"],
+    ["", "malformed response (no status line)"],
+  ];
+  for (const [answer, expected] of answers) {
+    await using server = rawTlsServer(async (conn) => {
+      await readRequestHead(conn);
+      await writeText(conn, answer);
+    });
+    assert.equal(await rejection(postPinned(hookRequest(server.port))), expected, answer);
+  }
+});
+
+Deno.test("postPinned rejects response headers larger than the read budget", async () => {
+  await using server = rawTlsServer(async (conn) => {
+    await readRequestHead(conn);
+    await writeText(conn, `HTTP/1.1 200 OK\r\nX-Big: ${"b".repeat(70_000)}\r\n\r\n`).catch(
+      () => {},
+    );
+  });
+  const message = await rejection(postPinned(hookRequest(server.port)));
+
+  assert.equal(message, "malformed response (headers too large)");
+});
+
+Deno.test("postPinned refuses an address that is not an IP literal or a non-https url", async () => {
+  assert.equal(
+    await rejection(postPinned(hookRequest(1, { address: "localhost" }))),
+    "address is not an IP literal: localhost",
+  );
+  assert.equal(
+    await rejection(postPinned(hookRequest(1, { url: new URL("http://hooks.test/") }))),
+    "not an https URL",
+  );
+  assert.equal(
+    await rejection(postPinned(hookRequest(1, { headers: { "X-Evil": "a\r\nInjected: 1" } }))),
+    'invalid request header: "X-Evil"',
+  );
+});
+
+Deno.test("postPinned connects to an IPv6 address when the machine has IPv6 loopback", async () => {
+  let hasIpv6 = true;
+  try {
+    Deno.listen({ hostname: "::1", port: 0 }).close();
+  } catch {
+    hasIpv6 = false;
+  }
+  if (!hasIpv6) {
+    console.log("no IPv6 loopback here: the IPv6 assertions are skipped");
+    return;
+  }
+  const { server, seen } = receiver(() => new Response("v6"), { hostname: "::1" });
+  await using _ = server;
+  const port = server.addr.port;
+  const response = await postPinned(hookRequest(port, { address: "::1" }));
+
+  assert.equal(response.status, 200);
+  assert.equal(response.bodyExcerpt, "v6");
+  assert.equal(seen[0].host, `hooks.test:${port}`);
+  assert.equal(seen[0].remoteAddress, "::1");
+});

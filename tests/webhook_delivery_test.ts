@@ -1,0 +1,198 @@
+import assert from "node:assert/strict";
+import { Webhook } from "standardwebhooks";
+import { createHmac } from "node:crypto";
+import { createTestDatabase } from "./support/database.ts";
+import { startTestServer } from "./support/server.ts";
+import { apiCall, createKeyedApp, createVisitorChat } from "./support/open_api.ts";
+import { selfSignedCertificate } from "./support/tls.ts";
+import { waitUntil } from "./support/realtime.ts";
+import type { Sql } from "../src/db/client.ts";
+
+/** A request the receiver got. */
+interface Received {
+  headers: Headers;
+  body: string;
+}
+
+/** A local HTTPS receiver answering with `respond` (default 200). */
+async function startReceiver(respond: (n: number) => Response = () => new Response("ok")) {
+  const { cert, key } = await selfSignedCertificate(["hooks.test"]);
+  const caFile = await Deno.makeTempFile({ suffix: ".pem" });
+  await Deno.writeTextFile(caFile, cert);
+  const received: Received[] = [];
+  const server = Deno.serve({
+    port: 0,
+    hostname: "127.0.0.1",
+    cert,
+    key,
+    onListen: () => {},
+  }, async (request) => {
+    received.push({ headers: request.headers, body: await request.text() });
+    return respond(received.length);
+  });
+  return {
+    url: `https://127.0.0.1:${server.addr.port}/hooks/parley`,
+    caFile,
+    received,
+    async [Symbol.asyncDispose]() {
+      await server.shutdown();
+      await Deno.remove(caFile);
+    },
+  };
+}
+
+/** The application's one delivery, once `ready` holds for it (polled, 10 s at most). */
+async function settled(
+  sql: Sql,
+  appId: number,
+  ready: (row: DeliveryRow) => boolean,
+): Promise<DeliveryRow> {
+  const deadline = Date.now() + 10_000;
+  for (;;) {
+    const [row] = await sql<DeliveryRow[]>`
+      SELECT id, state, attempts, last_error, run_at > now() AS later
+      FROM outbox WHERE app_id = ${appId}`;
+    if (row && ready(row)) return row;
+    if (Date.now() > deadline) throw new Error(`Timed out: ${JSON.stringify(row)}`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
+interface DeliveryRow {
+  id: number;
+  state: string;
+  attempts: number;
+  last_error: string | null;
+  later: boolean;
+}
+
+async function subscribe(baseUrl: string, key: string, url: string, events: string[]) {
+  const res = await apiCall(baseUrl, "/webhook", { method: "PUT", key, json: { url, events } });
+  assert.equal(res.status, 200, JSON.stringify(res.json));
+  return res.json.data.secret as string;
+}
+
+Deno.test("a committed message is delivered once to the webhook, signed both ways", async () => {
+  await using db = await createTestDatabase();
+  await using receiver = await startReceiver();
+  await using server = await startTestServer(db.url, {
+    WEBHOOK_ALLOW_PRIVATE_HOSTS: "127.0.0.1/32",
+    WEBHOOK_CA_FILE: receiver.caFile,
+  });
+  const app = await createKeyedApp(db.sql);
+  const secret = await subscribe(server.baseUrl, app.key, receiver.url, [
+    "chat.started",
+    "message.received",
+    "message.sent",
+  ]);
+  const chat = await createVisitorChat(server.baseUrl, app.publicId, "Hello there");
+  const reply = await apiCall(server.baseUrl, "/messages", {
+    key: app.key,
+    json: { chat_id: chat.chatId, content: "Hi!" },
+  });
+  await waitUntil(() => receiver.received.length >= 3, "three deliveries", 10_000);
+  const events = receiver.received.map((r) => JSON.parse(r.body));
+  assert.deepEqual(events.map((e) => e.type).sort(), [
+    "chat.started",
+    "message.received",
+    "message.sent",
+  ]);
+  const sent = events.find((e) => e.type === "message.sent");
+  assert.match(sent.id, /^evt_[0-9a-f]+$/);
+  assert.equal(sent.app_id, app.appId);
+  assert.match(sent.created_at, /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$/);
+  assert.equal(sent.data.conversation.id, chat.chatId);
+  assert.equal(sent.data.message.id, reply.json.data.message_id);
+  assert.equal(sent.data.message.content, "Hi!");
+  assert.equal(sent.data.message.sender_type, "bot");
+
+  for (const { headers, body } of receiver.received) {
+    const id = JSON.parse(body).id;
+    assert.equal(headers.get("content-type"), "application/json");
+    assert.equal(headers.get("user-agent"), "Parley-Webhooks/1");
+    assert.equal(headers.get("x-webhook-id"), id);
+    const timestamp = headers.get("x-webhook-timestamp")!;
+    assert.ok(Math.abs(Number(timestamp) - Date.now() / 1000) < 30);
+    const expected = createHmac("sha256", secret).update(`${timestamp}.${body}`).digest("hex");
+    assert.equal(headers.get("x-webhook-signature"), `t=${timestamp},v1=${expected}`);
+    // The unmodified Standard Webhooks library accepts the delivery as it arrived.
+    const verified = new Webhook(secret).verify(body, {
+      "webhook-id": headers.get("webhook-id")!,
+      "webhook-timestamp": headers.get("webhook-timestamp")!,
+      "webhook-signature": headers.get("webhook-signature")!,
+    });
+    assert.equal((verified as { id: string }).id, id);
+  }
+  const rows = await db.sql`SELECT state, attempts FROM outbox WHERE app_id = ${app.appId}`;
+  assert.ok(rows.every((r) => r.state === "succeeded" && r.attempts === 1), JSON.stringify(rows));
+  await new Promise((resolve) => setTimeout(resolve, 300));
+  assert.equal(receiver.received.length, 3, "delivered once each");
+});
+
+Deno.test("a failed attempt is recorded and retried; a redirect counts as a failure", async () => {
+  await using db = await createTestDatabase();
+  await using receiver = await startReceiver((n) =>
+    n === 1
+      ? new Response("boom", { status: 500 })
+      : n === 2
+      ? new Response(null, { status: 302, headers: { location: "https://example.com/" } })
+      : new Response("thanks")
+  );
+  await using server = await startTestServer(db.url, {
+    WEBHOOK_ALLOW_PRIVATE_HOSTS: "127.0.0.1/32",
+    WEBHOOK_CA_FILE: receiver.caFile,
+  });
+  const app = await createKeyedApp(db.sql);
+  await subscribe(server.baseUrl, app.key, receiver.url, ["message.received"]);
+  await createVisitorChat(server.baseUrl, app.publicId);
+  await waitUntil(() => receiver.received.length === 1, "the first attempt", 10_000);
+  const pending = await settled(db.sql, app.appId, (row) => row.attempts === 1);
+  assert.equal(pending.state, "pending");
+  assert.equal(pending.last_error, "HTTP 500");
+  assert.equal(pending.later, true, "scheduled about 5 s later");
+
+  // Bring the retries forward instead of waiting out the schedule.
+  for (const expected of [2, 3]) {
+    // Only once the previous attempt is recorded: recording it sets run_at again.
+    await settled(db.sql, app.appId, (row) => row.attempts === expected - 1);
+    await db.sql`UPDATE outbox SET run_at = now() WHERE id = ${pending.id}`;
+    await waitUntil(() => receiver.received.length === expected, `attempt ${expected}`, 10_000);
+  }
+  const done = await settled(db.sql, app.appId, (row) => row.state !== "pending");
+  assert.deepEqual([done.state, done.attempts], ["succeeded", 3]);
+  const attempts = await db.sql`
+    SELECT status_code, error, response_excerpt FROM webhook_attempts
+    WHERE outbox_id = ${pending.id} ORDER BY id`;
+  assert.deepEqual(attempts.map((a) => ({ ...a })), [
+    { status_code: 500, error: "HTTP 500", response_excerpt: "boom" },
+    { status_code: 302, error: "redirect not followed (HTTP 302)", response_excerpt: "" },
+    { status_code: 200, error: null, response_excerpt: "thanks" },
+  ]);
+  const bodies = new Set(receiver.received.map((r) => JSON.parse(r.body).id));
+  assert.equal(bodies.size, 1, "every attempt carries the same event id");
+});
+
+Deno.test("disabling the webhook cancels pending deliveries", async () => {
+  await using db = await createTestDatabase();
+  await using receiver = await startReceiver(() => new Response("down", { status: 503 }));
+  await using server = await startTestServer(db.url, {
+    WEBHOOK_ALLOW_PRIVATE_HOSTS: "127.0.0.1/32",
+    WEBHOOK_CA_FILE: receiver.caFile,
+  });
+  const app = await createKeyedApp(db.sql);
+  await subscribe(server.baseUrl, app.key, receiver.url, ["message.received"]);
+  await createVisitorChat(server.baseUrl, app.publicId);
+  await waitUntil(() => receiver.received.length === 1, "the first attempt", 10_000);
+  const disabled = await apiCall(server.baseUrl, "/webhook", {
+    method: "PUT",
+    key: app.key,
+    json: { url: receiver.url, events: ["message.received"], enabled: false },
+  });
+  assert.equal(disabled.status, 200);
+  await settled(db.sql, app.appId, (row) => row.attempts === 1);
+  await db.sql`UPDATE outbox SET run_at = now() WHERE app_id = ${app.appId}`;
+  const row = await settled(db.sql, app.appId, (row) => row.state !== "pending");
+  assert.equal(row.state, "failed");
+  assert.match(row.last_error ?? "", /^cancelled: /);
+  assert.equal(receiver.received.length, 1, "no attempt after disabling");
+});

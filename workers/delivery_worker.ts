@@ -1,0 +1,65 @@
+/**
+ * The entry point of the webhook delivery thread: it owns a small database pool and one delivery
+ * loop (`src/webhooks/delivery_loop.ts`), attempting deliveries off the request path. The main
+ * thread wakes it when a commit may have queued an event.
+ */
+/// <reference no-default-lib="true" />
+/// <reference lib="deno.worker" />
+import { connect, type Sql } from "../src/db/client.ts";
+import { claimDueDeliveries, deleteOldAttempts } from "../src/db/deliveries.ts";
+import { createSecretBox } from "../src/crypto/secret_box.ts";
+import { createDeliveryLoop, type DeliveryLoop } from "../src/webhooks/delivery_loop.ts";
+import { attemptDelivery } from "../src/webhooks/deliver.ts";
+import { postPinned } from "../src/webhooks/pinned_https.ts";
+import { checkWebhookUrl, parseAllowList, systemResolver } from "../src/webhooks/ssrf_guard.ts";
+import type { DeliveryWorkerMessage } from "../src/webhooks/delivery_protocol.ts";
+import { describeError, log, setLogLevel } from "../src/log.ts";
+
+/** Seconds a claimed delivery stays with this worker before another may take it. */
+const LEASE_SECONDS = 60;
+
+let sql: Sql | null = null;
+let loop: DeliveryLoop | null = null;
+let sweep: ReturnType<typeof setInterval> | undefined;
+
+self.onmessage = async (event: MessageEvent<DeliveryWorkerMessage>) => {
+  const message = event.data;
+  switch (message.type) {
+    case "init": {
+      setLogLevel(message.logLevel);
+      const pool = connect(message.databaseUrl, { max: 4, applicationName: "parley-delivery" });
+      sql = pool;
+      const secretBox = createSecretBox(message.encryptionKey);
+      const allow = parseAllowList(message.allowPrivateHosts);
+      loop = createDeliveryLoop({
+        claim: (limit) => claimDueDeliveries(pool, { limit, leaseSeconds: LEASE_SECONDS }),
+        attempt: (delivery) =>
+          attemptDelivery({
+            sql: pool,
+            secretBox,
+            checkUrl: (url) => checkWebhookUrl(url, { resolve: systemResolver, allow }),
+            post: postPinned,
+            caCerts: message.caCerts,
+          }, delivery),
+        onError: (error) => log("error", "webhook delivery failed", describeError(error)),
+      });
+      // Attempts are kept 14 days; any instance may sweep them.
+      sweep = setInterval(() => {
+        deleteOldAttempts(pool).catch((error) =>
+          log("warn", "delivery log sweep failed", describeError(error))
+        );
+      }, 3_600_000);
+      self.postMessage({ type: "ready" });
+      break;
+    }
+    case "wake":
+      loop?.wake();
+      break;
+    case "stop":
+      clearInterval(sweep);
+      await loop?.stop();
+      await sql?.end();
+      self.postMessage({ type: "stopped" });
+      break;
+  }
+};
