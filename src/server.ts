@@ -140,6 +140,7 @@ export async function startParley(
     rateLimitPerMinute: config.rateLimitPerMinute,
     publicBaseUrl: config.publicBaseUrl,
     secretBox,
+    wakeDeliveries: () => deliveries.wake(),
     async checkWebhookUrl(url) {
       try {
         await checkWebhookUrl(url, { resolve: resolveHost, allow: allowPrivate });

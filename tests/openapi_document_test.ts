@@ -218,6 +218,8 @@ Deno.test("GET /openapi.json serves an OpenAPI 3.1 document without a key, with 
     "/messages": ["post"],
     "/openapi.json": ["get"],
     "/webhook": ["get", "put"],
+    "/webhook/deliveries": ["get"],
+    "/webhook/deliveries/{id}/retry": ["post"],
   });
   assert.ok(doc.servers[0].url.endsWith("/openapi/v1"), doc.servers[0].url);
   assert.equal(doc.servers[0].url, `${PUBLIC_BASE_URL}/openapi/v1`);

@@ -59,6 +59,7 @@ Deno.test("the HTTP app renders a failing readyz as 503 in the envelope", async 
       listings: createConversationListCache({ load: () => Promise.resolve([]) }),
       secretBox: createSecretBox(new Uint8Array(32)),
       checkWebhookUrl: () => Promise.resolve(),
+      wakeDeliveries: () => {},
     });
     const res = await app.request("/readyz");
     assert.equal(res.status, 503);

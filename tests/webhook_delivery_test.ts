@@ -196,3 +196,72 @@ Deno.test("disabling the webhook cancels pending deliveries", async () => {
   assert.match(row.last_error ?? "", /^cancelled: /);
   assert.equal(receiver.received.length, 1, "no attempt after disabling");
 });
+
+Deno.test("the delivery log lists attempts newest first, and a retry runs a new attempt", async () => {
+  await using db = await createTestDatabase();
+  await using receiver = await startReceiver((n) =>
+    n === 1 ? new Response("nope", { status: 400 }) : new Response("fine")
+  );
+  await using server = await startTestServer(db.url, {
+    WEBHOOK_ALLOW_PRIVATE_HOSTS: "127.0.0.1/32",
+    WEBHOOK_CA_FILE: receiver.caFile,
+  });
+  const app = await createKeyedApp(db.sql, "A");
+  const other = await createKeyedApp(db.sql, "B");
+  await subscribe(server.baseUrl, app.key, receiver.url, ["message.received"]);
+  await createVisitorChat(server.baseUrl, app.publicId);
+  const first = await settled(db.sql, app.appId, (row) => row.attempts === 1);
+
+  const log = await apiCall(server.baseUrl, "/webhook/deliveries", { key: app.key });
+  assert.equal(log.status, 200);
+  assert.equal(log.json.data.length, 1);
+  const [delivery] = log.json.data;
+  assert.equal(delivery.id, first.id);
+  assert.equal(delivery.type, "message.received");
+  assert.equal(delivery.status, "pending");
+  assert.equal(delivery.event_id, JSON.parse(receiver.received[0].body).id);
+  assert.match(delivery.next_attempt_at, /Z$/);
+  assert.equal(delivery.attempts.length, 1);
+  assert.deepEqual(
+    { ...delivery.attempts[0], attempted_at: undefined, latency_ms: undefined },
+    {
+      attempted_at: undefined,
+      latency_ms: undefined,
+      status_code: 400,
+      error: "HTTP 400",
+      response_excerpt: "nope",
+    },
+  );
+  const none = await apiCall(server.baseUrl, "/webhook/deliveries?status=succeeded", {
+    key: app.key,
+  });
+  assert.deepEqual(none.json.data, []);
+  const bad = await apiCall(server.baseUrl, "/webhook/deliveries?status=done", { key: app.key });
+  assert.deepEqual(bad.json, {
+    code: 400,
+    message: "status must be one of: pending, succeeded, failed",
+  });
+  const theirs = await apiCall(server.baseUrl, `/webhook/deliveries/${first.id}/retry`, {
+    method: "POST",
+    key: other.key,
+  });
+  assert.deepEqual(theirs.json, { code: 404, message: "Delivery not found" });
+  const otherLog = await apiCall(server.baseUrl, "/webhook/deliveries", { key: other.key });
+  assert.deepEqual(otherLog.json.data, []);
+
+  const retried = await apiCall(server.baseUrl, `/webhook/deliveries/${first.id}/retry`, {
+    method: "POST",
+    key: app.key,
+  });
+  assert.deepEqual(retried.json, { code: 0, data: { id: first.id, status: "pending" } });
+  const done = await settled(db.sql, app.appId, (row) => row.state === "succeeded");
+  assert.equal(done.attempts, 2);
+  const after = await apiCall(server.baseUrl, "/webhook/deliveries?status=succeeded", {
+    key: app.key,
+  });
+  assert.equal(after.json.data[0].next_attempt_at, null);
+  assert.deepEqual(
+    after.json.data[0].attempts.map((a: { status_code: number }) => a.status_code),
+    [400, 200],
+  );
+});

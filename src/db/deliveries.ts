@@ -140,3 +140,56 @@ export async function deleteOldAttempts(sql: Tx): Promise<number> {
       AND created_at < clock_timestamp() - interval '14 days'`;
   return result.count;
 }
+
+/** A delivery as the delivery log shows it. */
+export interface DeliveryListing {
+  id: number;
+  type: string;
+  status: "pending" | "succeeded" | "failed";
+  created_at: string;
+  /** When the next attempt runs; null once the delivery is finished. */
+  next_attempt_at: string | null;
+  attempts: {
+    attempted_at: string;
+    status_code: number | null;
+    latency_ms: number;
+    error: string | null;
+    response_excerpt: string | null;
+  }[];
+}
+
+/** An application's deliveries, newest first, each with its attempts (oldest first). */
+export async function listDeliveries(
+  sql: Tx,
+  appId: number,
+  options: { status?: DeliveryListing["status"]; limit: number },
+): Promise<(DeliveryListing & { app_id: number })[]> {
+  const statusFilter = options.status ? sql`AND o.state = ${options.status}` : sql``;
+  return await sql<(DeliveryListing & { app_id: number })[]>`
+    SELECT o.app_id, o.id, o.topic AS type, o.state AS status, o.created_at,
+      CASE WHEN o.state = 'pending' THEN o.run_at END AS next_attempt_at,
+      coalesce((
+        SELECT json_agg(json_build_object(
+          'attempted_at',
+          to_char(a.attempted_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
+          'status_code', a.status_code, 'latency_ms', a.latency_ms, 'error', a.error,
+          'response_excerpt', a.response_excerpt) ORDER BY a.id)
+        FROM webhook_attempts a WHERE a.app_id = o.app_id AND a.outbox_id = o.id
+      ), '[]'::json) AS attempts
+    FROM outbox o
+    WHERE o.app_id = ${appId} AND o.kind = 'webhook' ${statusFilter}
+    ORDER BY o.id DESC
+    LIMIT ${options.limit}`;
+}
+
+/**
+ * Schedules an immediate new attempt of a delivery of the application, whatever its state;
+ * false when the application has no such delivery.
+ */
+export async function retryDelivery(sql: Tx, appId: number, id: number): Promise<boolean> {
+  const rows = await sql`
+    UPDATE outbox SET state = 'pending', run_at = clock_timestamp()
+    WHERE app_id = ${appId} AND id = ${id} AND kind = 'webhook'
+    RETURNING id`;
+  return rows.length === 1;
+}

@@ -24,12 +24,17 @@ import { CONVERSATION_ROUTE_DOCS, conversationRoutes } from "./conversations.ts"
 import { buildOpenApiDocument } from "./document.ts";
 import { MESSAGE_ROUTE_DOCS, messageRoutes } from "./messages.ts";
 import { WEBHOOK_ROUTE_DOCS, webhookRoutes, type WebhookRoutesDeps } from "./webhook.ts";
+import {
+  DELIVERY_ROUTE_DOCS,
+  deliveryRoutes,
+  type DeliveryRoutesDeps,
+} from "./webhook_deliveries.ts";
 import type { RouteDoc } from "./schemas.ts";
 import type { ConversationListCache } from "../../cache/conversation_lists.ts";
 import { z } from "zod";
 
 /** What the Open API needs. */
-export interface OpenApiDeps extends WebhookRoutesDeps {
+export interface OpenApiDeps extends WebhookRoutesDeps, DeliveryRoutesDeps {
   sql: Sql;
   ask(key: string, command: AppCommand): Promise<CommandResult>;
   /** The active key with this plaintext, or null. */
@@ -57,7 +62,13 @@ const DOCUMENT_ROUTE: RouteDoc = {
 /** Routes under `/openapi/v1`. */
 export function openApiRoutes(deps: OpenApiDeps): Hono<{ Variables: ApiKeyAuthVariables }> {
   const document = JSON.stringify(buildOpenApiDocument(
-    [...CONVERSATION_ROUTE_DOCS, ...MESSAGE_ROUTE_DOCS, ...WEBHOOK_ROUTE_DOCS, DOCUMENT_ROUTE],
+    [
+      ...CONVERSATION_ROUTE_DOCS,
+      ...MESSAGE_ROUTE_DOCS,
+      ...WEBHOOK_ROUTE_DOCS,
+      ...DELIVERY_ROUTE_DOCS,
+      DOCUMENT_ROUTE,
+    ],
     { publicBaseUrl: deps.publicBaseUrl, rateLimitPerMinute: deps.rateLimitPerMinute },
   ));
   const routes = new Hono<{ Variables: ApiKeyAuthVariables }>();
@@ -75,6 +86,7 @@ export function openApiRoutes(deps: OpenApiDeps): Hono<{ Variables: ApiKeyAuthVa
   routes.use(bodySizeLimit());
   routes.route("/conversations", conversationRoutes(deps));
   routes.route("/messages", messageRoutes(deps));
+  routes.route("/webhook/deliveries", deliveryRoutes(deps));
   routes.route("/webhook", webhookRoutes(deps));
   methodNotAllowed(routes, [
     "/openapi.json",
@@ -83,6 +95,8 @@ export function openApiRoutes(deps: OpenApiDeps): Hono<{ Variables: ApiKeyAuthVa
     "/conversations/:id/messages",
     "/messages",
     "/webhook",
+    "/webhook/deliveries",
+    "/webhook/deliveries/:id/retry",
   ]);
   routes.all("*", () => {
     throw new AppError(404, "Not found");
