@@ -2,10 +2,11 @@ import assert from "node:assert/strict";
 import { Webhook } from "standardwebhooks";
 import { createHmac } from "node:crypto";
 import { createTestDatabase } from "./support/database.ts";
-import { startTestServer } from "./support/server.ts";
+import { spawnServer, startTestServer } from "./support/server.ts";
 import { apiCall, createKeyedApp, createVisitorChat } from "./support/open_api.ts";
 import { selfSignedCertificate } from "./support/tls.ts";
-import { waitUntil } from "./support/realtime.ts";
+import { createVisitor, waitUntil } from "./support/realtime.ts";
+import { commitBatch } from "../src/db/write_batch.ts";
 import type { Sql } from "../src/db/client.ts";
 
 /** A request the receiver got. */
@@ -264,4 +265,68 @@ Deno.test("the delivery log lists attempts newest first, and a retry runs a new 
     after.json.data[0].attempts.map((a: { status_code: number }) => a.status_code),
     [400, 200],
   );
+});
+
+Deno.test("events acknowledged before a kill -9 are delivered after the restart", async () => {
+  await using db = await createTestDatabase();
+  let accepting = false;
+  await using receiver = await startReceiver(() =>
+    accepting ? new Response("ok") : new Response("later", { status: 503 })
+  );
+  const env = {
+    DATABASE_URL: db.url,
+    WEBHOOK_ALLOW_PRIVATE_HOSTS: "127.0.0.1/32",
+    WEBHOOK_CA_FILE: receiver.caFile,
+    LOG_LEVEL: "error",
+  };
+  const app = await createKeyedApp(db.sql);
+  const first = await spawnServer(env);
+  try {
+    await subscribe(first.baseUrl, app.key, receiver.url, ["chat.started", "message.received"]);
+    for (let i = 0; i < 5; i++) await createVisitorChat(first.baseUrl, app.publicId, `m${i}`);
+  } finally {
+    first.process.kill("SIGKILL");
+    await first.process.status;
+  }
+  const [{ n }] = await db.sql`SELECT count(*)::int AS n FROM outbox WHERE app_id = ${app.appId}`;
+  assert.equal(n, 10, "every acknowledged message queued its events");
+
+  accepting = true;
+  await using _restarted = await spawnServer(env);
+  // Rows the killed process had claimed stay leased for a minute; do not wait it out.
+  await db.sql`UPDATE outbox SET run_at = now() WHERE app_id = ${app.appId} AND state = 'pending'`;
+  const deadline = Date.now() + 15_000;
+  for (;;) {
+    const [{ pending }] = await db.sql`
+      SELECT count(*)::int AS pending FROM outbox
+      WHERE app_id = ${app.appId} AND state <> 'succeeded'`;
+    if (pending === 0) break;
+    assert.ok(Date.now() < deadline, `${pending} deliveries still pending`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  const delivered = new Set(
+    receiver.received.filter((r) => r.body).map((r) => JSON.parse(r.body).id),
+  );
+  assert.equal(delivered.size, 10, "each of the ten events arrived at least once");
+});
+
+Deno.test("a batch that rolls back announces nothing", async () => {
+  await using db = await createTestDatabase();
+  const app = await createKeyedApp(db.sql);
+  await db.sql`INSERT INTO webhooks (app_id, url, events, enabled, secret_encrypted)
+    VALUES (${app.appId}, 'https://hooks.example.com/', '{chat.started,message.received}', true,
+      'v1:x:y')`;
+  const clientId = await createVisitor(db.sql, app.appId);
+  await db.sql.unsafe(`
+    CREATE FUNCTION refuse_all() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN RAISE EXCEPTION 'refused'; END $$;
+    CREATE TRIGGER refuse_all BEFORE INSERT ON messages FOR EACH ROW EXECUTE FUNCTION refuse_all();`);
+  await assert.rejects(
+    commitBatch(db.sql, [
+      { kind: "visitor.message", appId: app.appId, clientId, messageType: "text", content: "x" },
+    ]),
+    /refused/,
+  );
+  const [{ n }] = await db.sql`SELECT count(*)::int AS n FROM outbox`;
+  assert.equal(n, 0);
 });
