@@ -44,8 +44,10 @@ export interface RunningParley {
 
 /** What tests may replace in an instance. */
 export interface StartOptions {
-  /** Resolves webhook host names. @default the system's DNS */
+  /** Resolves webhook host names when a url is configured. @default the system's DNS */
   resolveHost?: Resolver;
+  /** What the delivery worker resolves these names to instead of asking DNS. @default none */
+  deliveryHosts?: Record<string, string[]>;
 }
 
 /** Starts an instance with `config`; resolves once it accepts requests. */
@@ -99,6 +101,7 @@ export async function startParley(
     allowPrivateHosts: config.webhookAllowPrivateHosts,
     caCerts,
     logLevel: config.logLevel,
+    staticHosts: options.deliveryHosts,
   });
   const listener = await listenForChanges({
     sql,

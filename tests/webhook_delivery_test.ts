@@ -124,7 +124,12 @@ Deno.test("a committed message is delivered once to the webhook, signed both way
     });
     assert.equal((verified as { id: string }).id, id);
   }
-  const rows = await db.sql`SELECT state, attempts FROM outbox WHERE app_id = ${app.appId}`;
+  // The receiver answered before each attempt was recorded: poll until all are.
+  const deadline = Date.now() + 5_000;
+  let rows;
+  do {
+    rows = await db.sql`SELECT state, attempts FROM outbox WHERE app_id = ${app.appId}`;
+  } while (rows.some((r) => r.state === "pending") && Date.now() < deadline);
   assert.ok(rows.every((r) => r.state === "succeeded" && r.attempts === 1), JSON.stringify(rows));
   await new Promise((resolve) => setTimeout(resolve, 300));
   assert.equal(receiver.received.length, 3, "delivered once each");
@@ -329,4 +334,22 @@ Deno.test("a batch that rolls back announces nothing", async () => {
   );
   const [{ n }] = await db.sql`SELECT count(*)::int AS n FROM outbox`;
   assert.equal(n, 0);
+});
+
+Deno.test("the url is checked again at delivery: a name that now resolves privately is refused", async () => {
+  await using db = await createTestDatabase();
+  await using receiver = await startReceiver();
+  const port = new URL(receiver.url).port;
+  await using server = await startTestServer(db.url, { WEBHOOK_CA_FILE: receiver.caFile }, {
+    // Public when configured; loopback (where the receiver listens) when the delivery runs.
+    resolveHost: (name) => Promise.resolve(name === "rebind.test" ? ["93.184.216.34"] : []),
+    deliveryHosts: { "rebind.test": ["127.0.0.1"] },
+  });
+  const app = await createKeyedApp(db.sql);
+  await subscribe(server.baseUrl, app.key, `https://rebind.test:${port}/in`, ["message.received"]);
+  await createVisitorChat(server.baseUrl, app.publicId);
+  const row = await settled(db.sql, app.appId, (row) => row.attempts === 1);
+  assert.equal(row.state, "pending", "retried later, in case DNS changes back");
+  assert.equal(row.last_error, "refused by the SSRF guard: blocked address 127.0.0.1");
+  assert.equal(receiver.received.length, 0, "nothing reached the private address");
 });

@@ -11,7 +11,12 @@ import { createSecretBox } from "../src/crypto/secret_box.ts";
 import { createDeliveryLoop, type DeliveryLoop } from "../src/webhooks/delivery_loop.ts";
 import { attemptDelivery } from "../src/webhooks/deliver.ts";
 import { postPinned } from "../src/webhooks/pinned_https.ts";
-import { checkWebhookUrl, parseAllowList, systemResolver } from "../src/webhooks/ssrf_guard.ts";
+import {
+  checkWebhookUrl,
+  parseAllowList,
+  type Resolver,
+  systemResolver,
+} from "../src/webhooks/ssrf_guard.ts";
 import type { DeliveryWorkerMessage } from "../src/webhooks/delivery_protocol.ts";
 import { describeError, log, setLogLevel } from "../src/log.ts";
 
@@ -31,13 +36,16 @@ self.onmessage = async (event: MessageEvent<DeliveryWorkerMessage>) => {
       sql = pool;
       const secretBox = createSecretBox(message.encryptionKey);
       const allow = parseAllowList(message.allowPrivateHosts);
+      const staticHosts = message.staticHosts ?? {};
+      const resolve: Resolver = (name) =>
+        staticHosts[name] ? Promise.resolve(staticHosts[name]) : systemResolver(name);
       loop = createDeliveryLoop({
         claim: (limit) => claimDueDeliveries(pool, { limit, leaseSeconds: LEASE_SECONDS }),
         attempt: (delivery) =>
           attemptDelivery({
             sql: pool,
             secretBox,
-            checkUrl: (url) => checkWebhookUrl(url, { resolve: systemResolver, allow }),
+            checkUrl: (url) => checkWebhookUrl(url, { resolve, allow }),
             post: postPinned,
             caCerts: message.caCerts,
           }, delivery),

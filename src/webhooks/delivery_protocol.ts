@@ -13,6 +13,8 @@ export type DeliveryWorkerMessage =
     /** Extra trusted PEM roots (WEBHOOK_CA_FILE). */
     caCerts?: string[];
     logLevel: LogLevel | "silent";
+    /** Answers for these names instead of DNS (a test seam: a resolver cannot cross threads). */
+    staticHosts?: Record<string, string[]>;
   }
   | { type: "wake" }
   | { type: "stop" };
