@@ -20,6 +20,7 @@ import { cpuSecondsOf, cpuSecondsOfDescendants } from "./cpu.ts";
 import { executeCommand } from "../src/cli.ts";
 import { connect } from "../src/db/client.ts";
 import { openDatabase } from "../src/db/database.ts";
+import { startWebhookReceiver, type WebhookReceiver } from "./webhook_receiver.ts";
 
 /** A scenario's outcome: the load's figures and the CPU each party spent per request. */
 interface Measured {
@@ -65,6 +66,7 @@ const root = new URL("../", import.meta.url).pathname;
 
 const dataDir = await Deno.makeTempDir({ prefix: "parley-bench-" });
 const children: Deno.ChildProcess[] = [];
+const receiver = await startWebhookReceiver();
 try {
   const parleyPort = await freePort();
   const parleyFlags = (Deno.env.get("BENCH_DENO_FLAGS") ?? "").split(" ").filter(Boolean);
@@ -75,6 +77,8 @@ try {
     WIDGET_RATE_LIMIT_PER_MINUTE: "100000000",
     RATE_LIMIT_PER_MINUTE: "100000000",
     WORKERS: workers,
+    WEBHOOK_ALLOW_PRIVATE_HOSTS: "127.0.0.1/32",
+    WEBHOOK_CA_FILE: receiver.caFile,
   });
   children.push(parleyProcess);
   const helloPort = await freePort();
@@ -129,8 +133,32 @@ try {
       await measure(name, parleyProcess, true, () => runLoad(make, { ...load, port: parleyPort })),
     );
   }
+  let webhookLine = "";
+  const webhookScenario = "POST /openapi/v1/messages with webhooks";
+  if (!only || webhookScenario.includes(only)) {
+    for (const key of new Set(chats.map((chat) => chat.key))) {
+      const res = await fetch(`${parley}/openapi/v1/webhook`, {
+        method: "PUT",
+        headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+        body: JSON.stringify({ url: receiver.url, events: ["message.sent"] }),
+      });
+      if (!res.ok) throw new Error(`PUT /webhook: ${res.status} ${await res.text()}`);
+    }
+    console.error(`running: ${webhookScenario}`);
+    const startedAt = Date.now();
+    const measured = await measure(
+      webhookScenario,
+      parleyProcess,
+      true,
+      () => runLoad(scenarios[1][1], { ...load, port: parleyPort }),
+    );
+    results.push(measured);
+    webhookLine = await webhookReport(receiver, measured.load.completed, startedAt);
+  }
   printTable(results);
+  if (webhookLine) console.log(webhookLine);
 } finally {
+  await receiver.stop();
   for (const child of children) {
     try {
       child.kill("SIGTERM");
@@ -140,6 +168,31 @@ try {
     await child.status;
   }
   await Deno.remove(dataDir, { recursive: true }).catch(() => {});
+}
+
+/**
+ * Waits (60 s at most) for the deliveries of the `sent` replies, then describes them: latency
+ * after commit, the delivery rate during the load, and how long the backlog took to drain.
+ */
+async function webhookReport(
+  receiver: WebhookReceiver,
+  sent: number,
+  startedAt: number,
+): Promise<string> {
+  const loadEnded = Date.now();
+  while (receiver.deliveries.length < sent && Date.now() - loadEnded < 60_000) {
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  const drainedAfter = (Date.now() - loadEnded) / 1000;
+  const latencies = receiver.deliveries.map((d) => d.latencyMs).sort((a, b) => a - b);
+  const at = (q: number) =>
+    latencies[Math.min(latencies.length - 1, Math.floor(q * latencies.length))];
+  const duringLoad = receiver.deliveries.filter((d) => d.at <= loadEnded).length;
+  const rate = duringLoad / ((loadEnded - startedAt) / 1000);
+  return `webhooks: ${receiver.deliveries.length} of ${sent} replies delivered, ` +
+    `p50 ${at(0.5)} ms, p99 ${at(0.99)} ms after commit, ${rate.toFixed(0)} deliveries/s ` +
+    `during the load (sends ${(sent / ((loadEnded - startedAt) / 1000)).toFixed(0)}/s), ` +
+    `backlog drained ${drainedAfter.toFixed(1)} s after the load`;
 }
 
 function spawn(args: string[], env: Record<string, string>): Deno.ChildProcess {

@@ -13,7 +13,7 @@ export interface DeliveryLoopOptions<T> {
   attempt(delivery: T): Promise<unknown>;
   /** Reports what went wrong (a claim or an attempt that threw). */
   onError(error: unknown): void;
-  /** Deliveries claimed at once, attempted concurrently. @default 16 */
+  /** Most attempts in flight at once (and so most deliveries claimed at once). @default 64 */
   batchSize?: number;
   /** Longest sleep between claims without a wake-up, in milliseconds. @default 1_000 */
   pollMs?: number;
@@ -29,7 +29,7 @@ export interface DeliveryLoop {
 
 /** Starts the loop at once. */
 export function createDeliveryLoop<T>(options: DeliveryLoopOptions<T>): DeliveryLoop {
-  const { claim, attempt, onError, batchSize = 16, pollMs = 1_000 } = options;
+  const { claim, attempt, onError, batchSize = 64, pollMs = 1_000 } = options;
   if (!Number.isInteger(batchSize) || batchSize < 1) {
     throw new RangeError(`Cannot create delivery loop: batchSize must be >= 1, got ${batchSize}`);
   }
@@ -54,21 +54,39 @@ export function createDeliveryLoop<T>(options: DeliveryLoopOptions<T>): Delivery
     });
   }
 
+  /** Attempts in flight; the loop claims only for free slots and never waits for a whole batch. */
+  const inFlight = new Set<Promise<void>>();
+  let slotFreed: (() => void) | null = null;
+
+  function start(delivery: T): void {
+    const done: Promise<void> = attempt(delivery).then(
+      () => {},
+      (error) => onError(error),
+    ).finally(() => {
+      inFlight.delete(done);
+      slotFreed?.();
+    });
+    inFlight.add(done);
+  }
+
   async function run(): Promise<void> {
     while (state === "running") {
+      if (inFlight.size >= batchSize) {
+        await new Promise<void>((resolve) => slotFreed = resolve);
+        slotFreed = null;
+        continue;
+      }
       let claimed: T[] = [];
       try {
-        claimed = await claim(batchSize);
+        claimed = await claim(batchSize - inFlight.size);
       } catch (error) {
         onError(error);
       }
-      if (claimed.length > 0) {
-        const results = await Promise.allSettled(claimed.map((delivery) => attempt(delivery)));
-        for (const result of results) if (result.status === "rejected") onError(result.reason);
-      }
-      // A full batch means more may be due: claim again without sleeping.
-      if (claimed.length < batchSize && state === "running") await sleep();
+      for (const delivery of claimed) start(delivery);
+      // Everything asked for came back: more may be due, so claim again once a slot is free.
+      if (claimed.length === 0 && state === "running") await sleep();
     }
+    await Promise.all(inFlight);
   }
 
   const running = run();
