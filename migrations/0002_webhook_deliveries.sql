@@ -16,7 +16,10 @@ CREATE TABLE webhook_attempts (
   FOREIGN KEY (app_id, outbox_id) REFERENCES outbox (app_id, id) ON DELETE CASCADE
 );
 CREATE INDEX webhook_attempts_by_delivery ON webhook_attempts (app_id, outbox_id, id);
-CREATE INDEX webhook_attempts_by_time ON webhook_attempts (attempted_at);
+-- Only the 14-day sweep reads by time, and attempts are appended in time order: a BRIN index
+-- costs next to nothing per attempt.
+CREATE INDEX webhook_attempts_by_time ON webhook_attempts USING brin (attempted_at);
 
--- The delivery log lists an application's deliveries newest first.
-CREATE INDEX outbox_by_app ON outbox (app_id, kind, id DESC);
+-- A claim leases a delivery by this column rather than by run_at, which the due index holds:
+-- the claim's update stays HOT (no index entries), and only the attempt's outcome moves run_at.
+ALTER TABLE outbox ADD COLUMN claimed_until timestamptz;

@@ -299,7 +299,8 @@ Deno.test("events acknowledged before a kill -9 are delivered after the restart"
   accepting = true;
   await using _restarted = await spawnServer(env);
   // Rows the killed process had claimed stay leased for a minute; do not wait it out.
-  await db.sql`UPDATE outbox SET run_at = now() WHERE app_id = ${app.appId} AND state = 'pending'`;
+  await db
+    .sql`UPDATE outbox SET run_at = now(), claimed_until = NULL WHERE app_id = ${app.appId} AND state = 'pending'`;
   const deadline = Date.now() + 15_000;
   for (;;) {
     const [{ pending }] = await db.sql`

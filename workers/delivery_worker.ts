@@ -6,11 +6,12 @@
 /// <reference no-default-lib="true" />
 /// <reference lib="deno.worker" />
 import { connect, type Sql } from "../src/db/client.ts";
-import { claimDueDeliveries, deleteOldAttempts } from "../src/db/deliveries.ts";
+import { claimDueDeliveries, deleteOldAttempts, recordAttempts } from "../src/db/deliveries.ts";
+import { createAttemptRecorder } from "../src/webhooks/attempt_recorder.ts";
 import { createSecretBox } from "../src/crypto/secret_box.ts";
 import { createDeliveryLoop, type DeliveryLoop } from "../src/webhooks/delivery_loop.ts";
 import { attemptDelivery } from "../src/webhooks/deliver.ts";
-import { postPinned } from "../src/webhooks/pinned_https.ts";
+import { createConnectionPool, postPinned } from "../src/webhooks/pinned_https.ts";
 import {
   checkWebhookUrl,
   parseAllowList,
@@ -26,6 +27,8 @@ const LEASE_SECONDS = 60;
 let sql: Sql | null = null;
 let loop: DeliveryLoop | null = null;
 let sweep: ReturnType<typeof setInterval> | undefined;
+/** Keep-alive connections to receivers, shared by every attempt of this worker. */
+const connections = createConnectionPool();
 
 self.onmessage = async (event: MessageEvent<DeliveryWorkerMessage>) => {
   const message = event.data;
@@ -35,6 +38,7 @@ self.onmessage = async (event: MessageEvent<DeliveryWorkerMessage>) => {
       const pool = connect(message.databaseUrl, { max: 4, applicationName: "parley-delivery" });
       sql = pool;
       const secretBox = createSecretBox(message.encryptionKey);
+      const recorder = createAttemptRecorder((records) => recordAttempts(pool, records));
       const allow = parseAllowList(message.allowPrivateHosts);
       const staticHosts = message.staticHosts ?? {};
       const resolve: Resolver = (name) =>
@@ -43,10 +47,10 @@ self.onmessage = async (event: MessageEvent<DeliveryWorkerMessage>) => {
         claim: (limit) => claimDueDeliveries(pool, { limit, leaseSeconds: LEASE_SECONDS }),
         attempt: (delivery) =>
           attemptDelivery({
-            sql: pool,
+            record: (record) => recorder.record(record),
             secretBox,
             checkUrl: (url) => checkWebhookUrl(url, { resolve, allow }),
-            post: postPinned,
+            post: (request) => postPinned({ ...request, pool: connections }),
             caCerts: message.caCerts,
           }, delivery),
         onError: (error) => log("error", "webhook delivery failed", describeError(error)),
@@ -66,6 +70,7 @@ self.onmessage = async (event: MessageEvent<DeliveryWorkerMessage>) => {
     case "stop":
       clearInterval(sweep);
       await loop?.stop();
+      connections.close();
       await sql?.end();
       self.postMessage({ type: "stopped" });
       break;

@@ -1,6 +1,6 @@
 /**
  * Queries of webhook deliveries: the `webhook` rows of the outbox and their attempts. A delivery
- * is claimed by moving its `run_at` past a lease in one `FOR UPDATE SKIP LOCKED` statement, so
+ * is claimed by setting a lease (`claimed_until`) in one `FOR UPDATE SKIP LOCKED` statement, so
  * that several deliverers (threads or instances) never take the same row, and a deliverer that
  * dies mid-attempt only delays its rows by the lease.
  */
@@ -8,53 +8,7 @@ import type { Tx } from "./client.ts";
 import { type MessageRow, toMessage } from "./messages.ts";
 import type { Conversation, Message } from "../domain/conversation.ts";
 
-/** A claimed delivery. */
-export interface ClaimedDelivery {
-  appId: number;
-  id: number;
-  topic: string;
-  payload: { conversation_id: number; message_id?: number };
-  /** Attempts made before this one. */
-  attempts: number;
-  createdAt: string;
-}
-
-/** Claims up to `limit` due deliveries for `leaseSeconds`. */
-export async function claimDueDeliveries(
-  sql: Tx,
-  options: { limit: number; leaseSeconds: number },
-): Promise<ClaimedDelivery[]> {
-  const rows = await sql<
-    {
-      app_id: number;
-      id: number;
-      topic: string;
-      payload: ClaimedDelivery["payload"];
-      attempts: number;
-      created_at: string;
-    }[]
-  >`
-    WITH due AS (
-      SELECT app_id, id FROM outbox
-      WHERE kind = 'webhook' AND state = 'pending' AND run_at <= clock_timestamp()
-      ORDER BY run_at
-      LIMIT ${options.limit}
-      FOR UPDATE SKIP LOCKED
-    )
-    UPDATE outbox o SET run_at = clock_timestamp() + make_interval(secs => ${options.leaseSeconds})
-    FROM due WHERE o.app_id = due.app_id AND o.id = due.id
-    RETURNING o.app_id, o.id, o.topic, o.payload, o.attempts, o.created_at`;
-  return rows.map((row) => ({
-    appId: row.app_id,
-    id: row.id,
-    topic: row.topic,
-    payload: row.payload,
-    attempts: row.attempts,
-    createdAt: row.created_at,
-  }));
-}
-
-/** What an attempt needs to know at the moment it runs. */
+/** What an attempt needs to know, read when the delivery is claimed. */
 export interface DeliveryContext {
   /** The application's configuration now; null when it has none. */
   webhook: { url: string; events: string[]; enabled: boolean; secretSealed: string } | null;
@@ -62,36 +16,93 @@ export interface DeliveryContext {
   message: Message | null;
 }
 
-/** Loads the current webhook configuration and the delivery's conversation and message. */
-export async function loadDeliveryContext(
+/** A claimed delivery and its context. */
+export interface ClaimedDelivery {
+  appId: number;
+  id: number;
+  topic: string;
+  /** Attempts made before this one. */
+  attempts: number;
+  createdAt: string;
+  context: DeliveryContext;
+}
+
+interface ClaimedRow {
+  app_id: number;
+  id: number;
+  topic: string;
+  attempts: number;
+  created_at: string;
+  url: string | null;
+  events: string[] | null;
+  enabled: boolean | null;
+  secret_encrypted: string | null;
+  conversation: Conversation | null;
+  message: MessageRow | null;
+}
+
+/**
+ * Claims up to `limit` due deliveries for `leaseSeconds`, each with the configuration in force
+ * now and its conversation and message — one statement for the whole claim, since per-delivery
+ * queries cost the database more than the deliveries themselves.
+ */
+export async function claimDueDeliveries(
   sql: Tx,
-  delivery: ClaimedDelivery,
-): Promise<DeliveryContext> {
-  const { appId, payload } = delivery;
-  const [webhooks, conversations, messages] = await Promise.all([
-    sql<{ url: string; events: string[]; enabled: boolean; secret_encrypted: string }[]>`
-      SELECT url, events, enabled, secret_encrypted FROM webhooks WHERE app_id = ${appId}`,
-    sql<Conversation[]>`
-      SELECT id, client_id, status, channel, last_message_at, created_at
-      FROM conversations WHERE app_id = ${appId} AND id = ${payload.conversation_id}`,
-    payload.message_id === undefined ? Promise.resolve([]) : sql<MessageRow[]>`
-      SELECT id, conversation_id, sender_type, sender_name, message_type, content, payload,
-        internal, status, created_at
-      FROM messages WHERE app_id = ${appId} AND id = ${payload.message_id}`,
-  ]);
-  const webhook = webhooks[0];
-  return {
-    webhook: webhook
-      ? {
-        url: webhook.url,
-        events: webhook.events,
-        enabled: webhook.enabled,
-        secretSealed: webhook.secret_encrypted,
-      }
-      : null,
-    conversation: conversations[0] ?? null,
-    message: messages[0] ? toMessage(messages[0]) : null,
-  };
+  options: { limit: number; leaseSeconds: number },
+): Promise<ClaimedDelivery[]> {
+  const rows = await sql<ClaimedRow[]>`
+    WITH due AS (
+      SELECT app_id, id FROM outbox
+      WHERE kind = 'webhook' AND state = 'pending' AND run_at <= clock_timestamp()
+        AND (claimed_until IS NULL OR claimed_until < clock_timestamp())
+      ORDER BY run_at
+      LIMIT ${options.limit}
+      FOR UPDATE SKIP LOCKED
+    ), claimed AS (
+      UPDATE outbox o
+      SET claimed_until = clock_timestamp() + make_interval(secs => ${options.leaseSeconds})
+      FROM due WHERE o.app_id = due.app_id AND o.id = due.id
+      RETURNING o.app_id, o.id, o.topic, o.payload, o.attempts, o.created_at
+    )
+    SELECT c.app_id, c.id, c.topic, c.attempts, c.created_at,
+      w.url, w.events, w.enabled, w.secret_encrypted,
+      CASE WHEN conv.id IS NOT NULL THEN json_build_object(
+        'id', conv.id, 'client_id', conv.client_id, 'status', conv.status,
+        'channel', conv.channel,
+        'last_message_at',
+        to_char(conv.last_message_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
+        'created_at',
+        to_char(conv.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')
+      ) END AS conversation,
+      CASE WHEN m.id IS NOT NULL THEN json_build_object(
+        'id', m.id, 'conversation_id', m.conversation_id, 'sender_type', m.sender_type,
+        'sender_name', m.sender_name, 'message_type', m.message_type, 'content', m.content,
+        'payload', m.payload, 'internal', m.internal, 'status', m.status,
+        'created_at', to_char(m.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')
+      ) END AS message
+    FROM claimed c
+    LEFT JOIN webhooks w ON w.app_id = c.app_id
+    LEFT JOIN conversations conv
+      ON conv.app_id = c.app_id AND conv.id = (c.payload ->> 'conversation_id')::bigint
+    LEFT JOIN messages m
+      ON m.app_id = c.app_id AND m.id = (c.payload ->> 'message_id')::bigint`;
+  return rows.map((row) => ({
+    appId: row.app_id,
+    id: row.id,
+    topic: row.topic,
+    attempts: row.attempts,
+    createdAt: row.created_at,
+    context: {
+      webhook: row.url === null ? null : {
+        url: row.url,
+        events: row.events ?? [],
+        enabled: row.enabled ?? false,
+        secretSealed: row.secret_encrypted ?? "",
+      },
+      conversation: row.conversation,
+      message: row.message ? toMessage(row.message) : null,
+    },
+  }));
 }
 
 /** One attempt as recorded in the delivery log. */
@@ -108,25 +119,39 @@ export type AttemptOutcome =
   | { state: "failed" }
   | { state: "pending"; retryInMs: number };
 
-/** Records an attempt and moves the delivery to its next state, in one statement. */
-export async function recordAttempt(
-  sql: Tx,
-  delivery: { appId: number; id: number },
-  attempt: AttemptRecord,
-  outcome: AttemptOutcome,
-): Promise<void> {
-  const retryInMs = outcome.state === "pending" ? outcome.retryInMs : 0;
+/** One attempt to record and the state that follows it. */
+export interface RecordedAttempt {
+  delivery: { appId: number; id: number };
+  attempt: AttemptRecord;
+  outcome: AttemptOutcome;
+}
+
+/**
+ * Records attempts and moves their deliveries to their next states, all in one statement (a
+ * busy deliverer finishes hundreds of attempts a second; one statement each would cost the
+ * database more than the deliveries). Deliveries must be distinct.
+ */
+export async function recordAttempts(sql: Tx, records: RecordedAttempt[]): Promise<void> {
+  const column = <T>(pick: (record: RecordedAttempt) => T) => records.map(pick);
   await sql`
-    WITH attempt AS (
+    WITH input AS (
+      SELECT * FROM unnest(
+        ${column((r) => r.delivery.appId)}::bigint[], ${column((r) => r.delivery.id)}::bigint[],
+        ${column((r) => r.attempt.statusCode)}::int[], ${column((r) => r.attempt.latencyMs)}::int[],
+        ${column((r) => r.attempt.error)}::text[],
+        ${column((r) => r.attempt.responseExcerpt)}::text[],
+        ${column((r) => r.outcome.state)}::text[],
+        ${column((r) => r.outcome.state === "pending" ? r.outcome.retryInMs / 1000 : 0)}::float8[]
+      ) AS input (app_id, id, status_code, latency_ms, error, excerpt, state, retry_in)
+    ), attempts AS (
       INSERT INTO webhook_attempts
         (app_id, outbox_id, status_code, latency_ms, error, response_excerpt)
-      VALUES (${delivery.appId}, ${delivery.id}, ${attempt.statusCode}, ${attempt.latencyMs},
-        ${attempt.error}, ${attempt.responseExcerpt})
+      SELECT app_id, id, status_code, latency_ms, error, excerpt FROM input
     )
-    UPDATE outbox SET state = ${outcome.state}, attempts = attempts + 1,
-      last_error = ${attempt.error},
-      run_at = clock_timestamp() + make_interval(secs => ${retryInMs / 1000})
-    WHERE app_id = ${delivery.appId} AND id = ${delivery.id}`;
+    UPDATE outbox o SET state = i.state, attempts = o.attempts + 1, last_error = i.error,
+      run_at = clock_timestamp() + make_interval(secs => i.retry_in), claimed_until = NULL
+    FROM input i
+    WHERE o.app_id = i.app_id AND o.id = i.id`;
 }
 
 /** Deletes attempts older than 14 days and finished deliveries whose attempts are all gone. */
@@ -188,7 +213,7 @@ export async function listDeliveries(
  */
 export async function retryDelivery(sql: Tx, appId: number, id: number): Promise<boolean> {
   const rows = await sql`
-    UPDATE outbox SET state = 'pending', run_at = clock_timestamp()
+    UPDATE outbox SET state = 'pending', run_at = clock_timestamp(), claimed_until = NULL
     WHERE app_id = ${appId} AND id = ${id} AND kind = 'webhook'
     RETURNING id`;
   return rows.length === 1;

@@ -6,13 +6,11 @@
  * any 2xx, a retry on the schedule otherwise (a redirect is a failure), failed when attempts run
  * out.
  */
-import type { Tx } from "../db/client.ts";
 import {
   type AttemptOutcome,
   type AttemptRecord,
   type ClaimedDelivery,
-  loadDeliveryContext,
-  recordAttempt,
+  type RecordedAttempt,
 } from "../db/deliveries.ts";
 import type { SecretBox } from "../crypto/secret_box.ts";
 import { sha256Hex } from "../crypto/tokens.ts";
@@ -27,7 +25,8 @@ export const DELIVERY_TIMEOUT_MS = 10_000;
 
 /** What an attempt needs from the outside world. */
 export interface DeliverDeps {
-  sql: Tx;
+  /** Stores an attempt and the delivery's next state. */
+  record(record: RecordedAttempt): Promise<void>;
   secretBox: SecretBox;
   /** The SSRF guard: the url with the addresses it may go to, or an `UnsafeUrlError`. */
   checkUrl(url: string): Promise<CheckedUrl>;
@@ -52,10 +51,10 @@ export async function attemptDelivery(
   delivery: ClaimedDelivery,
 ): Promise<AttemptOutcome> {
   const now = deps.now ?? Date.now;
-  const context = await loadDeliveryContext(deps.sql, delivery);
+  const { context } = delivery;
   const { webhook } = context;
   const record = (attempt: AttemptRecord, outcome: AttemptOutcome) =>
-    recordAttempt(deps.sql, delivery, attempt, outcome).then(() => outcome);
+    deps.record({ delivery, attempt, outcome }).then(() => outcome);
   const failure = (attempt: AttemptRecord, retryAfterMs: number | null = null) => {
     const retryInMs = nextRetryDelayMs(delivery.attempts + 1, {
       retryAfterMs,

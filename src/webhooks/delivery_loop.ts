@@ -76,15 +76,17 @@ export function createDeliveryLoop<T>(options: DeliveryLoopOptions<T>): Delivery
         slotFreed = null;
         continue;
       }
+      const wanted = batchSize - inFlight.size;
       let claimed: T[] = [];
       try {
-        claimed = await claim(batchSize - inFlight.size);
+        claimed = await claim(wanted);
       } catch (error) {
         onError(error);
       }
       for (const delivery of claimed) start(delivery);
-      // Everything asked for came back: more may be due, so claim again once a slot is free.
-      if (claimed.length === 0 && state === "running") await sleep();
+      // Fewer than asked: nothing else is due until a commit wakes the loop (or the poll does).
+      // Everything asked came back: more may be due, so claim again once a slot is free.
+      if (claimed.length < wanted && state === "running") await sleep();
     }
     await Promise.all(inFlight);
   }

@@ -16,6 +16,11 @@
 
 /** One POST to send. */
 export interface PinnedRequest {
+  /**
+   * Keep-alive connections to reuse and return to; without one, every request opens its own
+   * connection and closes it (`Connection: close`). @default none
+   */
+  pool?: ConnectionPool;
   /** The `https` url; its path and query are sent, its host goes into SNI and `Host`. */
   url: URL;
   /** The IPv4 or IPv6 literal to connect to (IPv6 without brackets); never resolved. */
@@ -66,6 +71,61 @@ function failure(message: string, cause?: unknown): Error {
   return new Error(message, cause === undefined ? undefined : { cause });
 }
 
+/** Idle keep-alive connections, reused by requests that name the same endpoint. */
+export interface ConnectionPool {
+  /** Closes every idle connection; the pool may be used again afterwards. */
+  close(): void;
+}
+
+interface Idle {
+  conn: Deno.TlsConn;
+  since: number;
+}
+
+/** The pool's side that {@linkcode postPinned} uses. */
+interface PoolAccess extends ConnectionPool {
+  take(key: string): Deno.TlsConn | undefined;
+  give(key: string, conn: Deno.TlsConn): void;
+}
+
+/**
+ * Creates a pool. A TLS handshake costs both ends far more CPU than a delivery's request, so a
+ * deliverer that sends many events to one receiver keeps its connections. Connections are keyed by
+ * the checked address, port, server name and trusted roots, so reuse never skips a check.
+ */
+export function createConnectionPool(
+  options: { idleMs?: number; maxIdlePerKey?: number } = {},
+): ConnectionPool {
+  const { idleMs = 4_000, maxIdlePerKey = 64 } = options;
+  const idle = new Map<string, Idle[]>();
+  const pool: PoolAccess = {
+    take(key) {
+      const list = idle.get(key);
+      const now = performance.now();
+      while (list && list.length > 0) {
+        const entry = list.pop()!;
+        if (now - entry.since < idleMs) return entry.conn;
+        closeQuietly(entry.conn);
+      }
+      return undefined;
+    },
+    give(key, conn) {
+      const list = idle.get(key) ?? [];
+      idle.set(key, list);
+      const now = performance.now();
+      while (list.length > 0 && (list.length >= maxIdlePerKey || now - list[0].since >= idleMs)) {
+        closeQuietly(list.shift()!.conn);
+      }
+      list.push({ conn, since: now });
+    },
+    close() {
+      for (const list of idle.values()) for (const entry of list) closeQuietly(entry.conn);
+      idle.clear();
+    },
+  };
+  return pool;
+}
+
 /**
  * POSTs `request.body` to `request.url` over a connection to `request.address`, verifying the
  * server certificate for the url's host name (against the system roots plus `caCerts`). Resolves
@@ -74,18 +134,47 @@ function failure(message: string, cause?: unknown): Error {
  * `timeoutMs` passes. The connection is always closed before the promise settles.
  */
 export async function postPinned(request: PinnedRequest): Promise<PinnedResponse> {
+  const pool = request.pool as PoolAccess | undefined;
+  if (pool) {
+    const key = endpointKey(request);
+    const reused = pool.take(key);
+    if (reused) {
+      try {
+        return await exchange(request, reused);
+      } catch (error) {
+        // The receiver closed the idle connection before reading the request: one fresh try.
+        if (!(error instanceof StaleConnection)) throw error;
+      }
+    }
+  }
+  return await exchange(request);
+}
+
+/** An idle connection the peer had closed: nothing was sent or answered on it. */
+class StaleConnection extends Error {}
+
+function endpointKey(request: PinnedRequest): string {
+  return `${request.address}|${request.url.port}|${request.url.hostname}|${
+    request.caCerts?.join("") ?? ""
+  }`;
+}
+
+/** One request and response, on `reused` or on a new connection. */
+async function exchange(request: PinnedRequest, reused?: Deno.TlsConn): Promise<PinnedResponse> {
   const start = performance.now();
   const { url, timeoutMs } = request;
+  const pool = request.pool as PoolAccess | undefined;
   if (url.protocol !== "https:") throw failure("not an https URL");
   const address = request.address.replace(/^\[(.*)\]$/, "$1");
   if (!IPV4_LITERAL.test(address) && !IPV6_LITERAL.test(address)) {
     throw failure(`address is not an IP literal: ${request.address}`);
   }
-  const head = requestHead(url, request.headers, request.body);
+  const head = requestHead(url, request.headers, request.body, pool !== undefined);
   const port = url.port === "" ? 443 : Number(url.port);
   const serverName = url.hostname.replace(/^\[(.*)\]$/, "$1");
 
-  let conn: Deno.Conn | undefined;
+  let conn: Deno.Conn | undefined = reused;
+  let keep = false;
   let timedOut = false;
   const connectAbort = new AbortController();
   let expire!: (error: Error) => void;
@@ -108,42 +197,60 @@ export async function postPinned(request: PinnedRequest): Promise<PinnedResponse
   };
 
   let phase: "connect" | "TLS" | "write" | "read" = "connect";
+  let source: Source | undefined;
   try {
-    const tcp = await step(
-      Deno.connect({ hostname: address, port, signal: connectAbort.signal }),
-      closeQuietly,
-    );
-    conn = tcp;
-    // The request goes out in one write; Nagle's algorithm would only add delayed-ACK stalls.
-    tcp.setNoDelay(true);
-    phase = "TLS";
-    const tls = await step(
-      Deno.startTls(tcp, { hostname: serverName, caCerts: request.caCerts }),
-      closeQuietly,
-    );
-    conn = tls;
-    await step(tls.handshake());
+    let tls: Deno.TlsConn;
+    if (reused) {
+      tls = reused;
+    } else {
+      const tcp = await step(
+        Deno.connect({ hostname: address, port, signal: connectAbort.signal }),
+        closeQuietly,
+      );
+      conn = tcp;
+      // The request goes out in one write; Nagle's algorithm would only add delayed-ACK stalls.
+      tcp.setNoDelay(true);
+      phase = "TLS";
+      tls = await step(
+        Deno.startTls(tcp, { hostname: serverName, caCerts: request.caCerts }),
+        closeQuietly,
+      );
+      conn = tls;
+      await step(tls.handshake());
+    }
     phase = "write";
     await step(writeAll(tls, head));
     phase = "read";
-    const response = await readResponse(new Source(tls, step));
+    source = new Source(tls, step);
+    const response = await readResponse(source);
+    keep = pool !== undefined && !source.ended && !source.capped &&
+      source.pending.length === 0 && !/\bclose\b/i.test(response.headers.get("connection") ?? "");
     return { ...response, latencyMs: Math.round(performance.now() - start) };
   } catch (error) {
     if (timedOut) throw failure(`timeout after ${timeoutMs} ms`, error);
+    if (reused && (source === undefined || source.received === 0)) {
+      throw new StaleConnection("stale", { cause: error });
+    }
     throw describe(error, phase);
   } finally {
     clearTimeout(timer);
-    if (conn !== undefined) closeQuietly(conn);
+    if (keep && pool && conn !== undefined) pool.give(endpointKey(request), conn as Deno.TlsConn);
+    else if (conn !== undefined) closeQuietly(conn);
   }
 }
 
 /** The request line, headers and body, encoded. */
-function requestHead(url: URL, headers: Record<string, string>, body: string): Uint8Array {
+function requestHead(
+  url: URL,
+  headers: Record<string, string>,
+  body: string,
+  keepAlive: boolean,
+): Uint8Array {
   const bytes = new TextEncoder().encode(body);
   const lines = [
     `POST ${url.pathname || "/"}${url.search} HTTP/1.1`,
     `Host: ${url.host}`,
-    "Connection: close",
+    keepAlive ? "Connection: keep-alive" : "Connection: close",
     `Content-Length: ${bytes.length}`,
   ];
   for (const [name, value] of Object.entries(headers)) {

@@ -5,7 +5,12 @@
  * connection went to the pinned address while TLS and `Host` used the url's host name.
  */
 import assert from "node:assert/strict";
-import { EXCERPT_BYTES, type PinnedRequest, postPinned } from "./pinned_https.ts";
+import {
+  createConnectionPool,
+  EXCERPT_BYTES,
+  type PinnedRequest,
+  postPinned,
+} from "./pinned_https.ts";
 import { selfSignedCertificate } from "../../tests/support/tls.ts";
 
 const HOOKS = await selfSignedCertificate(["hooks.test"]);
@@ -378,4 +383,55 @@ Deno.test("postPinned connects to an IPv6 address when the machine has IPv6 loop
   assert.equal(response.bodyExcerpt, "v6");
   assert.equal(seen[0].host, `hooks.test:${port}`);
   assert.equal(seen[0].remoteAddress, "::1");
+});
+
+Deno.test("postPinned() with a pool reuses one keep-alive connection per endpoint", async () => {
+  const ports: number[] = [];
+  const server = Deno.serve(
+    { port: 0, hostname: "127.0.0.1", ...HOOKS, onListen() {} },
+    (_request, info) => {
+      ports.push(info.remoteAddr.port);
+      return new Response("ok");
+    },
+  );
+  const pool = createConnectionPool();
+  try {
+    for (let i = 0; i < 3; i++) {
+      const response = await postPinned(hookRequest(server.addr.port, { pool }));
+      assert.equal(response.status, 200);
+      assert.equal(response.bodyExcerpt, "ok");
+    }
+    assert.equal(ports.length, 3);
+    assert.equal(new Set(ports).size, 1, "one connection for all three");
+  } finally {
+    pool.close();
+    await server.shutdown();
+  }
+});
+
+Deno.test("postPinned() with a pool opens a new connection when the idle one was closed", async () => {
+  let answered = 0;
+  const first = Deno.serve(
+    { port: 0, hostname: "127.0.0.1", ...HOOKS, onListen() {} },
+    () => new Response(String(++answered)),
+  );
+  const port = first.addr.port;
+  const pool = createConnectionPool();
+  try {
+    assert.equal((await postPinned(hookRequest(port, { pool }))).bodyExcerpt, "1");
+    // The receiver restarts: the pooled connection is dead when it is next used.
+    await first.shutdown();
+    const second = Deno.serve(
+      { port, hostname: "127.0.0.1", ...HOOKS, onListen() {} },
+      () => new Response("fresh"),
+    );
+    try {
+      const response = await postPinned(hookRequest(port, { pool }));
+      assert.equal(response.bodyExcerpt, "fresh");
+    } finally {
+      await second.shutdown();
+    }
+  } finally {
+    pool.close();
+  }
 });
