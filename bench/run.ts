@@ -20,7 +20,8 @@ import { cpuSecondsOf, cpuSecondsOfDescendants } from "./cpu.ts";
 import { executeCommand } from "../src/cli.ts";
 import { connect } from "../src/db/client.ts";
 import { openDatabase } from "../src/db/database.ts";
-import { startWebhookReceiver, type WebhookReceiver } from "./webhook_receiver.ts";
+import type { ReceiverStats } from "./webhook_receiver.ts";
+import { selfSignedCertificate } from "../tests/support/tls.ts";
 
 /** A scenario's outcome: the load's figures and the CPU each party spent per request. */
 interface Measured {
@@ -66,8 +67,21 @@ const root = new URL("../", import.meta.url).pathname;
 
 const dataDir = await Deno.makeTempDir({ prefix: "parley-bench-" });
 const children: Deno.ChildProcess[] = [];
-const receiver = await startWebhookReceiver();
+const certificate = await selfSignedCertificate(["localhost"]);
+const caFile = `${dataDir}-ca.pem`;
+const keyFile = `${dataDir}-key.pem`;
+await Deno.writeTextFile(caFile, certificate.cert);
+await Deno.writeTextFile(keyFile, certificate.key);
 try {
+  const receiverPort = await freePort();
+  children.push(
+    spawn(
+      ["run", "-A", `${root}bench/webhook_receiver.ts`, String(receiverPort), caFile, keyFile],
+      {},
+    ),
+  );
+  const receiverUrl = `https://127.0.0.1:${receiverPort}/hook`;
+  const receiverClient = Deno.createHttpClient({ caCerts: [certificate.cert] });
   const parleyPort = await freePort();
   const parleyFlags = (Deno.env.get("BENCH_DENO_FLAGS") ?? "").split(" ").filter(Boolean);
   const parleyProcess = spawn(["run", "-A", ...parleyFlags, `${root}main.ts`], {
@@ -78,7 +92,7 @@ try {
     RATE_LIMIT_PER_MINUTE: "100000000",
     WORKERS: workers,
     WEBHOOK_ALLOW_PRIVATE_HOSTS: "127.0.0.1/32",
-    WEBHOOK_CA_FILE: receiver.caFile,
+    WEBHOOK_CA_FILE: caFile,
   });
   children.push(parleyProcess);
   const helloPort = await freePort();
@@ -140,7 +154,7 @@ try {
       const res = await fetch(`${parley}/openapi/v1/webhook`, {
         method: "PUT",
         headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
-        body: JSON.stringify({ url: receiver.url, events: ["message.sent"] }),
+        body: JSON.stringify({ url: receiverUrl, events: ["message.sent"] }),
       });
       if (!res.ok) throw new Error(`PUT /webhook: ${res.status} ${await res.text()}`);
     }
@@ -153,12 +167,17 @@ try {
       () => runLoad(scenarios[1][1], { ...load, port: parleyPort }),
     );
     results.push(measured);
-    webhookLine = await webhookReport(receiver, measured.load.completed, startedAt);
+    webhookLine = await webhookReport(
+      () =>
+        fetch(`https://127.0.0.1:${receiverPort}/stats`, { client: receiverClient })
+          .then((res) => res.json() as Promise<ReceiverStats>),
+      measured.load.completed,
+      startedAt,
+    );
   }
   printTable(results);
   if (webhookLine) console.log(webhookLine);
 } finally {
-  await receiver.stop();
   for (const child of children) {
     try {
       child.kill("SIGTERM");
@@ -168,6 +187,8 @@ try {
     await child.status;
   }
   await Deno.remove(dataDir, { recursive: true }).catch(() => {});
+  await Deno.remove(caFile).catch(() => {});
+  await Deno.remove(keyFile).catch(() => {});
 }
 
 /**
@@ -175,23 +196,25 @@ try {
  * after commit, the delivery rate during the load, and how long the backlog took to drain.
  */
 async function webhookReport(
-  receiver: WebhookReceiver,
+  stats: () => Promise<ReceiverStats>,
   sent: number,
   startedAt: number,
 ): Promise<string> {
   const loadEnded = Date.now();
-  while (receiver.deliveries.length < sent && Date.now() - loadEnded < 60_000) {
-    await new Promise((resolve) => setTimeout(resolve, 100));
+  let { deliveries } = await stats();
+  while (deliveries.length < sent && Date.now() - loadEnded < 60_000) {
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    ({ deliveries } = await stats());
   }
   const drainedAfter = (Date.now() - loadEnded) / 1000;
-  const latencies = receiver.deliveries.map((d) => d.latencyMs).sort((a, b) => a - b);
+  const latencies = deliveries.map((d) => d.latencyMs).sort((a, b) => a - b);
   const at = (q: number) =>
     latencies[Math.min(latencies.length - 1, Math.floor(q * latencies.length))];
-  const duringLoad = receiver.deliveries.filter((d) => d.at <= loadEnded).length;
-  const rate = duringLoad / ((loadEnded - startedAt) / 1000);
-  return `webhooks: ${receiver.deliveries.length} of ${sent} replies delivered, ` +
-    `p50 ${at(0.5)} ms, p99 ${at(0.99)} ms after commit, ${rate.toFixed(0)} deliveries/s ` +
-    `during the load (sends ${(sent / ((loadEnded - startedAt) / 1000)).toFixed(0)}/s), ` +
+  const duringLoad = deliveries.filter((d) => d.at <= loadEnded).length;
+  const seconds = (loadEnded - startedAt) / 1000;
+  return `webhooks: ${deliveries.length} of ${sent} replies delivered, ` +
+    `p50 ${at(0.5)} ms, p99 ${at(0.99)} ms after commit, ${(duringLoad / seconds).toFixed(0)} ` +
+    `deliveries/s during the load (sends ${(sent / seconds).toFixed(0)}/s), ` +
     `backlog drained ${drainedAfter.toFixed(1)} s after the load`;
 }
 
