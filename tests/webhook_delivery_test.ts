@@ -67,6 +67,14 @@ interface DeliveryRow {
   later: boolean;
 }
 
+/** An instance that may deliver to the loopback receiver and trusts its certificate. */
+function startDeliveringServer(databaseUrl: string, caFile: string) {
+  return startTestServer(databaseUrl, {
+    WEBHOOK_ALLOW_PRIVATE_HOSTS: "127.0.0.1/32",
+    WEBHOOK_CA_FILE: caFile,
+  });
+}
+
 async function subscribe(baseUrl: string, key: string, url: string, events: string[]) {
   const res = await apiCall(baseUrl, "/webhook", { method: "PUT", key, json: { url, events } });
   assert.equal(res.status, 200, JSON.stringify(res.json));
@@ -76,10 +84,7 @@ async function subscribe(baseUrl: string, key: string, url: string, events: stri
 Deno.test("a committed message is delivered once to the webhook, signed both ways", async () => {
   await using db = await createTestDatabase();
   await using receiver = await startReceiver();
-  await using server = await startTestServer(db.url, {
-    WEBHOOK_ALLOW_PRIVATE_HOSTS: "127.0.0.1/32",
-    WEBHOOK_CA_FILE: receiver.caFile,
-  });
+  await using server = await startDeliveringServer(db.url, receiver.caFile);
   const app = await createKeyedApp(db.sql);
   const secret = await subscribe(server.baseUrl, app.key, receiver.url, [
     "chat.started",
@@ -144,10 +149,7 @@ Deno.test("a failed attempt is recorded and retried; a redirect counts as a fail
       ? new Response(null, { status: 302, headers: { location: "https://example.com/" } })
       : new Response("thanks")
   );
-  await using server = await startTestServer(db.url, {
-    WEBHOOK_ALLOW_PRIVATE_HOSTS: "127.0.0.1/32",
-    WEBHOOK_CA_FILE: receiver.caFile,
-  });
+  await using server = await startDeliveringServer(db.url, receiver.caFile);
   const app = await createKeyedApp(db.sql);
   await subscribe(server.baseUrl, app.key, receiver.url, ["message.received"]);
   await createVisitorChat(server.baseUrl, app.publicId);
@@ -181,10 +183,7 @@ Deno.test("a failed attempt is recorded and retried; a redirect counts as a fail
 Deno.test("disabling the webhook cancels pending deliveries", async () => {
   await using db = await createTestDatabase();
   await using receiver = await startReceiver(() => new Response("down", { status: 503 }));
-  await using server = await startTestServer(db.url, {
-    WEBHOOK_ALLOW_PRIVATE_HOSTS: "127.0.0.1/32",
-    WEBHOOK_CA_FILE: receiver.caFile,
-  });
+  await using server = await startDeliveringServer(db.url, receiver.caFile);
   const app = await createKeyedApp(db.sql);
   await subscribe(server.baseUrl, app.key, receiver.url, ["message.received"]);
   await createVisitorChat(server.baseUrl, app.publicId);
@@ -208,10 +207,7 @@ Deno.test("the delivery log lists attempts newest first, and a retry runs a new 
   await using receiver = await startReceiver((n) =>
     n === 1 ? new Response("nope", { status: 400 }) : new Response("fine")
   );
-  await using server = await startTestServer(db.url, {
-    WEBHOOK_ALLOW_PRIVATE_HOSTS: "127.0.0.1/32",
-    WEBHOOK_CA_FILE: receiver.caFile,
-  });
+  await using server = await startDeliveringServer(db.url, receiver.caFile);
   const app = await createKeyedApp(db.sql, "A");
   const other = await createKeyedApp(db.sql, "B");
   await subscribe(server.baseUrl, app.key, receiver.url, ["message.received"]);

@@ -4,19 +4,11 @@
  * replies, because per-statement overhead is what group commit saves.
  */
 import type { Tx } from "./client.ts";
+import type { SendReplyCommand } from "../actors/protocol.ts";
 import { REPLY_WINDOW_HOURS } from "../domain/conversation.ts";
 
-/** A reply to store. */
-export interface ReplyInput {
-  appId: number;
-  chatId: number;
-  senderType: "agent" | "bot" | "ai" | "flow";
-  senderName: string | null;
-  messageType: string;
-  content: string;
-  /** The rich document, null for plain text. */
-  payload: unknown;
-}
+/** A reply to store: the command without its kind. */
+export type ReplyInput = Omit<SendReplyCommand, "kind">;
 
 /** What became of one reply. */
 export type AppendedReply =
