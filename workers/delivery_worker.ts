@@ -35,7 +35,13 @@ self.onmessage = async (event: MessageEvent<DeliveryWorkerMessage>) => {
   switch (message.type) {
     case "init": {
       setLogLevel(message.logLevel);
-      const pool = connect(message.databaseUrl, { max: 4, applicationName: "parley-delivery" });
+      const pool = connect(message.databaseUrl, {
+        max: 4,
+        applicationName: "parley-delivery",
+        // As in the actor workers: batch statements join their inputs to big tables by key, and a
+        // generic plan guessing 100 input rows would otherwise scan the outbox whole each time.
+        settings: { enable_seqscan: "off" },
+      });
       sql = pool;
       const secretBox = createSecretBox(message.encryptionKey);
       const recorder = createAttemptRecorder((records) => recordAttempts(pool, records));
