@@ -3,6 +3,7 @@
  * mean a new event (at most once per tick), and stops it after the attempts in flight.
  */
 import type { DeliveryWorkerMessage, DeliveryWorkerReply } from "./delivery_protocol.ts";
+import { log } from "../log.ts";
 
 const WORKER_URL = new URL("../../workers/delivery_worker.ts", import.meta.url);
 
@@ -23,8 +24,24 @@ export async function startDeliveryWorker(
   const answered = (type: DeliveryWorkerReply["type"]) =>
     new Promise<void>((resolve) => replies.set(type, resolve));
   const ready = answered("ready");
+  const failed = new Promise<never>((_, reject) => {
+    worker.onerror = (event) => {
+      event.preventDefault();
+      reject(new Error(`The delivery worker failed: ${event.message}`));
+    };
+  });
   worker.postMessage(init);
-  await ready;
+  try {
+    await Promise.race([ready, failed]);
+  } catch (error) {
+    worker.terminate();
+    throw error;
+  }
+  // Later crashes are logged; deliveries wait in the outbox for the next start.
+  worker.onerror = (event) => {
+    event.preventDefault();
+    log("error", "delivery worker crashed", { error: event.message });
+  };
   let wakePending = false;
   return {
     wake() {
@@ -38,7 +55,10 @@ export async function startDeliveryWorker(
     async stop() {
       const stopped = answered("stopped");
       worker.postMessage({ type: "stop" } satisfies DeliveryWorkerMessage);
-      await stopped;
+      // Attempts in flight end within their 10 s timeout; a crashed worker never answers.
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      await Promise.race([stopped, new Promise((resolve) => timer = setTimeout(resolve, 15_000))]);
+      clearTimeout(timer);
       worker.terminate();
     },
   };
