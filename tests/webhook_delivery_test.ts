@@ -7,6 +7,7 @@ import { apiCall, createKeyedApp, createVisitorChat } from "./support/open_api.t
 import { selfSignedCertificate } from "./support/tls.ts";
 import { createVisitor, waitUntil } from "./support/realtime.ts";
 import { commitBatch } from "../src/db/write_batch.ts";
+import { deleteOldAttempts } from "../src/db/deliveries.ts";
 import type { Sql } from "../src/db/client.ts";
 
 /** A request the receiver got. */
@@ -349,4 +350,44 @@ Deno.test("the url is checked again at delivery: a name that now resolves privat
   assert.equal(row.state, "pending", "retried later, in case DNS changes back");
   assert.equal(row.last_error, "refused by the SSRF guard: blocked address 127.0.0.1");
   assert.equal(receiver.received.length, 0, "nothing reached the private address");
+});
+
+Deno.test("a 429 with Retry-After postpones the next attempt by at least what it asks", async () => {
+  await using db = await createTestDatabase();
+  await using receiver = await startReceiver(() =>
+    new Response("slow down", { status: 429, headers: { "retry-after": "120" } })
+  );
+  await using server = await startDeliveringServer(db.url, receiver.caFile);
+  const app = await createKeyedApp(db.sql);
+  await subscribe(server.baseUrl, app.key, receiver.url, ["message.received"]);
+  await createVisitorChat(server.baseUrl, app.publicId);
+  const row = await settled(db.sql, app.appId, (row) => row.attempts === 1);
+  assert.equal(row.last_error, "HTTP 429");
+  const [{ wait }] = await db.sql`
+    SELECT extract(epoch FROM run_at - now())::float8 AS wait FROM outbox WHERE id = ${row.id}`;
+  assert.ok(wait > 110 && wait <= 121, `next attempt in ${wait} s`);
+});
+
+Deno.test("deleteOldAttempts() forgets finished deliveries and attempts after 14 days", async () => {
+  await using db = await createTestDatabase();
+  const app = await createKeyedApp(db.sql);
+  const insert = (state: string, daysAgo: number) =>
+    db.sql`
+      WITH o AS (
+        INSERT INTO outbox (app_id, kind, topic, payload, state, created_at)
+        VALUES (${app.appId}, 'webhook', 'message.sent', '{}', ${state},
+          now() - make_interval(days => ${daysAgo}))
+        RETURNING app_id, id
+      )
+      INSERT INTO webhook_attempts (app_id, outbox_id, latency_ms, attempted_at)
+      SELECT app_id, id, 1, now() - make_interval(days => ${daysAgo}) FROM o`;
+  await insert("succeeded", 15);
+  await insert("failed", 15);
+  await insert("succeeded", 13);
+  await insert("pending", 15);
+  assert.equal(await deleteOldAttempts(db.sql), 2);
+  const left = await db.sql`SELECT state FROM outbox ORDER BY id`;
+  assert.deepEqual(left.map((r) => r.state), ["succeeded", "pending"]);
+  const [{ n }] = await db.sql`SELECT count(*)::int AS n FROM webhook_attempts`;
+  assert.equal(n, 1, "only the recent attempt stays (old ones of a pending delivery go too)");
 });
