@@ -348,7 +348,8 @@ Deno.test("the url is checked again at delivery: a name that now resolves privat
   await createVisitorChat(server.baseUrl, app.publicId);
   const row = await settled(db.sql, app.appId, (row) => row.attempts === 1);
   assert.equal(row.state, "pending", "retried later, in case DNS changes back");
-  assert.equal(row.last_error, "refused by the SSRF guard: blocked address 127.0.0.1");
+  // The blocked address stays in the server's log: the tenant's log must not probe DNS.
+  assert.equal(row.last_error, "refused by the SSRF guard");
   assert.equal(receiver.received.length, 0, "nothing reached the private address");
 });
 
@@ -385,9 +386,26 @@ Deno.test("deleteOldAttempts() forgets finished deliveries and attempts after 14
   await insert("failed", 15);
   await insert("succeeded", 13);
   await insert("pending", 15);
+  // Created long ago, but retried by hand yesterday: its new attempt is kept, and so is it.
+  await insert("failed", 20);
+  await db.sql`INSERT INTO webhook_attempts (app_id, outbox_id, latency_ms, attempted_at)
+    SELECT app_id, max(id), 1, now() - interval '1 day' FROM outbox GROUP BY app_id`;
   assert.equal(await deleteOldAttempts(db.sql), 2);
   const left = await db.sql`SELECT state FROM outbox ORDER BY id`;
-  assert.deepEqual(left.map((r) => r.state), ["succeeded", "pending"]);
+  assert.deepEqual(left.map((r) => r.state), ["succeeded", "pending", "failed"]);
   const [{ n }] = await db.sql`SELECT count(*)::int AS n FROM webhook_attempts`;
-  assert.equal(n, 1, "only the recent attempt stays (old ones of a pending delivery go too)");
+  assert.equal(n, 2, "only recent attempts stay (old ones of kept deliveries go too)");
+});
+
+Deno.test("a receiver's answer holding a NUL byte is recorded, not lost with its batch", async () => {
+  await using db = await createTestDatabase();
+  await using receiver = await startReceiver(() => new Response("ok\u0000done"));
+  await using server = await startDeliveringServer(db.url, receiver.caFile);
+  const app = await createKeyedApp(db.sql);
+  await subscribe(server.baseUrl, app.key, receiver.url, ["message.received"]);
+  await createVisitorChat(server.baseUrl, app.publicId);
+  const row = await settled(db.sql, app.appId, (row) => row.state !== "pending");
+  assert.equal(row.state, "succeeded");
+  const [attempt] = await db.sql`SELECT response_excerpt FROM webhook_attempts`;
+  assert.equal(attempt.response_excerpt, "ok\uFFFDdone");
 });

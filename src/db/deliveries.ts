@@ -24,6 +24,8 @@ export interface ClaimedDelivery {
   /** Attempts made before this one. */
   attempts: number;
   createdAt: string;
+  /** The lease of this claim; recording the attempt requires it still to be in place. */
+  claimedUntil: string;
   context: DeliveryContext;
 }
 
@@ -33,6 +35,7 @@ interface ClaimedRow {
   topic: string;
   attempts: number;
   created_at: string;
+  claimed_until: string;
   url: string | null;
   events: string[] | null;
   enabled: boolean | null;
@@ -62,9 +65,9 @@ export async function claimDueDeliveries(
       UPDATE outbox o
       SET claimed_until = clock_timestamp() + make_interval(secs => ${options.leaseSeconds})
       FROM due WHERE o.app_id = due.app_id AND o.id = due.id
-      RETURNING o.app_id, o.id, o.topic, o.payload, o.attempts, o.created_at
+      RETURNING o.app_id, o.id, o.topic, o.payload, o.attempts, o.created_at, o.claimed_until
     )
-    SELECT c.app_id, c.id, c.topic, c.attempts, c.created_at,
+    SELECT c.app_id, c.id, c.topic, c.attempts, c.created_at, c.claimed_until,
       w.url, w.events, w.enabled, w.secret_encrypted,
       CASE WHEN conv.id IS NOT NULL THEN json_build_object(
         'id', conv.id, 'client_id', conv.client_id, 'status', conv.status,
@@ -92,6 +95,7 @@ export async function claimDueDeliveries(
     topic: row.topic,
     attempts: row.attempts,
     createdAt: row.created_at,
+    claimedUntil: row.claimed_until,
     context: {
       webhook: row.url === null ? null : {
         url: row.url,
@@ -121,7 +125,7 @@ export type AttemptOutcome =
 
 /** One attempt to record and the state that follows it. */
 export interface RecordedAttempt {
-  delivery: { appId: number; id: number };
+  delivery: { appId: number; id: number; claimedUntil: string };
   attempt: AttemptRecord;
   outcome: AttemptOutcome;
 }
@@ -141,8 +145,9 @@ export async function recordAttempts(sql: Tx, records: RecordedAttempt[]): Promi
         ${column((r) => r.attempt.error)}::text[],
         ${column((r) => r.attempt.responseExcerpt)}::text[],
         ${column((r) => r.outcome.state)}::text[],
-        ${column((r) => r.outcome.state === "pending" ? r.outcome.retryInMs / 1000 : 0)}::float8[]
-      ) AS input (app_id, id, status_code, latency_ms, error, excerpt, state, retry_in)
+        ${column((r) => r.outcome.state === "pending" ? r.outcome.retryInMs / 1000 : 0)}::float8[],
+        ${column((r) => r.delivery.claimedUntil)}::timestamptz[]
+      ) AS input (app_id, id, status_code, latency_ms, error, excerpt, state, retry_in, claim)
     ), attempts AS (
       INSERT INTO webhook_attempts
         (app_id, outbox_id, status_code, latency_ms, error, response_excerpt)
@@ -151,7 +156,8 @@ export async function recordAttempts(sql: Tx, records: RecordedAttempt[]): Promi
     UPDATE outbox o SET state = i.state, attempts = o.attempts + 1, last_error = i.error,
       run_at = clock_timestamp() + make_interval(secs => i.retry_in), claimed_until = NULL
     FROM input i
-    WHERE o.app_id = i.app_id AND o.id = i.id`;
+    -- Only while this claim holds: a manual retry or an expired lease handed the delivery on.
+    WHERE o.app_id = i.app_id AND o.id = i.id AND o.claimed_until = i.claim`;
 }
 
 /** Deletes attempts older than 14 days and finished deliveries whose attempts are all gone. */
@@ -160,9 +166,14 @@ export async function deleteOldAttempts(sql: Tx): Promise<number> {
     WITH gone AS (
       DELETE FROM webhook_attempts WHERE attempted_at < clock_timestamp() - interval '14 days'
     )
-    DELETE FROM outbox
+    DELETE FROM outbox o
     WHERE kind = 'webhook' AND state <> 'pending'
-      AND created_at < clock_timestamp() - interval '14 days'`;
+      AND created_at < clock_timestamp() - interval '14 days'
+      AND NOT EXISTS (
+        SELECT 1 FROM webhook_attempts a
+        WHERE a.app_id = o.app_id AND a.outbox_id = o.id
+          AND a.attempted_at >= clock_timestamp() - interval '14 days'
+      )`;
   return result.count;
 }
 
@@ -213,8 +224,15 @@ export async function listDeliveries(
  */
 export async function retryDelivery(sql: Tx, appId: number, id: number): Promise<boolean> {
   const rows = await sql`
-    UPDATE outbox SET state = 'pending', run_at = clock_timestamp(), claimed_until = NULL
-    WHERE app_id = ${appId} AND id = ${id} AND kind = 'webhook'
-    RETURNING id`;
+    WITH target AS (
+      SELECT id, claimed_until > clock_timestamp() AS busy FROM outbox
+      WHERE app_id = ${appId} AND id = ${id} AND kind = 'webhook'
+    ), retried AS (
+      -- An attempt in flight is left alone: it records its own outcome.
+      UPDATE outbox o SET state = 'pending', run_at = clock_timestamp(), claimed_until = NULL
+      FROM target t
+      WHERE o.app_id = ${appId} AND o.id = t.id AND t.busy IS NOT TRUE
+    )
+    SELECT id FROM target`;
   return rows.length === 1;
 }

@@ -34,7 +34,14 @@ export function createAttemptRecorder(write: WriteAttempts): AttemptRecorder {
         await write(batch.map((entry) => entry.record));
         for (const entry of batch) entry.resolve();
       } catch (error) {
-        for (const entry of batch) entry.reject(error);
+        if (batch.length === 1) {
+          batch[0].reject(error);
+          continue;
+        }
+        // One bad record must not cost the others theirs: write them one by one.
+        for (const entry of batch) {
+          await write([entry.record]).then(entry.resolve, entry.reject);
+        }
       }
     }
     writing = false;

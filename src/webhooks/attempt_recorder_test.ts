@@ -4,7 +4,7 @@ import type { RecordedAttempt } from "../db/deliveries.ts";
 
 function attempt(id: number): RecordedAttempt {
   return {
-    delivery: { appId: 1, id },
+    delivery: { appId: 1, id, claimedUntil: "2026-11-22T00:00:00.000000Z" },
     attempt: { statusCode: 200, latencyMs: 1, error: null, responseExcerpt: "" },
     outcome: { state: "succeeded" },
   };
@@ -23,6 +23,28 @@ Deno.test("createAttemptRecorder() writes attempts that arrive during a write to
   release();
   await Promise.all([first, ...rest]);
   assert.deepEqual(writes, [[1], [2, 3, 4]]);
+});
+
+Deno.test("createAttemptRecorder() writes a failed batch one by one, so one bad record fails alone", async () => {
+  const written: number[][] = [];
+  let release!: () => void;
+  const recorder = createAttemptRecorder(async (records) => {
+    if (written.length === 0) {
+      written.push([]);
+      await new Promise<void>((resolve) => release = resolve);
+      return;
+    }
+    if (records.some((r) => r.delivery.id === 13)) throw new Error("bad record");
+    written.push(records.map((r) => r.delivery.id));
+  });
+  const first = recorder.record(attempt(1));
+  await new Promise((resolve) => setTimeout(resolve, 1));
+  const results = Promise.allSettled([12, 13, 14].map((id) => recorder.record(attempt(id))));
+  release();
+  await first;
+  const settled = await results;
+  assert.deepEqual(settled.map((r) => r.status), ["fulfilled", "rejected", "fulfilled"]);
+  assert.deepEqual(written.slice(1), [[12], [14]]);
 });
 
 Deno.test("createAttemptRecorder() rejects the attempts of a failed write and goes on", async () => {

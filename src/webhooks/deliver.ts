@@ -19,6 +19,7 @@ import type { CheckedUrl } from "./ssrf_guard.ts";
 import { UnsafeUrlError } from "./ssrf_guard.ts";
 import type { PinnedRequest, PinnedResponse } from "./pinned_https.ts";
 import { signatureHeaders } from "./signature.ts";
+import { log } from "../log.ts";
 
 /** How long a receiver has to answer. */
 export const DELIVERY_TIMEOUT_MS = 10_000;
@@ -40,6 +41,16 @@ export interface DeliverDeps {
   random?: () => number;
 }
 
+/** PostgreSQL text cannot hold NUL; a receiver's answer may. */
+function storable(attempt: AttemptRecord): AttemptRecord {
+  const clean = (text: string | null) => text?.replaceAll("\u0000", "\uFFFD") ?? null;
+  return {
+    ...attempt,
+    error: clean(attempt.error),
+    responseExcerpt: clean(attempt.responseExcerpt),
+  };
+}
+
 /** The event id of a delivery: `evt_` + hex, the same on every attempt. */
 export function eventIdOf(delivery: { appId: number; id: number }): string {
   return `evt_${sha256Hex(`${delivery.appId}:${delivery.id}`).slice(0, 24)}`;
@@ -54,7 +65,7 @@ export async function attemptDelivery(
   const { context } = delivery;
   const { webhook } = context;
   const record = (attempt: AttemptRecord, outcome: AttemptOutcome) =>
-    deps.record({ delivery, attempt, outcome }).then(() => outcome);
+    deps.record({ delivery, attempt: storable(attempt), outcome }).then(() => outcome);
   const failure = (attempt: AttemptRecord, retryAfterMs: number | null = null) => {
     const retryInMs = nextRetryDelayMs(delivery.attempts + 1, {
       retryAfterMs,
@@ -96,11 +107,14 @@ export async function attemptDelivery(
   try {
     checked = await deps.checkUrl(webhook.url);
   } catch (error) {
+    // The reason (e.g. the blocked address) stays in the server's log: shown to the tenant, it
+    // would let a name they control probe internal DNS.
     const reason = error instanceof UnsafeUrlError ? error.reason : String(error);
+    log("warn", "webhook url refused at delivery", { app_id: delivery.appId, reason });
     return failure({
       statusCode: null,
       latencyMs: Math.round(performance.now() - started),
-      error: `refused by the SSRF guard: ${reason}`,
+      error: "refused by the SSRF guard",
       responseExcerpt: null,
     });
   }

@@ -92,6 +92,19 @@ export function createConnectionPool(
 ): ConnectionPool {
   const { idleMs = 4_000, maxIdlePerKey = 64 } = options;
   const idle = new Map<string, Idle[]>();
+  let sweeper: ReturnType<typeof setInterval> | undefined;
+  /** Closes what idled too long, so endpoints nobody calls any more hold no sockets. */
+  function sweep(): void {
+    const now = performance.now();
+    for (const [key, list] of idle) {
+      while (list.length > 0 && now - list[0].since >= idleMs) closeQuietly(list.shift()!.conn);
+      if (list.length === 0) idle.delete(key);
+    }
+    if (idle.size === 0) {
+      clearInterval(sweeper);
+      sweeper = undefined;
+    }
+  }
   const pool: PoolAccess = {
     take(key) {
       const list = idle.get(key);
@@ -111,8 +124,15 @@ export function createConnectionPool(
         closeQuietly(list.shift()!.conn);
       }
       list.push({ conn, since: now });
+      if (sweeper === undefined) {
+        const timer = setInterval(sweep, idleMs);
+        Deno.unrefTimer(timer);
+        sweeper = timer;
+      }
     },
     close() {
+      clearInterval(sweeper);
+      sweeper = undefined;
       for (const list of idle.values()) for (const entry of list) closeQuietly(entry.conn);
       idle.clear();
     },

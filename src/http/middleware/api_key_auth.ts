@@ -67,8 +67,11 @@ export function apiKeyAuth(
   }
 
   function sweep(now: number): void {
+    // Oldest first (a Map iterates in insertion order): expired entries, then whatever exceeds
+    // the size, and no further — a flood of new keys costs one deletion each, not a full pass.
     for (const [key, entry] of cache) {
       if (entry.expiresAt <= now || cache.size > cacheSize) cache.delete(key);
+      else break;
     }
   }
 
