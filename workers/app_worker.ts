@@ -7,7 +7,7 @@
 /// <reference lib="deno.worker" />
 import { type CommitLoop, createCommitLoop, SHUTTING_DOWN } from "../src/actors/commit_loop.ts";
 import type { CommandResult, FromWorker, Reply, ToWorker } from "../src/actors/protocol.ts";
-import { connect, type Sql } from "../src/db/client.ts";
+import { connectWorkerPool, type Sql } from "../src/db/client.ts";
 import { commitBatch } from "../src/db/write_batch.ts";
 import { setLogLevel } from "../src/log.ts";
 
@@ -37,14 +37,7 @@ self.onmessage = async (event: MessageEvent<ToWorker>) => {
   switch (message.type) {
     case "init": {
       setLogLevel(message.logLevel);
-      const pool = connect(message.databaseUrl, {
-        max: 4,
-        applicationName: "parley-worker",
-        // Every write statement is built as index probes, and postgres.js caches its plan per
-        // connection. A generic plan made while a table was nearly empty would otherwise keep
-        // scanning that table whole long after it grew.
-        settings: { enable_seqscan: "off" },
-      });
+      const pool = connectWorkerPool(message.databaseUrl, "parley-worker");
       sql = pool;
       loop = createCommitLoop({ commit: (commands) => commitBatch(pool, commands) });
       post({ type: "ready" });

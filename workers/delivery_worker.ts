@@ -5,7 +5,7 @@
  */
 /// <reference no-default-lib="true" />
 /// <reference lib="deno.worker" />
-import { connect, type Sql } from "../src/db/client.ts";
+import { connectWorkerPool, type Sql } from "../src/db/client.ts";
 import { claimDueDeliveries, deleteOldAttempts, recordAttempts } from "../src/db/deliveries.ts";
 import { createAttemptRecorder } from "../src/webhooks/attempt_recorder.ts";
 import { createSecretBox } from "../src/crypto/secret_box.ts";
@@ -35,13 +35,7 @@ self.onmessage = async (event: MessageEvent<DeliveryWorkerMessage>) => {
   switch (message.type) {
     case "init": {
       setLogLevel(message.logLevel);
-      const pool = connect(message.databaseUrl, {
-        max: 4,
-        applicationName: "parley-delivery",
-        // As in the actor workers: batch statements join their inputs to big tables by key, and a
-        // generic plan guessing 100 input rows would otherwise scan the outbox whole each time.
-        settings: { enable_seqscan: "off" },
-      });
+      const pool = connectWorkerPool(message.databaseUrl, "parley-delivery");
       sql = pool;
       const secretBox = createSecretBox(message.encryptionKey);
       const recorder = createAttemptRecorder((records) => recordAttempts(pool, records));

@@ -68,3 +68,14 @@ export function splitSocketHost(url: string): { url: string; socketPath: string 
   const port = parsed.port || "5432";
   return { url: parsed.toString(), socketPath: `${host.replace(/\/$/, "")}/.s.PGSQL.${port}` };
 }
+
+/**
+ * The pool of a worker thread that runs batch statements (the actors' writes, the deliverer's
+ * claims and records). Those statements join their inputs to big tables by key as index probes,
+ * and postgres.js keeps each statement's generic plan per connection: a plan made while a table
+ * was nearly empty, or one guessing 100 input rows, would otherwise scan the table whole long
+ * after it grew.
+ */
+export function connectWorkerPool(url: string, applicationName: string): Sql {
+  return connect(url, { max: 4, applicationName, settings: { enable_seqscan: "off" } });
+}
