@@ -17,7 +17,9 @@ interface Received {
 }
 
 /** A local HTTPS receiver answering with `respond` (default 200). */
-async function startReceiver(respond: (n: number) => Response = () => new Response("ok")) {
+async function startReceiver(
+  respond: (n: number) => Response | Promise<Response> = () => new Response("ok"),
+) {
   const { cert, key } = await selfSignedCertificate(["hooks.test"]);
   const caFile = await Deno.makeTempFile({ suffix: ".pem" });
   await Deno.writeTextFile(caFile, cert);
@@ -408,4 +410,28 @@ Deno.test("a receiver's answer holding a NUL byte is recorded, not lost with its
   assert.equal(row.state, "succeeded");
   const [attempt] = await db.sql`SELECT response_excerpt FROM webhook_attempts`;
   assert.equal(attempt.response_excerpt, "ok\uFFFDdone");
+});
+
+Deno.test("a retry asked while an attempt is in flight neither doubles it nor undoes its outcome", async () => {
+  await using db = await createTestDatabase();
+  let answer!: () => void;
+  await using receiver = await startReceiver(() =>
+    new Promise<Response>((resolve) => answer = () => resolve(new Response("late but fine")))
+  );
+  await using server = await startDeliveringServer(db.url, receiver.caFile);
+  const app = await createKeyedApp(db.sql);
+  await subscribe(server.baseUrl, app.key, receiver.url, ["message.received"]);
+  await createVisitorChat(server.baseUrl, app.publicId);
+  await waitUntil(() => receiver.received.length === 1, "the attempt in flight", 10_000);
+  const [{ id }] = await db.sql`SELECT id FROM outbox WHERE app_id = ${app.appId}`;
+  const retried = await apiCall(server.baseUrl, `/webhook/deliveries/${id}/retry`, {
+    method: "POST",
+    key: app.key,
+  });
+  assert.equal(retried.status, 200);
+  await new Promise((resolve) => setTimeout(resolve, 300));
+  assert.equal(receiver.received.length, 1, "no second attempt while the first runs");
+  answer();
+  const row = await settled(db.sql, app.appId, (row) => row.state !== "pending");
+  assert.deepEqual([row.state, row.attempts], ["succeeded", 1]);
 });
