@@ -5,6 +5,7 @@ import { startTestServer } from "./support/server.ts";
 import { apiCall, createKeyedApp, createVisitorChat } from "./support/open_api.ts";
 import type { Sql } from "../src/db/client.ts";
 import { insertApplication } from "../src/db/applications.ts";
+import type { ApiKeyListing } from "../src/db/api_keys.ts";
 import { executeCommand, parseCommandLine } from "../src/cli.ts";
 
 const KEY = /^parley_[0-9a-f]{48}$/;
@@ -18,14 +19,7 @@ interface CreatedKey {
   name: string | null;
 }
 
-interface KeyListing {
-  id: number;
-  name: string | null;
-  prefix: string;
-  created_at: string;
-  last_used_at: string | null;
-  revoked_at: string | null;
-}
+type KeyListing = ApiKeyListing;
 
 /** Runs a CLI command in this process and returns what it would print. */
 async function run(sql: Sql, args: string[]): Promise<unknown> {

@@ -199,10 +199,10 @@ export async function listDeliveries(
   sql: Tx,
   appId: number,
   options: { status?: DeliveryListing["status"]; limit: number },
-): Promise<(DeliveryListing & { app_id: number })[]> {
+): Promise<DeliveryListing[]> {
   const statusFilter = options.status ? sql`AND o.state = ${options.status}` : sql``;
-  return await sql<(DeliveryListing & { app_id: number })[]>`
-    SELECT o.app_id, o.id, o.topic AS type, o.state AS status, o.created_at,
+  return await sql<DeliveryListing[]>`
+    SELECT o.id, o.topic AS type, o.state AS status, o.created_at,
       CASE WHEN o.state = 'pending' THEN o.run_at END AS next_attempt_at,
       coalesce((
         SELECT json_agg(json_build_object(

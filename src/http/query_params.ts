@@ -1,6 +1,7 @@
 /**
- * Lenient readings of query-string values, as the contract wants them: a limit that is not an
- * integer means the default and an integer out of range is clamped, never refused.
+ * Readings of query-string values as zod schemas, so that they validate and document themselves:
+ * lenient where the contract wants it (a limit that is not an integer means the default, one out
+ * of range is clamped, a bad message cursor means none), strict for filters.
  */
 import { z } from "zod";
 
@@ -30,3 +31,27 @@ export function idParam(description: string) {
     z.int().positive(),
   ).meta({ description });
 }
+
+/** An optional filter: one of `values`, or absent (an empty value counts as absent). */
+export function filterParam<const T extends readonly [string, ...string[]]>(
+  values: T,
+  description: string,
+) {
+  return z.preprocess(
+    (value) => value === "" ? undefined : value,
+    z.enum(values).optional(),
+  ).meta({ description });
+}
+
+/**
+ * The query of a conversation's history (widget and Open API alike): the latest `limit` messages
+ * (default 50, clamped to 1..200), only those before message id `before`; never refused.
+ */
+export const HISTORY_QUERY = z.object({
+  limit: limitParam(50, 1, 200),
+  before: z.preprocess(
+    (value) =>
+      typeof value === "string" && /^[1-9][0-9]{0,15}$/.test(value) ? Number(value) : undefined,
+    z.int().positive().optional(),
+  ).meta({ description: "Only messages with a smaller id (a message id)" }),
+});

@@ -24,6 +24,7 @@ import { methodNotAllowed } from "./method_not_allowed.ts";
 import { rateLimit } from "./middleware/rate_limit.ts";
 import { bodySizeLimit } from "./middleware/body_size_limit.ts";
 import { clientIp } from "./client_ip.ts";
+import { HISTORY_QUERY } from "./query_params.ts";
 import type { HitCounter } from "../rate_limit/hit_counter.ts";
 
 /** What the widget routes need. */
@@ -164,9 +165,10 @@ export function widgetRoutes(deps: WidgetDeps): Hono {
       if (chatParam === undefined) return ok(c, []);
       throw new AppError(404, "Conversation not found");
     }
+    const { limit, before } = HISTORY_QUERY.parse(c.req.query());
     const messages = await listMessages(deps.sql, visitor.appId, chat.id, {
-      limit: clampedInteger(c.req.query("limit"), 50, 1, 200),
-      before: positiveInteger(c.req.query("before")),
+      limit,
+      before,
       includeInternal: false,
     });
     return ok(c, messages);
@@ -190,13 +192,4 @@ function invalidToken(): AppError {
   return new AppError(401, "Invalid or missing visitor token", {
     headers: { "WWW-Authenticate": 'Bearer realm="parley-widget"' },
   });
-}
-
-function clampedInteger(text: string | undefined, fallback: number, min: number, max: number) {
-  if (text === undefined || !/^-?[0-9]+$/.test(text)) return fallback;
-  return Math.min(max, Math.max(min, Number(text)));
-}
-
-function positiveInteger(text: string | undefined): number | undefined {
-  return text !== undefined && /^[1-9][0-9]{0,15}$/.test(text) ? Number(text) : undefined;
 }

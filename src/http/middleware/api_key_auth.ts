@@ -30,12 +30,16 @@ export interface ApiKeyAuthOptions {
   cacheSize?: number;
 }
 
+/** The credential of an `Authorization` header when its scheme is Bearer (any case), else null. */
+export function bearerCredential(authorization: string | undefined): string | null {
+  const bearer = authorization ? /^Bearer (.*)$/is.exec(authorization) : null;
+  return bearer ? bearer[1].trim() : null;
+}
+
 /** The key a request presents, if any (CONTRACT §2.2's precedence). */
 export function presentedApiKey(c: Context): string | undefined {
-  const authorization = c.req.header("authorization");
-  const bearer = authorization ? /^Bearer (.*)$/is.exec(authorization) : null;
-  if (bearer) return bearer[1].trim();
-  return c.req.header("x-api-key")?.trim() || undefined;
+  return bearerCredential(c.req.header("authorization")) ??
+    (c.req.header("x-api-key")?.trim() || undefined);
 }
 
 interface CacheEntry {

@@ -11,7 +11,7 @@ import { listMessages } from "../../db/messages.ts";
 import { AppError } from "../../domain/app_error.ts";
 import { type Conversation, CONVERSATION_STATUSES } from "../../domain/conversation.ts";
 import { ok, okRaw } from "../envelope.ts";
-import { idParam, limitParam } from "../query_params.ts";
+import { filterParam, HISTORY_QUERY, idParam, limitParam } from "../query_params.ts";
 import type { ApiKeyAuthVariables } from "../middleware/api_key_auth.ts";
 import { decodeCursor, encodeCursor } from "./cursor.ts";
 import type { ConversationListCache } from "../../cache/conversation_lists.ts";
@@ -35,10 +35,10 @@ export interface ConversationRoutesDeps {
 }
 
 const LIST_QUERY = z.object({
-  status: z.preprocess(
-    (value) => value === "" ? undefined : value,
-    z.enum(CONVERSATION_STATUSES).optional(),
-  ).meta({ description: "Only conversations with this status; omit for all" }),
+  status: filterParam(
+    CONVERSATION_STATUSES,
+    "Only conversations with this status; omit for all",
+  ),
   limit: limitParam(20, 1, 50),
   before: z.string().optional().meta({
     description: "The opaque cursor of the next page, as given in the previous page's Link header",
@@ -46,15 +46,6 @@ const LIST_QUERY = z.object({
 });
 
 const CONVERSATION_PARAMS = z.object({ id: idParam("The conversation id") });
-
-const MESSAGES_QUERY = z.object({
-  limit: limitParam(50, 1, 200),
-  before: z.preprocess(
-    (value) =>
-      typeof value === "string" && /^[1-9][0-9]{0,15}$/.test(value) ? Number(value) : undefined,
-    z.int().positive().optional(),
-  ).meta({ description: "Only messages with a smaller id (a message id)" }),
-});
 
 /** How these routes appear in the OpenAPI document. */
 export const CONVERSATION_ROUTE_DOCS: RouteDoc[] = [
@@ -80,7 +71,7 @@ export const CONVERSATION_ROUTE_DOCS: RouteDoc[] = [
     path: "/conversations/{id}/messages",
     summary: "The latest messages of a conversation, oldest first",
     params: CONVERSATION_PARAMS,
-    query: MESSAGES_QUERY,
+    query: HISTORY_QUERY,
     data: z.array(MESSAGE),
     errors: [404],
   },
@@ -152,7 +143,7 @@ export function conversationRoutes(
     const { appId } = c.get("caller");
     const conversation = await ownConversation(appId, c.req.param("id"));
     // Lenient by design: every value parses (a bad limit means the default, a bad before none).
-    const { limit, before } = MESSAGES_QUERY.parse(c.req.query());
+    const { limit, before } = HISTORY_QUERY.parse(c.req.query());
     const messages = await listMessages(sql, appId, conversation.id, {
       limit,
       before,

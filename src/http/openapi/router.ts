@@ -17,6 +17,7 @@ import {
   type ApiCaller,
   apiKeyAuth,
   type ApiKeyAuthVariables,
+  bearerCredential,
 } from "../middleware/api_key_auth.ts";
 import { bodySizeLimit } from "../middleware/body_size_limit.ts";
 import { rateLimit } from "../middleware/rate_limit.ts";
@@ -110,7 +111,7 @@ export function openApiRoutes(deps: OpenApiDeps): Hono<{ Variables: ApiKeyAuthVa
  */
 function bucketOf(c: Context, trustProxy: boolean): string {
   const authorization = c.req.header("authorization");
-  if (authorization && /^Bearer /i.test(authorization)) {
+  if (authorization !== undefined && bearerCredential(authorization) !== null) {
     return `api:${sha256Hex(authorization).slice(0, 32)}`;
   }
   return `api-ip:${clientIp(c, trustProxy)}`;

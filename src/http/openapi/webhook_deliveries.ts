@@ -12,7 +12,7 @@ import { AppError } from "../../domain/app_error.ts";
 import { WEBHOOK_EVENTS } from "../../domain/webhook_config.ts";
 import { eventIdOf } from "../../webhooks/deliver.ts";
 import { ok } from "../envelope.ts";
-import { idParam, limitParam } from "../query_params.ts";
+import { filterParam, idParam, limitParam } from "../query_params.ts";
 import type { ApiKeyAuthVariables } from "../middleware/api_key_auth.ts";
 import { type RouteDoc, TIMESTAMP } from "./schemas.ts";
 
@@ -26,10 +26,7 @@ export interface DeliveryRoutesDeps {
 const DELIVERY_STATUSES = ["pending", "succeeded", "failed"] as const;
 
 const LIST_QUERY = z.object({
-  status: z.preprocess(
-    (value) => value === "" ? undefined : value,
-    z.enum(DELIVERY_STATUSES).optional(),
-  ).meta({ description: "Only deliveries in this state; omit for all" }),
+  status: filterParam(DELIVERY_STATUSES, "Only deliveries in this state; omit for all"),
   limit: limitParam(20, 1, 100),
 });
 
@@ -82,12 +79,13 @@ export function deliveryRoutes(deps: DeliveryRoutesDeps): Hono<{ Variables: ApiK
     if (!query.success) {
       throw new AppError(400, `status must be one of: ${DELIVERY_STATUSES.join(", ")}`);
     }
-    const rows = await listDeliveries(deps.sql, c.get("caller").appId, query.data);
+    const { appId } = c.get("caller");
+    const rows = await listDeliveries(deps.sql, appId, query.data);
     return ok(
       c,
-      rows.map(({ app_id, ...row }) => ({
+      rows.map((row) => ({
         id: row.id,
-        event_id: eventIdOf({ appId: app_id, id: row.id }),
+        event_id: eventIdOf({ appId, id: row.id }),
         type: row.type,
         status: row.status,
         created_at: row.created_at,
