@@ -13,6 +13,8 @@ import { commitBatch } from "./db/write_batch.ts";
 import { insertApiKey, listApiKeys, MAX_ACTIVE_API_KEYS, revokeApiKey } from "./db/api_keys.ts";
 import { newApiKey, sha256Bytes } from "./crypto/tokens.ts";
 import { AppError } from "./domain/app_error.ts";
+import { parseFlow } from "./domain/flow.ts";
+import { findFlow } from "./db/flows.ts";
 import { setLogLevel } from "./log.ts";
 
 /** A parsed command line: the command name and its `--flag value` pairs. */
@@ -84,6 +86,27 @@ const COMMANDS: Record<string, Handler> = {
     if (!result.ok) throw new AppError(result.status, result.message);
     return result.value;
   },
+  "flow:set": async (sql, flags) => {
+    const appId = await existingApp(sql, flags);
+    const file = required(flags, "file");
+    let text: string;
+    try {
+      text = await Deno.readTextFile(file);
+    } catch (error) {
+      throw new Error(`Cannot read ${file}: ${error instanceof Error ? error.message : error}`);
+    }
+    let document: unknown;
+    try {
+      document = JSON.parse(text);
+    } catch (error) {
+      throw new Error(`${file} is not JSON: ${error instanceof Error ? error.message : error}`);
+    }
+    const flow = parseFlow(document);
+    const [result] = await commitBatch(sql, [{ kind: "flow.set", appId, flow }]);
+    if (!result.ok) throw new AppError(result.status, result.message);
+    return result.value;
+  },
+  "flow:get": async (sql, flags) => await findFlow(sql, await existingApp(sql, flags)),
 };
 
 function required(flags: Record<string, string>, name: string): string {

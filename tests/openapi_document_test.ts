@@ -28,6 +28,7 @@ interface Operation {
   security?: unknown[];
   requestBody?: { content: Record<string, MediaType> };
   responses: Record<string, ResponseDoc>;
+  "x-parley-extension"?: true;
 }
 
 interface OpenApiDocument {
@@ -215,6 +216,7 @@ Deno.test("GET /openapi.json serves an OpenAPI 3.1 document without a key, with 
     "/conversations": ["get"],
     "/conversations/{id}": ["get"],
     "/conversations/{id}/messages": ["get"],
+    "/flow": ["delete", "get", "put"],
     "/messages": ["post"],
     "/openapi.json": ["get"],
     "/webhook": ["get", "put"],
@@ -491,4 +493,44 @@ Deno.test("GET and PUT /webhook answer as the document declares", async () => {
       headers: { "content-type": "text/plain" },
     }),
   );
+});
+
+Deno.test("GET, PUT and DELETE /flow answer as the document declares, marked as an extension", async () => {
+  await using db = await createTestDatabase();
+  await using server = await startTestServer(db.url, { PUBLIC_BASE_URL });
+  const app = await createKeyedApp(db.sql);
+  const doc = await loadDocument(server.baseUrl);
+  const flow = {
+    start: "hi",
+    nodes: {
+      hi: {
+        message: {
+          message_type: "buttons",
+          content: { text: "Hi", buttons: [{ id: "human", title: "A human" }] },
+        },
+        on: { human: "handoff" },
+      },
+    },
+  };
+  const call = (method: string, json?: unknown) =>
+    apiCall(server.baseUrl, "/flow", { method, key: app.key, json });
+
+  validateAnswer(doc, "get", "/flow", await call("GET"));
+  validateAnswer(doc, "put", "/flow", await call("PUT", flow));
+  validateAnswer(doc, "get", "/flow", await call("GET"));
+  validateAnswer(doc, "put", "/flow", await call("PUT", { ...flow, start: "bye" }));
+  validateAnswer(doc, "delete", "/flow", await call("DELETE"));
+  const body = operationOf(doc, "put", "/flow").requestBody?.content["application/json"];
+  assert.ok(body);
+  assert.ok(isValid(doc, body.schema, flow));
+  assert.ok(!isValid(doc, body.schema, { start: "hi" }));
+
+  for (const [path, methods] of Object.entries(doc.paths)) {
+    for (const [method, operation] of Object.entries(methods)) {
+      const extension = operation["x-parley-extension"] === true;
+      const expected = ["/flow", "/webhook/deliveries", "/webhook/deliveries/{id}/retry"]
+        .includes(path) || path === "/conversations/{id}/messages" || path === "/openapi.json";
+      assert.equal(extension, expected, `${method} ${path}`);
+    }
+  }
 });

@@ -149,7 +149,16 @@ Deno.test("bad widget input gets the contract's envelope and writes nothing", as
         body: { content: "x", message_type: "card" },
       }),
       400,
-      "message_type must be one of: text",
+      "message_type must be one of: text, image, file",
+    ],
+    [
+      "an image without an https url",
+      await call(server.baseUrl, "POST", "/api/v1/widget/messages", {
+        token,
+        body: { content: JSON.stringify({ url: "http://x.example/a.png" }), message_type: "image" },
+      }),
+      400,
+      "content is not valid for message_type image: url must be an https URL",
     ],
     [
       "content too long",

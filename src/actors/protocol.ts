@@ -6,6 +6,7 @@
 
 import type { LogLevel } from "../log.ts";
 import type { WebhookEvent } from "../domain/webhook_config.ts";
+import type { Flow } from "../domain/flow.ts";
 
 /** A write on behalf of one application. Executed by its actor, in mailbox order. */
 export type AppCommand =
@@ -13,7 +14,9 @@ export type AppCommand =
   | SendVisitorMessageCommand
   | SendReplyCommand
   | CloseChatCommand
-  | ConfigureWebhookCommand;
+  | ConfigureWebhookCommand
+  | VisitorActionCommand
+  | SetFlowCommand;
 
 /** Creates a web visitor (a client with a `web` identity). */
 export interface CreateVisitorCommand {
@@ -32,6 +35,8 @@ export interface SendVisitorMessageCommand {
   clientId: number;
   messageType: string;
   content: string;
+  /** The validated document of an attachment (`image`, `file`); absent or null for text. */
+  payload?: unknown;
 }
 
 /**
@@ -48,6 +53,27 @@ export interface SendReplyCommand {
   content: string;
   /** The validated document of a rich message, null for plain text. */
   payload: unknown;
+}
+
+/**
+ * A visitor's click on a button of a message (CONTRACT §3): stored as the visitor's message,
+ * then it drives the Flow when a Flow sent that message.
+ */
+export interface VisitorActionCommand {
+  kind: "visitor.action";
+  appId: number;
+  clientId: number;
+  chatId: number;
+  messageId: number;
+  /** The clicked button's id. */
+  actionId: string;
+}
+
+/** Replaces the application's Flow (already validated); null removes it. */
+export interface SetFlowCommand {
+  kind: "flow.set";
+  appId: number;
+  flow: Flow | null;
 }
 
 /** Closes a conversation (idempotent: closing a closed one changes nothing). */

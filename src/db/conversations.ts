@@ -33,7 +33,8 @@ export interface ClosedConversation {
 
 /**
  * Closes a conversation and queues `chat.ended` for a subscribed webhook, in one statement.
- * Closing a closed conversation changes nothing. Null when the application has no such id.
+ * Buttons waiting for a click stop waiting (a Flow stops). Closing a closed conversation
+ * changes nothing. Null when the application has no such id.
  */
 export async function closeConversation(
   sql: Tx,
@@ -44,7 +45,8 @@ export async function closeConversation(
     WITH target AS (
       SELECT id, status FROM conversations WHERE app_id = ${appId} AND id = ${id} FOR UPDATE
     ), closed AS (
-      UPDATE conversations c SET status = 'closed', closed_at = clock_timestamp()
+      UPDATE conversations c SET status = 'closed', closed_at = clock_timestamp(),
+        action_message_id = NULL, flow_node = NULL
       FROM target t
       WHERE c.app_id = ${appId} AND c.id = t.id AND t.status = 'open'
       RETURNING c.id, c.client_id, c.status, c.channel, c.last_message_at, c.created_at

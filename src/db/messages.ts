@@ -39,6 +39,8 @@ export interface VisitorMessageInput {
   clientId: number;
   messageType: string;
   content: string;
+  /** The validated document of a rich kind; absent or null for text. */
+  payload?: unknown;
 }
 
 /** Result of {@linkcode appendVisitorMessages} for one input. */
@@ -68,8 +70,9 @@ export async function appendVisitorMessages(
     ), input AS (
       SELECT * FROM unnest(
         ${inputs.map((i) => i.appId)}::bigint[], ${inputs.map((i) => i.clientId)}::bigint[],
-        ${inputs.map((i) => i.messageType)}::text[], ${inputs.map((i) => i.content)}::text[]
-      ) WITH ORDINALITY AS input (app_id, client_id, message_type, content, n)
+        ${inputs.map((i) => i.messageType)}::text[], ${inputs.map((i) => i.content)}::text[],
+        ${inputs.map((i) => i.payload == null ? null : JSON.stringify(i.payload))}::text[]
+      ) WITH ORDINALITY AS input (app_id, client_id, message_type, content, payload, n)
     ), sender AS (
       -- LATERAL keeps every lookup an index probe: a generic plan guesses 100 input rows
       -- and would otherwise hash whole tables.
@@ -102,13 +105,14 @@ export async function appendVisitorMessages(
       SELECT app_id, client_id, id, true FROM new_chat
     ), placed AS (
       -- Inputs whose visitor exists, numbered in input order; ids are drawn in this order.
-      SELECT i.n, i.app_id, i.message_type, i.content, chat.id AS chat_id,
+      SELECT i.n, i.app_id, i.message_type, i.content, i.payload, chat.id AS chat_id,
         chat.new AND i.n = min(i.n) OVER (PARTITION BY i.app_id, i.client_id) AS started,
         row_number() OVER (ORDER BY i.n) AS k
       FROM input i JOIN chat ON chat.app_id = i.app_id AND chat.client_id = i.client_id
     ), message AS (
-      INSERT INTO messages (app_id, conversation_id, sender_type, message_type, content, created_at)
-      SELECT p.app_id, p.chat_id, 'visitor', p.message_type, p.content, stamp.at
+      INSERT INTO messages
+        (app_id, conversation_id, sender_type, message_type, content, payload, created_at)
+      SELECT p.app_id, p.chat_id, 'visitor', p.message_type, p.content, p.payload::jsonb, stamp.at
       FROM placed p CROSS JOIN stamp
       ORDER BY p.k
       RETURNING id

@@ -6,9 +6,10 @@
 import type { Tx } from "./client.ts";
 import type { SendReplyCommand } from "../actors/protocol.ts";
 import { REPLY_WINDOW_HOURS } from "../domain/conversation.ts";
+import { buttonsOffered } from "../domain/message_kinds.ts";
 
-/** A reply to store: the command without its kind. */
-export type ReplyInput = Omit<SendReplyCommand, "kind">;
+/** A reply to store: the command without its kind, and the Flow node that sends it, if any. */
+export type ReplyInput = Omit<SendReplyCommand, "kind"> & { flowNode?: string };
 
 /** What became of one reply. */
 export type AppendedReply =
@@ -21,7 +22,9 @@ export type AppendedReply =
  * application; a free-form reply to a WhatsApp conversation whose customer last wrote more
  * than {@linkcode REPLY_WINDOW_HOURS} hours ago is refused; the conversation is reopened and
  * its activity time moves to the statement's timestamp; `message.sent` is queued for a
- * subscribed webhook. `reopened` is true on the first reply of a conversation that was closed.
+ * subscribed webhook. A reply that offers buttons becomes the message the conversation waits on
+ * for a click (the last such reply of a conversation wins), with its Flow node when a Flow sent
+ * it. `reopened` is true on the first reply of a conversation that was closed.
  */
 export async function appendReplies(sql: Tx, inputs: ReplyInput[]): Promise<AppendedReply[]> {
   const rows = await sql<
@@ -34,9 +37,13 @@ export async function appendReplies(sql: Tx, inputs: ReplyInput[]): Promise<Appe
         ${inputs.map((i) => i.appId)}::bigint[], ${inputs.map((i) => i.chatId)}::bigint[],
         ${inputs.map((i) => i.senderType)}::text[], ${inputs.map((i) => i.senderName)}::text[],
         ${inputs.map((i) => i.messageType)}::text[], ${inputs.map((i) => i.content)}::text[],
-        ${inputs.map((i) => i.payload === null ? null : JSON.stringify(i.payload))}::text[]
-      ) WITH ORDINALITY AS input
-        (app_id, chat_id, sender_type, sender_name, message_type, content, payload, n)
+        ${inputs.map((i) => i.payload === null ? null : JSON.stringify(i.payload))}::text[],
+        ${inputs.map((i) => i.flowNode ?? null)}::text[],
+        ${
+    inputs.map((i) => buttonsOffered(i.messageType, i.payload).length > 0 ? "t" : "f")
+  }::text[]::boolean[]
+      ) WITH ORDINALITY AS input (app_id, chat_id, sender_type, sender_name, message_type,
+        content, payload, flow_node, actionable, n)
     ), target AS (
       SELECT i.*, c.status,
         c.channel = 'whatsapp' AND i.message_type <> 'template'
@@ -63,13 +70,22 @@ export async function appendReplies(sql: Tx, inputs: ReplyInput[]): Promise<Appe
       -- (a join on the row number gets a nested loop from the generic plan's estimates).
       SELECT * FROM unnest(
         ARRAY(SELECT n FROM accepted ORDER BY k), ARRAY(SELECT app_id FROM accepted ORDER BY k),
-        ARRAY(SELECT chat_id FROM accepted ORDER BY k), ARRAY(SELECT id FROM message ORDER BY id)
-      ) AS result (n, app_id, chat_id, message_id)
+        ARRAY(SELECT chat_id FROM accepted ORDER BY k),
+        ARRAY(SELECT flow_node FROM accepted ORDER BY k),
+        ARRAY(SELECT actionable FROM accepted ORDER BY k), ARRAY(SELECT id FROM message ORDER BY id)
+      ) AS result (n, app_id, chat_id, flow_node, actionable, message_id)
+    ), waiting AS (
+      SELECT app_id, chat_id,
+        (array_agg(message_id ORDER BY n DESC) FILTER (WHERE actionable))[1] AS message_id,
+        (array_agg(flow_node ORDER BY n DESC) FILTER (WHERE actionable))[1] AS flow_node
+      FROM result GROUP BY app_id, chat_id
     ), touched AS (
       UPDATE conversations c
-      SET last_message_at = stamp.at, status = 'open', closed_at = NULL
-      FROM (SELECT DISTINCT app_id, chat_id FROM accepted) a CROSS JOIN stamp
-      WHERE c.app_id = a.app_id AND c.id = a.chat_id
+      SET last_message_at = stamp.at, status = 'open', closed_at = NULL,
+        action_message_id = COALESCE(w.message_id, c.action_message_id),
+        flow_node = CASE WHEN w.message_id IS NULL THEN c.flow_node ELSE w.flow_node END
+      FROM waiting w CROSS JOIN stamp
+      WHERE c.app_id = w.app_id AND c.id = w.chat_id
     ), events AS (
       INSERT INTO outbox (app_id, kind, topic, payload)
       SELECT r.app_id, 'webhook', 'message.sent',

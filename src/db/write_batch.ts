@@ -6,6 +6,8 @@
  * server runs them in the order sent, so a command sees the effects of the ones before it
  * without a round trip per command. Consecutive visitor messages share one set-based
  * statement, and so do consecutive replies, because per-statement overhead, not rows, is what PostgreSQL spends its time on.
+ * When the batch started conversations or accepted clicks of an application that has a Flow,
+ * the Flow's steps follow in a second flight, still before the NOTIFY and COMMIT.
  */
 import type { Sql, Tx } from "./client.ts";
 import type {
@@ -19,6 +21,9 @@ import { appendVisitorMessages } from "./messages.ts";
 import { type AppendedReply, appendReplies } from "./replies.ts";
 import { closeConversation } from "./conversations.ts";
 import { replaceWebhook } from "./webhooks.ts";
+import { findFlows, replaceFlow } from "./flows.ts";
+import { acceptAction, type AcceptedAction } from "./actions.ts";
+import { type FlowEffect, type FlowTrigger, runFlowSteps } from "./flow_runs.ts";
 import { type ChangeNotice, CHANGES_CHANNEL, encodeChangeNotice } from "../domain/change_notice.ts";
 
 /** What one command did, for its caller and for the batch's change notice. */
@@ -28,6 +33,8 @@ interface Outcome {
   messageId?: number;
   /** A conversation whose state the command changed (created, closed). */
   chatChanged?: number;
+  /** What the command means for the application's Flow. */
+  flowTrigger?: FlowTrigger;
 }
 
 /** Executes `commands` in order in one transaction; one result per command, same order. */
@@ -40,18 +47,28 @@ export async function commitBatch(sql: Sql, commands: AppCommand[]): Promise<Com
     const begun = conn`BEGIN`.execute();
     const locked = conn`SELECT pg_advisory_xact_lock(id) FROM unnest(${appIds}::bigint[]) AS id`
       .execute();
+    const flowsFound = mayMoveFlows(commands) ? findFlows(conn, appIds) : null;
     const pending = planSteps(commands).map((step) => execute(conn, step));
     let outcomes: Outcome[];
+    let flowEffects: FlowEffect[] = [];
     try {
       await begun;
       await locked;
+      const flows = await flowsFound;
       outcomes = (await Promise.all(pending)).flat();
+      const triggers = outcomes.flatMap((outcome) => outcome.flowTrigger ?? []);
+      if (flows && flows.size > 0 && triggers.length > 0) {
+        flowEffects = await runFlowSteps(conn, triggers, flows);
+      }
     } catch (error) {
-      await Promise.allSettled(pending);
+      await Promise.allSettled([flowsFound, ...pending]);
       await conn`ROLLBACK`;
       throw error;
     }
-    const notice = changeNotice(commands, outcomes);
+    const notice = changeNotice([
+      ...outcomes.map((outcome, index) => ({ appId: commands[index].appId, ...outcome })),
+      ...flowEffects,
+    ]);
     const notified = notice
       ? conn`SELECT pg_notify(${CHANGES_CHANNEL}, payload)
           FROM unnest(${encodeChangeNotice(notice)}::text[]) AS payload`.execute()
@@ -66,6 +83,13 @@ export async function commitBatch(sql: Sql, commands: AppCommand[]): Promise<Com
   } finally {
     conn.release();
   }
+}
+
+/** Whether a command of the batch can start or move a Flow (flows are loaded only then). */
+function mayMoveFlows(commands: AppCommand[]): boolean {
+  return commands.some((command) =>
+    command.kind === "visitor.message" || command.kind === "visitor.action"
+  );
 }
 
 /** One statement of a batch: a run of visitor messages or replies, or any other command. */
@@ -99,18 +123,20 @@ function planSteps(commands: AppCommand[]): Step[] {
 function execute(tx: Tx, step: Step): Promise<Outcome[]> {
   if (step.kind === "visitor.messages") {
     return appendVisitorMessages(tx, step.commands).then((appended) =>
-      appended.map((message): Outcome =>
-        message
-          ? {
-            result: {
-              ok: true,
-              value: { chat_id: message.chatId, message_id: message.messageId },
-            },
-            messageId: message.messageId,
-            chatChanged: message.started ? message.chatId : undefined,
-          }
-          : { result: { ok: false, status: 404, message: "Visitor not found" } }
-      )
+      appended.map((message, index): Outcome => {
+        if (!message) return { result: { ok: false, status: 404, message: "Visitor not found" } };
+        return {
+          result: {
+            ok: true,
+            value: { chat_id: message.chatId, message_id: message.messageId },
+          },
+          messageId: message.messageId,
+          chatChanged: message.started ? message.chatId : undefined,
+          flowTrigger: message.started
+            ? { kind: "start", appId: step.commands[index].appId, chatId: message.chatId }
+            : undefined,
+        };
+      })
     );
   }
   if (step.kind === "chat.replies") {
@@ -128,6 +154,12 @@ function execute(tx: Tx, step: Step): Promise<Outcome[]> {
         events: command.events,
         enabled: command.enabled,
       }, command.newSecretSealed).then((stored) => [{ result: { ok: true, value: stored } }]);
+    case "flow.set":
+      return replaceFlow(tx, command.appId, command.flow).then((stored) => [{
+        result: { ok: true, value: stored },
+      }]);
+    case "visitor.action":
+      return acceptAction(tx, command).then((accepted) => [actionOutcome(command, accepted)]);
     case "chat.close":
       return closeConversation(tx, command.appId, command.chatId).then((closed) => [
         closed
@@ -137,6 +169,34 @@ function execute(tx: Tx, step: Step): Promise<Outcome[]> {
           }
           : { result: { ok: false, status: 404, message: "Conversation not found" } },
       ]);
+  }
+}
+
+function actionOutcome(
+  command: { appId: number; chatId: number; actionId: string },
+  accepted: AcceptedAction,
+): Outcome {
+  switch (accepted.kind) {
+    case "accepted":
+      return {
+        result: { ok: true, value: { message_id: accepted.messageId } },
+        messageId: accepted.messageId,
+        flowTrigger: accepted.flowNode === null ? undefined : {
+          kind: "click",
+          appId: command.appId,
+          chatId: command.chatId,
+          node: accepted.flowNode,
+          buttonId: command.actionId,
+        },
+      };
+    case "not_found":
+      return { result: { ok: false, status: 404, message: "Conversation not found" } };
+    case "unknown_action":
+      return { result: { ok: false, status: 400, message: "Unknown action" } };
+    case "stale":
+      return {
+        result: { ok: false, status: 409, message: "This action is no longer available" },
+      };
   }
 }
 
@@ -161,13 +221,16 @@ function replyOutcome(reply: AppendedReply): Outcome {
   }
 }
 
-function changeNotice(commands: AppCommand[], outcomes: Outcome[]): ChangeNotice | null {
+/** The notice of what a batch changed: its applications, message id range and conversations. */
+function changeNotice(
+  changes: { appId: number; messageId?: number; chatChanged?: number }[],
+): ChangeNotice | null {
   const apps = new Set<number>();
   let min = Infinity;
   let max = -Infinity;
   const chats: [number, number][] = [];
-  outcomes.forEach((outcome, index) => {
-    const appId = commands[index].appId;
+  changes.forEach((outcome) => {
+    const appId = outcome.appId;
     if (outcome.messageId !== undefined) {
       apps.add(appId);
       min = Math.min(min, outcome.messageId);

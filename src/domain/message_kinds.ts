@@ -283,8 +283,11 @@ function isPlainType(type: MessageType): type is "text" | "markdown" {
   return type === "text" || type === "markdown";
 }
 
-/** Readable messages for the issues whose schemas carry no message of their own. */
-function describeIssue(issue: z.core.$ZodRawIssue): string | undefined {
+/**
+ * Readable messages for the issues whose schemas carry no message of their own (`is required`,
+ * `must be a string`, `must be one of: …`); pass as `safeParse(value, { error: describeIssue })`.
+ */
+export function describeIssue(issue: z.core.$ZodRawIssue): string | undefined {
   if (issue.input === undefined) return "is required";
   if (issue.code === "invalid_type") {
     const expected = String(issue.expected);
@@ -430,5 +433,29 @@ export function plainTextOf(messageType: MessageType, payload: unknown, content:
       });
     case "template":
       return renderWith(TEMPLATE_CONTENT, payload, content, (doc) => doc.name);
+  }
+}
+
+/**
+ * The buttons a message offers a click on, in order: a `buttons` message's, a card's, and every
+ * card's of a carousel (their ids are unique message-wide). Empty for every other kind and for
+ * a payload that does not fit its type.
+ */
+export function buttonsOffered(messageType: string, payload: unknown): Button[] {
+  switch (messageType) {
+    case "buttons": {
+      const result = BUTTONS_CONTENT.safeParse(payload);
+      return result.success ? result.data.buttons : [];
+    }
+    case "card": {
+      const result = CARD_CONTENT.safeParse(payload);
+      return result.success ? result.data.buttons ?? [] : [];
+    }
+    case "carousel": {
+      const result = CAROUSEL_CONTENT.safeParse(payload);
+      return result.success ? result.data.cards.flatMap((card) => card.buttons ?? []) : [];
+    }
+    default:
+      return [];
   }
 }

@@ -16,8 +16,7 @@ import { listMessages } from "../db/messages.ts";
 import { newVisitorToken, sha256Hex, visitorTokenAppId } from "../crypto/tokens.ts";
 import { AppError } from "../domain/app_error.ts";
 import { createLruCache } from "../domain/lru_cache.ts";
-import { MAX_CONTENT_LENGTH } from "../domain/conversation.ts";
-import { NUL_IN_CONTENT } from "../domain/message_kinds.ts";
+import { parseMessageContent } from "../domain/message_kinds.ts";
 import { ok } from "./envelope.ts";
 import { readBody } from "./body.ts";
 import { methodNotAllowed } from "./method_not_allowed.ts";
@@ -46,7 +45,8 @@ interface Visitor {
   clientId: number;
 }
 
-const VISITOR_MESSAGE_TYPES = ["text"] as const;
+/** What a visitor may send: text and attachments; buttons, cards and forms come from the business. */
+const VISITOR_MESSAGE_TYPES = ["text", "image", "file"] as const;
 
 const newVisitorSchema = z.strictObject({
   name: z.string().trim().min(1).max(200).refine((name) => !name.includes("\0"), {
@@ -58,6 +58,15 @@ const newVisitorSchema = z.strictObject({
 const visitorMessageSchema = z.object({
   content: z.string(),
   message_type: z.string().optional(),
+});
+
+/** The largest id a path or body may name (PostgreSQL bigint, kept exact in a JS number). */
+const ID = z.number().int().positive().max(Number.MAX_SAFE_INTEGER);
+
+const actionSchema = z.object({
+  chat_id: ID,
+  message_id: ID,
+  action_id: z.string().min(1).max(256),
 });
 
 /** Routes under `/api/v1/widget`. */
@@ -139,18 +148,34 @@ export function widgetRoutes(deps: WidgetDeps): Hono {
     if (!(VISITOR_MESSAGE_TYPES as readonly string[]).includes(messageType)) {
       throw new AppError(400, `message_type must be one of: ${VISITOR_MESSAGE_TYPES.join(", ")}`);
     }
-    if (parsed.data.content.length > MAX_CONTENT_LENGTH) {
-      throw new AppError(400, `content is too long (max ${MAX_CONTENT_LENGTH} characters)`);
-    }
-    if (parsed.data.content.includes("\0")) throw new AppError(400, NUL_IN_CONTENT);
+    const { payload } = parseMessageContent(messageType, parsed.data.content);
     const sent = await command({
       kind: "visitor.message",
       appId: visitor.appId,
       clientId: visitor.clientId,
       messageType,
       content: parsed.data.content,
+      payload,
     });
     return ok(c, sent);
+  });
+
+  routes.post("/actions", async (c) => {
+    const visitor = await authenticate(bearer(c));
+    const parsed = actionSchema.safeParse(await readBody(c, ["json"]));
+    if (!parsed.success) {
+      const issue = parsed.error.issues[0];
+      throw new AppError(400, `Invalid action: ${issue.path.join(".")} ${issue.message}`);
+    }
+    const clicked = await command({
+      kind: "visitor.action",
+      appId: visitor.appId,
+      clientId: visitor.clientId,
+      chatId: parsed.data.chat_id,
+      messageId: parsed.data.message_id,
+      actionId: parsed.data.action_id,
+    });
+    return ok(c, clicked);
   });
 
   routes.get("/messages", async (c) => {
@@ -184,7 +209,7 @@ export function widgetRoutes(deps: WidgetDeps): Hono {
     return response;
   });
 
-  methodNotAllowed(routes, ["/:publicId/visitors", "/messages", "/socket"]);
+  methodNotAllowed(routes, ["/:publicId/visitors", "/messages", "/actions", "/socket"]);
   return routes;
 }
 

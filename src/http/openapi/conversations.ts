@@ -69,6 +69,7 @@ export const CONVERSATION_ROUTE_DOCS: RouteDoc[] = [
   {
     method: "get",
     path: "/conversations/{id}/messages",
+    extension: true,
     summary: "The latest messages of a conversation, oldest first",
     params: CONVERSATION_PARAMS,
     query: HISTORY_QUERY,

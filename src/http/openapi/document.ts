@@ -74,6 +74,12 @@ export function buildOpenApiDocument(
     const operation: Record<string, unknown> = {
       summary: route.summary,
       operationId: operationId(route),
+      ...(route.extension
+        ? {
+          description: "An extension of Parley beyond the product specification (CONTRACT §2.6).",
+          "x-parley-extension": true,
+        }
+        : {}),
       ...(route.public ? { security: [] } : {}),
       ...(parameters.length > 0 ? { parameters } : {}),
       responses,

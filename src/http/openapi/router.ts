@@ -30,6 +30,7 @@ import {
   deliveryRoutes,
   type DeliveryRoutesDeps,
 } from "./webhook_deliveries.ts";
+import { FLOW_ROUTE_DOCS, flowRoutes } from "./flow.ts";
 import type { RouteDoc } from "./schemas.ts";
 import type { ConversationListCache } from "../../cache/conversation_lists.ts";
 import { z } from "zod";
@@ -53,6 +54,7 @@ export interface OpenApiDeps extends WebhookRoutesDeps, DeliveryRoutesDeps {
 const DOCUMENT_ROUTE: RouteDoc = {
   method: "get",
   path: "/openapi.json",
+  extension: true,
   summary: "This document (no API key needed)",
   data: z.looseObject({ openapi: z.literal("3.1.0") }),
   errors: [],
@@ -68,6 +70,7 @@ export function openApiRoutes(deps: OpenApiDeps): Hono<{ Variables: ApiKeyAuthVa
       ...MESSAGE_ROUTE_DOCS,
       ...WEBHOOK_ROUTE_DOCS,
       ...DELIVERY_ROUTE_DOCS,
+      ...FLOW_ROUTE_DOCS,
       DOCUMENT_ROUTE,
     ],
     { publicBaseUrl: deps.publicBaseUrl, rateLimitPerMinute: deps.rateLimitPerMinute },
@@ -89,6 +92,7 @@ export function openApiRoutes(deps: OpenApiDeps): Hono<{ Variables: ApiKeyAuthVa
   routes.route("/messages", messageRoutes(deps));
   routes.route("/webhook/deliveries", deliveryRoutes(deps));
   routes.route("/webhook", webhookRoutes(deps));
+  routes.route("/flow", flowRoutes(deps));
   methodNotAllowed(routes, [
     "/openapi.json",
     "/conversations",
@@ -98,6 +102,7 @@ export function openApiRoutes(deps: OpenApiDeps): Hono<{ Variables: ApiKeyAuthVa
     "/webhook",
     "/webhook/deliveries",
     "/webhook/deliveries/:id/retry",
+    "/flow",
   ]);
   routes.all("*", () => {
     throw new AppError(404, "Not found");

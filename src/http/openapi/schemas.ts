@@ -56,7 +56,7 @@ export function successEnvelope<T extends z.ZodType>(data: T) {
 
 /** How a route describes itself for the OpenAPI document. */
 export interface RouteDoc {
-  method: "get" | "post" | "put";
+  method: "get" | "post" | "put" | "delete";
   /** OpenAPI path under `/openapi/v1`, e.g. `/conversations/{id}`. */
   path: string;
   summary: string;
@@ -76,4 +76,6 @@ export interface RouteDoc {
   public?: true;
   /** Whether `data` is the whole answer, not wrapped in the envelope. */
   bare?: true;
+  /** Whether the route extends SPEC.md (CONTRACT §2.6); marked `x-parley-extension`. */
+  extension?: true;
 }

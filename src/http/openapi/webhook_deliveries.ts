@@ -55,6 +55,7 @@ export const DELIVERY_ROUTE_DOCS: RouteDoc[] = [
   {
     method: "get",
     path: "/webhook/deliveries",
+    extension: true,
     summary: "The webhook's deliveries, newest first, each with its attempts (kept 14 days)",
     query: LIST_QUERY,
     data: z.array(DELIVERY),
@@ -63,6 +64,7 @@ export const DELIVERY_ROUTE_DOCS: RouteDoc[] = [
   {
     method: "post",
     path: "/webhook/deliveries/{id}/retry",
+    extension: true,
     summary: "Schedule an immediate new attempt of a delivery",
     params: DELIVERY_PARAMS,
     data: z.strictObject({ id: z.int().positive(), status: z.literal("pending") }),

@@ -1,0 +1,94 @@
+/**
+ * Button clicks (CONTRACT §3, `POST /api/v1/widget/actions`): a click is accepted only on the
+ * message whose buttons the conversation waits on, and only once. One statement checks it,
+ * consumes the wait, stores the click as the visitor's message and queues `message.received`,
+ * so a click runs in the actors' pipelined batch like any other write.
+ */
+import type { Tx } from "./client.ts";
+
+/** A click to accept. */
+export interface ActionInput {
+  appId: number;
+  /** The client clicking: the conversation must be theirs. */
+  clientId: number;
+  chatId: number;
+  messageId: number;
+  /** The id of the clicked button. */
+  actionId: string;
+}
+
+/** What became of a click. */
+export type AcceptedAction =
+  | {
+    kind: "accepted";
+    /** The visitor message that records the click. */
+    messageId: number;
+    /** The Flow node whose message was clicked; null when the message was not a Flow's. */
+    flowNode: string | null;
+  }
+  | { kind: "not_found" }
+  | { kind: "unknown_action" }
+  | { kind: "stale" };
+
+/**
+ * Accepts a click in one statement: the conversation must be the client's (else `not_found`),
+ * the message one of its visible messages offering a button `actionId` (else `unknown_action`),
+ * and the conversation open and waiting on that message (else `stale`: an old message, a
+ * repeated click, a closed conversation). An accepted click clears the wait, is stored as a
+ * `text` visitor message holding the button's title, moves the conversation's activity times
+ * and queues `message.received` for a subscribed webhook.
+ */
+export async function acceptAction(sql: Tx, input: ActionInput): Promise<AcceptedAction> {
+  const [row] = await sql<
+    {
+      chat_found: boolean;
+      title: string | null;
+      message_id: number | null;
+      flow_node: string | null;
+    }[]
+  >`
+    WITH stamp AS (
+      SELECT clock_timestamp() AS at
+    ), chat AS (
+      SELECT id, status, action_message_id, flow_node FROM conversations
+      WHERE app_id = ${input.appId} AND id = ${input.chatId} AND client_id = ${input.clientId}
+      FOR UPDATE
+    ), button AS (
+      SELECT COALESCE(
+        jsonb_path_query_first(m.payload, '$.buttons[*] ? (@.id == $id)', v.vars),
+        jsonb_path_query_first(m.payload, '$.cards[*].buttons[*] ? (@.id == $id)', v.vars)
+      ) ->> 'title' AS title
+      FROM messages m
+      JOIN chat ON chat.id = m.conversation_id
+      CROSS JOIN (SELECT jsonb_build_object('id', ${input.actionId}::text) AS vars) v
+      WHERE m.app_id = ${input.appId} AND m.id = ${input.messageId}
+        AND m.message_type IN ('buttons', 'card', 'carousel')
+        AND NOT m.internal AND m.deleted_at IS NULL
+    ), accepted AS (
+      UPDATE conversations c
+      SET action_message_id = NULL, flow_node = NULL,
+        last_message_at = stamp.at, last_inbound_at = stamp.at
+      FROM chat, button, stamp
+      WHERE c.app_id = ${input.appId} AND c.id = chat.id AND chat.status = 'open'
+        AND chat.action_message_id = ${input.messageId} AND button.title IS NOT NULL
+      RETURNING chat.flow_node, button.title, stamp.at
+    ), message AS (
+      INSERT INTO messages (app_id, conversation_id, sender_type, message_type, content, created_at)
+      SELECT ${input.appId}, ${input.chatId}, 'visitor', 'text', a.title, a.at FROM accepted a
+      RETURNING id
+    ), event AS (
+      INSERT INTO outbox (app_id, kind, topic, payload)
+      SELECT ${input.appId}, 'webhook', 'message.received',
+        jsonb_build_object('conversation_id', ${input.chatId}::bigint, 'message_id', message.id)
+      FROM message JOIN webhooks w ON w.app_id = ${input.appId} AND w.enabled
+        AND 'message.received' = ANY (w.events)
+    )
+    SELECT EXISTS (SELECT 1 FROM chat) AS chat_found,
+      (SELECT title FROM button) AS title,
+      (SELECT id FROM message) AS message_id,
+      (SELECT flow_node FROM accepted) AS flow_node`;
+  if (!row.chat_found) return { kind: "not_found" };
+  if (row.title === null) return { kind: "unknown_action" };
+  if (row.message_id === null) return { kind: "stale" };
+  return { kind: "accepted", messageId: row.message_id, flowNode: row.flow_node };
+}

@@ -1,0 +1,358 @@
+import assert from "node:assert/strict";
+import { createTestDatabase } from "./support/database.ts";
+import { startTestServer } from "./support/server.ts";
+import { apiCall, createKeyedApp } from "./support/open_api.ts";
+import { waitUntil } from "./support/realtime.ts";
+import { executeCommand } from "../src/cli.ts";
+
+/** The contract's sample Flow (CONTRACT §4.1), with a node that closes the conversation. */
+const FLOW = {
+  start: "welcome",
+  nodes: {
+    welcome: {
+      message: {
+        message_type: "buttons",
+        content: {
+          text: "Hi! What do you need?",
+          buttons: [
+            { id: "sales", title: "Sales" },
+            { id: "help", title: "Support" },
+            { id: "bye", title: "Nothing" },
+          ],
+        },
+      },
+      on: { sales: "sales", help: "handoff", bye: "bye" },
+    },
+    sales: {
+      message: { message_type: "text", content: "A sales rep will be with you shortly." },
+      then: "handoff",
+    },
+    bye: { message: { message_type: "text", content: "Bye!" }, then: "close" },
+  },
+};
+
+interface Frame {
+  type: string;
+  chat_id: number;
+  message?: {
+    id: number;
+    sender_type: string;
+    message_type: string;
+    content: string;
+    payload?: unknown;
+  };
+}
+
+/** A visitor with an open socket, and helpers to act as them. */
+async function visitorOf(baseUrl: string, publicId: string) {
+  const created = await fetch(`${baseUrl}/api/v1/widget/${publicId}/visitors`, { method: "POST" });
+  const { visitor_token: token } = (await created.json()).data as { visitor_token: string };
+  const frames: Frame[] = [];
+  const socket = new WebSocket(
+    `${baseUrl.replace("http", "ws")}/api/v1/widget/socket?token=${token}`,
+  );
+  socket.onmessage = (event) => frames.push(JSON.parse(event.data));
+  await new Promise((resolve, reject) => {
+    socket.onopen = resolve;
+    socket.onerror = reject;
+  });
+  async function post(path: string, body: unknown) {
+    const res = await fetch(`${baseUrl}/api/v1/widget${path}`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+      body: JSON.stringify(body),
+    });
+    return { status: res.status, json: await res.json() };
+  }
+  return {
+    token,
+    frames,
+    /** The messages pushed so far, in order. */
+    messages: () => frames.flatMap((frame) => frame.message ? [frame.message] : []),
+    send: (content: string) => post("/messages", { content }),
+    click: (chatId: number, messageId: number, actionId: string) =>
+      post("/actions", { chat_id: chatId, message_id: messageId, action_id: actionId }),
+    async [Symbol.asyncDispose]() {
+      const closed = new Promise((resolve) => socket.onclose = resolve);
+      socket.close();
+      await closed;
+    },
+  };
+}
+
+async function setUp() {
+  const db = await createTestDatabase();
+  const server = await startTestServer(db.url);
+  const app = await createKeyedApp(db.sql);
+  const put = await apiCall(server.baseUrl, "/flow", { method: "PUT", key: app.key, json: FLOW });
+  assert.equal(put.status, 200, JSON.stringify(put.json));
+  return {
+    db,
+    server,
+    app,
+    async [Symbol.asyncDispose]() {
+      await server[Symbol.asyncDispose]();
+      await db[Symbol.asyncDispose]();
+    },
+  };
+}
+
+Deno.test("a Flow walks over the widget: start, buttons on the socket, click, next node, handoff", async () => {
+  await using env = await setUp();
+  await using visitor = await visitorOf(env.server.baseUrl, env.app.publicId);
+
+  const hello = await visitor.send("Hello");
+  assert.equal(hello.status, 200);
+  const chatId: number = hello.json.data.chat_id;
+  await waitUntil(() => visitor.messages().length >= 2, "the Flow's first message");
+  const [first, welcome] = visitor.messages();
+  assert.equal(first.content, "Hello");
+  assert.equal(welcome.sender_type, "flow");
+  assert.equal(welcome.message_type, "buttons");
+  assert.deepEqual(welcome.payload, FLOW.nodes.welcome.message.content);
+  assert.deepEqual(JSON.parse(welcome.content), FLOW.nodes.welcome.message.content);
+
+  const clicked = await visitor.click(chatId, welcome.id, "sales");
+  assert.equal(clicked.status, 200, JSON.stringify(clicked.json));
+  await waitUntil(() => visitor.messages().length >= 4, "the click and the next node");
+  const [, , click, sales] = visitor.messages();
+  assert.deepEqual(
+    { id: click.id, sender: click.sender_type, type: click.message_type, content: click.content },
+    { id: clicked.json.data.message_id, sender: "visitor", type: "text", content: "Sales" },
+  );
+  assert.equal(sales.sender_type, "flow");
+  assert.equal(sales.content, "A sales rep will be with you shortly.");
+
+  // Handed off: the Flow no longer reacts, and the visitor's next words reach humans only.
+  const again = await visitor.click(chatId, welcome.id, "help");
+  assert.deepEqual(again, {
+    status: 409,
+    json: { code: 409, message: "This action is no longer available" },
+  });
+  await visitor.send("Thanks");
+  const [state] = await env.db.sql`
+    SELECT status, action_message_id, flow_node FROM conversations WHERE id = ${chatId}`;
+  assert.deepEqual({ ...state }, { status: "open", action_message_id: null, flow_node: null });
+  const history = await env.db.sql`
+    SELECT sender_type, content FROM messages WHERE conversation_id = ${chatId} ORDER BY id`;
+  assert.deepEqual(history.map((row) => `${row.sender_type}: ${row.content.slice(0, 20)}`), [
+    "visitor: Hello",
+    'flow: {"text":"Hi! What do',
+    "visitor: Sales",
+    "flow: A sales rep will be ",
+    "visitor: Thanks",
+  ]);
+});
+
+Deno.test("a double click advances the Flow once", async () => {
+  await using env = await setUp();
+  await using visitor = await visitorOf(env.server.baseUrl, env.app.publicId);
+  const chatId: number = (await visitor.send("Hello")).json.data.chat_id;
+  await waitUntil(() => visitor.messages().length >= 2, "the Flow's first message");
+  const welcome = visitor.messages()[1];
+
+  const clicks = await Promise.all(
+    Array.from({ length: 5 }, () => visitor.click(chatId, welcome.id, "sales")),
+  );
+  assert.deepEqual(clicks.map((click) => click.status).sort(), [200, 409, 409, 409, 409]);
+  const [counts] = await env.db.sql`
+    SELECT count(*) FILTER (WHERE sender_type = 'visitor' AND content = 'Sales') AS clicks,
+      count(*) FILTER (WHERE sender_type = 'flow') AS flow_messages
+    FROM messages WHERE conversation_id = ${chatId}`;
+  assert.deepEqual({ ...counts }, { clicks: 1, flow_messages: 2 });
+});
+
+Deno.test("clicks that are stale, foreign or unknown are refused and change nothing", async () => {
+  await using env = await setUp();
+  await using visitor = await visitorOf(env.server.baseUrl, env.app.publicId);
+  await using stranger = await visitorOf(env.server.baseUrl, env.app.publicId);
+  const sent = await visitor.send("Hello");
+  const { chat_id: chatId, message_id: hello } = sent.json.data as Record<string, number>;
+  await waitUntil(() => visitor.messages().length >= 2, "the Flow's first message");
+  const welcome = visitor.messages()[1];
+  const before = await env.db.sql`SELECT count(*) AS n FROM messages`;
+
+  assert.deepEqual(await stranger.click(chatId, welcome.id, "sales"), {
+    status: 404,
+    json: { code: 404, message: "Conversation not found" },
+  });
+  assert.deepEqual(await visitor.click(chatId + 1000, welcome.id, "sales"), {
+    status: 404,
+    json: { code: 404, message: "Conversation not found" },
+  });
+  assert.deepEqual(await visitor.click(chatId, welcome.id, "nope"), {
+    status: 400,
+    json: { code: 400, message: "Unknown action" },
+  });
+  assert.deepEqual(await visitor.click(chatId, hello, "sales"), {
+    status: 400,
+    json: { code: 400, message: "Unknown action" },
+  });
+  const malformed = await fetch(`${env.server.baseUrl}/api/v1/widget/actions`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${visitor.token}`, "content-type": "application/json" },
+    body: JSON.stringify({ chat_id: "1", message_id: welcome.id, action_id: "sales" }),
+  });
+  assert.equal(malformed.status, 400);
+  assert.match((await malformed.json()).message, /^Invalid action: chat_id /);
+  assert.deepEqual(await env.db.sql`SELECT count(*) AS n FROM messages`, before);
+
+  // Still waiting: the refusals consumed nothing.
+  assert.equal((await visitor.click(chatId, welcome.id, "help")).status, 200);
+});
+
+Deno.test("a click leading to close closes the conversation, and its buttons go stale", async () => {
+  await using env = await setUp();
+  await using visitor = await visitorOf(env.server.baseUrl, env.app.publicId);
+  const chatId: number = (await visitor.send("Hello")).json.data.chat_id;
+  await waitUntil(() => visitor.messages().length >= 2, "the Flow's first message");
+  const welcome = visitor.messages()[1];
+
+  assert.equal((await visitor.click(chatId, welcome.id, "bye")).status, 200);
+  await waitUntil(
+    () =>
+      visitor.frames.some((frame) => frame.type === "chat.updated") &&
+      visitor.messages().some((message) => message.content === "Bye!"),
+    "the Flow's last message and the closed conversation",
+  );
+  const [chat] = await env.db.sql`SELECT status FROM conversations WHERE id = ${chatId}`;
+  assert.equal(chat.status, "closed");
+  assert.equal((await visitor.click(chatId, welcome.id, "sales")).status, 409);
+
+  // The next message opens a new conversation, and the Flow starts again there.
+  const next = await visitor.send("Hello again");
+  assert.notEqual(next.json.data.chat_id, chatId);
+  await waitUntil(
+    () => visitor.messages().filter((message) => message.message_type === "buttons").length === 2,
+    "the Flow's restart",
+  );
+});
+
+Deno.test("buttons the bot sends through the Open API take one click, which drives no Flow", async () => {
+  await using db = await createTestDatabase();
+  await using server = await startTestServer(db.url);
+  const app = await createKeyedApp(db.sql);
+  await using visitor = await visitorOf(server.baseUrl, app.publicId);
+  const chatId: number = (await visitor.send("Hello")).json.data.chat_id;
+  const sent = await apiCall(server.baseUrl, "/messages", {
+    key: app.key,
+    json: {
+      chat_id: chatId,
+      message_type: "card",
+      content: JSON.stringify({ title: "Plan", buttons: [{ id: "buy", title: "Buy" }] }),
+    },
+  });
+  assert.equal(sent.status, 200);
+  const cardId: number = sent.json.data.message_id;
+
+  assert.equal((await visitor.click(chatId, cardId, "buy")).status, 200);
+  assert.equal((await visitor.click(chatId, cardId, "buy")).status, 409);
+  const rows = await db.sql`
+    SELECT sender_type, content FROM messages WHERE conversation_id = ${chatId} ORDER BY id`;
+  assert.deepEqual(rows.map((row) => row.sender_type), ["visitor", "bot", "visitor"]);
+  assert.equal(rows[2].content, "Buy");
+});
+
+Deno.test("without a Flow nothing automatic is sent", async () => {
+  await using db = await createTestDatabase();
+  await using server = await startTestServer(db.url);
+  const app = await createKeyedApp(db.sql);
+  await using visitor = await visitorOf(server.baseUrl, app.publicId);
+  await visitor.send("Hello");
+  await visitor.send("Anyone?");
+  const [row] = await db
+    .sql`SELECT count(*) FILTER (WHERE sender_type = 'flow') AS n FROM messages`;
+  assert.equal(row.n, 0);
+});
+
+Deno.test("flow messages are announced as message.sent to a subscribed webhook", async () => {
+  await using env = await setUp();
+  await env.db.sql`
+    INSERT INTO webhooks (app_id, url, events, enabled, secret_encrypted)
+    VALUES (${env.app.appId}, 'https://receiver.invalid/hook',
+      '{chat.started,message.received,message.sent}', true, 'unused')`;
+  await using visitor = await visitorOf(env.server.baseUrl, env.app.publicId);
+  const chatId: number = (await visitor.send("Hello")).json.data.chat_id;
+  await waitUntil(() => visitor.messages().length >= 2, "the Flow's first message");
+  await visitor.click(chatId, visitor.messages()[1].id, "sales");
+  const topics = await env.db.sql`SELECT topic FROM outbox WHERE kind = 'webhook' ORDER BY id`;
+  assert.deepEqual(topics.map((row) => row.topic), [
+    "chat.started",
+    "message.received",
+    "message.sent",
+    "message.received",
+    "message.sent",
+  ]);
+});
+
+Deno.test("GET, PUT and DELETE /flow read, validate, replace and remove the Flow", async () => {
+  await using db = await createTestDatabase();
+  await using server = await startTestServer(db.url);
+  const app = await createKeyedApp(db.sql);
+  const other = await createKeyedApp(db.sql, "Other");
+
+  assert.deepEqual((await apiCall(server.baseUrl, "/flow", { key: app.key })).json, {
+    code: 0,
+    data: null,
+  });
+  const put = await apiCall(server.baseUrl, "/flow", { method: "PUT", key: app.key, json: FLOW });
+  assert.deepEqual(put.json, { code: 0, data: FLOW });
+  assert.deepEqual((await apiCall(server.baseUrl, "/flow", { key: app.key })).json.data, FLOW);
+  assert.equal((await apiCall(server.baseUrl, "/flow", { key: other.key })).json.data, null);
+
+  const broken = { ...FLOW, start: "nowhere" };
+  assert.deepEqual(
+    (await apiCall(server.baseUrl, "/flow", { method: "PUT", key: app.key, json: broken })).json,
+    { code: 400, message: 'Invalid flow: start: unknown node "nowhere"' },
+  );
+  const text = await apiCall(server.baseUrl, "/flow", {
+    method: "PUT",
+    key: app.key,
+    raw: "start=x",
+    headers: { "content-type": "application/x-www-form-urlencoded" },
+  });
+  assert.equal(text.status, 415);
+  assert.deepEqual((await apiCall(server.baseUrl, "/flow", { key: app.key })).json.data, FLOW);
+
+  const deleted = await apiCall(server.baseUrl, "/flow", { method: "DELETE", key: app.key });
+  assert.deepEqual(deleted.json, { code: 0, data: null });
+  assert.equal((await apiCall(server.baseUrl, "/flow", { key: app.key })).json.data, null);
+  const post = await apiCall(server.baseUrl, "/flow", { method: "POST", key: app.key, json: {} });
+  assert.equal(post.status, 405);
+});
+
+Deno.test("flow:set and flow:get store and print the Flow; a broken file is refused", async () => {
+  await using db = await createTestDatabase();
+  const app = await createKeyedApp(db.sql);
+  const dir = await Deno.makeTempDir();
+  try {
+    const file = `${dir}/flow.json`;
+    await Deno.writeTextFile(file, JSON.stringify(FLOW));
+    const flags = { app: String(app.appId), file };
+    assert.deepEqual(await executeCommand(db.sql, { command: "flow:set", flags }), FLOW);
+    assert.deepEqual(
+      await executeCommand(db.sql, { command: "flow:get", flags: { app: String(app.appId) } }),
+      FLOW,
+    );
+    await Deno.writeTextFile(file, JSON.stringify({ ...FLOW, nodes: {} }));
+    await assert.rejects(
+      executeCommand(db.sql, { command: "flow:set", flags }),
+      { message: "Invalid flow: nodes must have at least one node" },
+    );
+    await Deno.writeTextFile(file, "{");
+    await assert.rejects(
+      executeCommand(db.sql, { command: "flow:set", flags }),
+      (error: Error) => error.message.startsWith(`${file} is not JSON`),
+    );
+    await assert.rejects(
+      executeCommand(db.sql, { command: "flow:set", flags: { ...flags, file: `${dir}/none` } }),
+      (error: Error) => error.message.startsWith(`Cannot read ${dir}/none`),
+    );
+    assert.deepEqual(
+      await executeCommand(db.sql, { command: "flow:get", flags: { app: String(app.appId) } }),
+      FLOW,
+    );
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
