@@ -15,6 +15,7 @@ const schema = z.object({
   RATE_LIMIT_PER_MINUTE: positive.default(120),
   WIDGET_RATE_LIMIT_PER_MINUTE: positive.default(600),
   WORKERS: positive.optional(),
+  WEBHOOK_WORKERS: positive.optional(),
   TRUST_PROXY: z.enum(["0", "1"]).default("0"),
   LOG_LEVEL: z.enum(["debug", "info", "warn", "error", "silent"]).default("info"),
   PARLEY_ENCRYPTION_KEY: z.string().optional(),
@@ -33,6 +34,8 @@ export interface Config {
   widgetRateLimitPerMinute: number;
   /** Actor worker threads. */
   workers: number;
+  /** Webhook delivery threads. */
+  webhookWorkers: number;
   trustProxy: boolean;
   logLevel: "debug" | "info" | "warn" | "error" | "silent";
   /** `PARLEY_ENCRYPTION_KEY` (base64 of 32 bytes); null means the embedded mode's key file. */
@@ -64,6 +67,7 @@ export function loadConfig(env: Record<string, string | undefined> = Deno.env.to
     rateLimitPerMinute: values.RATE_LIMIT_PER_MINUTE,
     widgetRateLimitPerMinute: values.WIDGET_RATE_LIMIT_PER_MINUTE,
     workers: values.WORKERS ?? navigator.hardwareConcurrency ?? 2,
+    webhookWorkers: values.WEBHOOK_WORKERS ?? navigator.hardwareConcurrency ?? 2,
     trustProxy: values.TRUST_PROXY === "1",
     logLevel: values.LOG_LEVEL,
     encryptionKey: values.PARLEY_ENCRYPTION_KEY ?? null,

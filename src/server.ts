@@ -30,7 +30,7 @@ import {
   UnsafeUrlError,
 } from "./webhooks/ssrf_guard.ts";
 import { AppError } from "./domain/app_error.ts";
-import { startDeliveryWorker } from "./webhooks/delivery_worker_host.ts";
+import { startDeliveryWorkers } from "./webhooks/delivery_worker_host.ts";
 import { findActiveApiKey } from "./db/api_keys.ts";
 import { sha256Bytes } from "./crypto/tokens.ts";
 
@@ -94,7 +94,7 @@ export async function startParley(
   const listings = createConversationListCache({
     load: (appId, status) => listConversations(sql, appId, { status, limit: CACHED_ROWS }),
   });
-  const deliveries = await startDeliveryWorker({
+  const deliveries = await startDeliveryWorkers(config.webhookWorkers, {
     type: "init",
     databaseUrl: database.url,
     encryptionKey,

@@ -8,7 +8,8 @@
 import { connectWorkerPool, type Sql } from "../src/db/client.ts";
 import { claimDueDeliveries, deleteOldAttempts, recordAttempts } from "../src/db/deliveries.ts";
 import { createAttemptRecorder } from "../src/webhooks/attempt_recorder.ts";
-import { createSecretBox } from "../src/crypto/secret_box.ts";
+import { createSecretBox, type SecretBox } from "../src/crypto/secret_box.ts";
+import { createLruCache } from "../src/domain/lru_cache.ts";
 import { createDeliveryLoop, type DeliveryLoop } from "../src/webhooks/delivery_loop.ts";
 import { attemptDelivery } from "../src/webhooks/deliver.ts";
 import { createConnectionPool, postPinned } from "../src/webhooks/pinned_https.ts";
@@ -37,7 +38,7 @@ self.onmessage = async (event: MessageEvent<DeliveryWorkerMessage>) => {
       setLogLevel(message.logLevel);
       const pool = connectWorkerPool(message.databaseUrl, "parley-delivery");
       sql = pool;
-      const secretBox = createSecretBox(message.encryptionKey);
+      const secretBox = openingOnce(createSecretBox(message.encryptionKey));
       const recorder = createAttemptRecorder((records) => recordAttempts(pool, records));
       const allow = parseAllowList(message.allowPrivateHosts);
       const staticHosts = message.staticHosts ?? {};
@@ -56,11 +57,13 @@ self.onmessage = async (event: MessageEvent<DeliveryWorkerMessage>) => {
         onError: (error) => log("error", "webhook delivery failed", describeError(error)),
       });
       // Attempts are kept 14 days; any instance may sweep them.
-      sweep = setInterval(() => {
-        deleteOldAttempts(pool).catch((error) =>
-          log("warn", "delivery log sweep failed", describeError(error))
-        );
-      }, 3_600_000);
+      if (message.sweeps) {
+        sweep = setInterval(() => {
+          deleteOldAttempts(pool).catch((error) =>
+            log("warn", "delivery log sweep failed", describeError(error))
+          );
+        }, 3_600_000);
+      }
       self.postMessage({ type: "ready" });
       break;
     }
@@ -76,3 +79,23 @@ self.onmessage = async (event: MessageEvent<DeliveryWorkerMessage>) => {
       break;
   }
 };
+
+/**
+ * The box with its openings remembered: every attempt needs its application's secret, and an
+ * AES-GCM opening costs more than signing the delivery. A sealed value never changes meaning,
+ * so remembering it cannot go stale; the plaintext stays in this worker's memory only.
+ */
+function openingOnce(box: SecretBox): SecretBox {
+  const opened = createLruCache<string, string>(10_000);
+  return {
+    seal: (plaintext) => box.seal(plaintext),
+    open(sealed) {
+      let plaintext = opened.get(sealed);
+      if (plaintext === undefined) {
+        plaintext = box.open(sealed);
+        opened.set(sealed, plaintext);
+      }
+      return plaintext;
+    },
+  };
+}

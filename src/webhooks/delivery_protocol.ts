@@ -15,6 +15,8 @@ export type DeliveryWorkerMessage =
     logLevel: LogLevel | "silent";
     /** Answers for these names instead of DNS (a test seam: a resolver cannot cross threads). */
     staticHosts?: Record<string, string[]>;
+    /** Whether this worker sweeps attempts older than 14 days (one worker per instance does). */
+    sweeps: boolean;
   }
   | { type: "wake" }
   | { type: "stop" };

@@ -1,6 +1,8 @@
 /**
- * The main thread's handle on the delivery worker: starts it, wakes it when a change notice may
- * mean a new event (at most once per tick), and stops it after the attempts in flight.
+ * The main thread's handle on the delivery workers: starts them, wakes them when a change notice
+ * may mean a new event (at most once per tick), and stops them after the attempts in flight.
+ * Several workers claim from the same outbox (`FOR UPDATE SKIP LOCKED`), so deliveries get as
+ * many threads as the machine has cores: one thread cannot keep up with what the actors commit.
  */
 import type { DeliveryWorkerMessage, DeliveryWorkerReply } from "./delivery_protocol.ts";
 import { log } from "../log.ts";
@@ -14,8 +16,33 @@ export interface DeliveryWorker {
   stop(): Promise<void>;
 }
 
-/** Starts the worker; resolves once it is ready. */
-export async function startDeliveryWorker(
+/** Starts `count` workers (the first one sweeps old attempts); resolves once all are ready. */
+export async function startDeliveryWorkers(
+  count: number,
+  init: Omit<Extract<DeliveryWorkerMessage, { type: "init" }>, "sweeps">,
+): Promise<DeliveryWorker> {
+  const started = await Promise.allSettled(
+    Array.from(
+      { length: count },
+      (_, index) => startDeliveryWorker({ ...init, sweeps: index === 0 }),
+    ),
+  );
+  const workers = started.flatMap((result) => result.status === "fulfilled" ? [result.value] : []);
+  const failure = started.find((result) => result.status === "rejected");
+  if (failure) {
+    await Promise.all(workers.map((worker) => worker.stop()));
+    throw failure.reason;
+  }
+  return {
+    wake: () => workers.forEach((worker) => worker.wake()),
+    stop: async () => {
+      await Promise.all(workers.map((worker) => worker.stop()));
+    },
+  };
+}
+
+/** Starts one worker; resolves once it is ready. */
+async function startDeliveryWorker(
   init: Extract<DeliveryWorkerMessage, { type: "init" }>,
 ): Promise<DeliveryWorker> {
   const worker = new Worker(WORKER_URL, { type: "module" });

@@ -228,11 +228,23 @@ function isAllowedAddress(address: Address, allow: AllowList): boolean {
     forms.push((address as ipaddr.IPv6).toIPv4Address());
   }
   return allow.cidrs.some((cidr) => {
-    // A hand-built list may hold anything; an entry that does not parse exempts nothing.
-    if (!ipaddr.isValidCIDR(cidr)) return false;
-    const range = ipaddr.parseCIDR(cidr);
-    return forms.some((form) => form.kind() === range[0].kind() && form.match(range));
+    const range = parsedCidr(cidr);
+    return range !== null &&
+      forms.some((form) => form.kind() === range[0].kind() && form.match(range));
   });
+}
+
+/** Allow-list CIDRs as parsed once: every attempt checks them. */
+const PARSED_CIDRS = new Map<string, [Address, number] | null>();
+
+/** A parsed CIDR; null for one that does not parse (a hand-built list may hold anything). */
+function parsedCidr(cidr: string): [Address, number] | null {
+  let range = PARSED_CIDRS.get(cidr);
+  if (range === undefined) {
+    range = ipaddr.isValidCIDR(cidr) ? ipaddr.parseCIDR(cidr) : null;
+    if (PARSED_CIDRS.size < 1_000) PARSED_CIDRS.set(cidr, range);
+  }
+  return range;
 }
 
 /** The authority as the raw text has it, where an `@` means userinfo even if it is empty. */
