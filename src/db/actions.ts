@@ -61,7 +61,8 @@ export async function acceptAction(sql: Tx, input: ActionInput): Promise<Accepte
       FROM messages m
       JOIN chat ON chat.id = m.conversation_id
       CROSS JOIN (SELECT jsonb_build_object('id', ${input.actionId}::text) AS vars) v
-      WHERE m.app_id = ${input.appId} AND m.id = ${input.messageId}
+      WHERE m.app_id = ${input.appId} AND m.conversation_id = ${input.chatId}
+        AND m.id = ${input.messageId}
         AND m.message_type IN ('buttons', 'card', 'carousel')
         AND NOT m.internal AND m.deleted_at IS NULL
     ), accepted AS (

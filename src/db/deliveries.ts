@@ -87,8 +87,11 @@ export async function claimDueDeliveries(
     LEFT JOIN webhooks w ON w.app_id = c.app_id
     LEFT JOIN conversations conv
       ON conv.app_id = c.app_id AND conv.id = (c.payload ->> 'conversation_id')::bigint
+    -- The conversation too, so that both indexes on messages are exact: on (app_id, id) alone
+    -- the planner may pick (app_id, conversation_id, id) and skip-scan every conversation.
     LEFT JOIN messages m
-      ON m.app_id = c.app_id AND m.id = (c.payload ->> 'message_id')::bigint`;
+      ON m.app_id = c.app_id AND m.conversation_id = (c.payload ->> 'conversation_id')::bigint
+        AND m.id = (c.payload ->> 'message_id')::bigint`;
   return rows.map((row) => ({
     appId: row.app_id,
     id: row.id,
