@@ -106,8 +106,10 @@ export async function startParley(
   const listener = await listenForChanges({
     sql,
     onNotice: (payload) => {
-      deliveries.wake();
-      for (const appId of decodeChangeNotice(payload)?.a ?? []) listings.invalidate(appId);
+      const notice = decodeChangeNotice(payload);
+      // Only commits that queued webhook events wake the deliverers; the slow poll covers the rest.
+      if (notice?.w) deliveries.wake();
+      for (const appId of notice?.a ?? []) listings.invalidate(appId);
       void hub.handleNotice(payload);
     },
     onReconnect: () => {

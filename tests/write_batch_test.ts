@@ -205,3 +205,27 @@ Deno.test("commitBatch announces chat.started once for a new conversation's firs
     ["message.received", m2],
   ]);
 });
+
+Deno.test("commitBatch marks the notice of a batch that queued webhook events, and only that", async () => {
+  await using db = await createTestDatabase();
+  const app = await insertApplication(db.sql, "Acme");
+  await db.sql`
+    INSERT INTO webhooks (app_id, url, events, enabled, secret_encrypted)
+    VALUES (${app.id}, 'https://hooks.example.com/', '{chat.ended}', true, 'unused')`;
+  const notices: string[] = [];
+  const listening = await db.sql.listen(CHANGES_CHANNEL, (payload) => notices.push(payload));
+  const [created] = await commitBatch(db.sql, [
+    { kind: "visitor.create", appId: app.id, tokenHash: "h", name: null, email: null },
+  ]);
+  const clientId = value<{ client_id: number }>(created).client_id;
+  const [sent] = await commitBatch(db.sql, [
+    { kind: "visitor.message", appId: app.id, clientId, messageType: "text", content: "hi" },
+  ]);
+  const chatId = value<{ chat_id: number }>(sent).chat_id;
+  await commitBatch(db.sql, [{ kind: "chat.close", appId: app.id, chatId }]);
+  for (let i = 0; i < 50 && notices.length < 2; i++) await new Promise((r) => setTimeout(r, 20));
+  await listening.unlisten();
+  // The message queued nothing (chat.started and message.received are not subscribed); the
+  // close queued chat.ended.
+  assert.deepEqual(notices.map((notice) => decodeChangeNotice(notice)?.w), [undefined, 1]);
+});

@@ -25,6 +25,8 @@ export type AcceptedAction =
     messageId: number;
     /** The Flow node whose message was clicked; null when the message was not a Flow's. */
     flowNode: string | null;
+    /** Webhook events queued (`message.received` when subscribed). */
+    queuedEvents: number;
   }
   | { kind: "not_found" }
   | { kind: "unknown_action" }
@@ -45,6 +47,7 @@ export async function acceptAction(sql: Tx, input: ActionInput): Promise<Accepte
       title: string | null;
       message_id: number | null;
       flow_node: string | null;
+      queued: number;
     }[]
   >`
     WITH stamp AS (
@@ -83,13 +86,20 @@ export async function acceptAction(sql: Tx, input: ActionInput): Promise<Accepte
         jsonb_build_object('conversation_id', ${input.chatId}::bigint, 'message_id', message.id)
       FROM message JOIN webhooks w ON w.app_id = ${input.appId} AND w.enabled
         AND 'message.received' = ANY (w.events)
+      RETURNING 1
     )
     SELECT EXISTS (SELECT 1 FROM chat) AS chat_found,
       (SELECT title FROM button) AS title,
       (SELECT id FROM message) AS message_id,
-      (SELECT flow_node FROM accepted) AS flow_node`;
+      (SELECT flow_node FROM accepted) AS flow_node,
+      (SELECT count(*) FROM event)::int AS queued`;
   if (!row.chat_found) return { kind: "not_found" };
   if (row.title === null) return { kind: "unknown_action" };
   if (row.message_id === null) return { kind: "stale" };
-  return { kind: "accepted", messageId: row.message_id, flowNode: row.flow_node };
+  return {
+    kind: "accepted",
+    messageId: row.message_id,
+    flowNode: row.flow_node,
+    queuedEvents: row.queued,
+  };
 }

@@ -29,6 +29,8 @@ export interface ClosedConversation {
   conversation: Conversation;
   /** False when it was already closed (nothing changed, nothing announced). */
   changed: boolean;
+  /** Webhook events queued (`chat.ended` when subscribed). */
+  queuedEvents: number;
 }
 
 /**
@@ -41,7 +43,7 @@ export async function closeConversation(
   appId: number,
   id: number,
 ): Promise<ClosedConversation | null> {
-  const [row] = await sql<(Conversation & { changed: boolean })[]>`
+  const [row] = await sql<(Conversation & { changed: boolean; queued: number })[]>`
     WITH target AS (
       SELECT id, status FROM conversations WHERE app_id = ${appId} AND id = ${id} FOR UPDATE
     ), closed AS (
@@ -55,15 +57,16 @@ export async function closeConversation(
       SELECT ${appId}, 'webhook', 'chat.ended', jsonb_build_object('conversation_id', closed.id)
       FROM closed JOIN webhooks w ON w.app_id = ${appId} AND w.enabled
         AND 'chat.ended' = ANY (w.events)
+      RETURNING 1
     )
-    SELECT *, true AS changed FROM closed
+    SELECT *, true AS changed, (SELECT count(*) FROM event)::int AS queued FROM closed
     UNION ALL
-    SELECT c.id, c.client_id, c.status, c.channel, c.last_message_at, c.created_at, false
+    SELECT c.id, c.client_id, c.status, c.channel, c.last_message_at, c.created_at, false, 0
     FROM conversations c JOIN target t ON c.app_id = ${appId} AND c.id = t.id
     WHERE t.status <> 'open'`;
   if (!row) return null;
-  const { changed, ...conversation } = row;
-  return { conversation, changed };
+  const { changed, queued, ...conversation } = row;
+  return { conversation, changed, queuedEvents: queued };
 }
 
 /** The conversation `id` when it belongs to client `clientId` of application `appId`. */

@@ -20,6 +20,8 @@ export interface FlowEffect {
   messageId?: number;
   /** A conversation the Flow closed. */
   chatChanged?: number;
+  /** Webhook events queued. */
+  queuedEvents?: number;
 }
 
 /**
@@ -57,7 +59,8 @@ export async function runFlowSteps(
   }
   const effects: FlowEffect[] = [];
   if (replies.length > 0) {
-    const stored = await appendReplies(sql, replies);
+    const { replies: stored, queuedEvents } = await appendReplies(sql, replies);
+    effects.push({ appId: replies[0].appId, queuedEvents });
     stored.forEach((reply, index) => {
       if (reply.kind === "stored") {
         effects.push({
@@ -73,7 +76,11 @@ export async function runFlowSteps(
   );
   closed.forEach((result, index) => {
     if (result?.changed) {
-      effects.push({ appId: closes[index].appId, chatChanged: result.conversation.id });
+      effects.push({
+        appId: closes[index].appId,
+        chatChanged: result.conversation.id,
+        queuedEvents: result.queuedEvents,
+      });
     }
   });
   return effects;

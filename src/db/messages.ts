@@ -58,13 +58,15 @@ export interface AppendedVisitorMessage {
  * is also every new message's `created_at`; `chat.started` and `message.received` are queued
  * for subscribed webhooks. One statement for a whole batch is what makes group commit cheap:
  * the per-statement cost of PostgreSQL dominates single-row writes. Returns one result per
- * input, null where the application has no such client.
+ * input, null where the application has no such client, and how many webhook events it queued.
  */
 export async function appendVisitorMessages(
   sql: Tx,
   inputs: VisitorMessageInput[],
-): Promise<(AppendedVisitorMessage | null)[]> {
-  const rows = await sql<{ n: number; chat_id: number; message_id: number; started: boolean }[]>`
+): Promise<{ messages: (AppendedVisitorMessage | null)[]; queuedEvents: number }> {
+  const rows = await sql<
+    { n: number; chat_id: number; message_id: number; started: boolean; queued: number }[]
+  >`
     WITH stamp AS (
       SELECT clock_timestamp() AS at
     ), input AS (
@@ -140,13 +142,18 @@ export async function appendVisitorMessages(
       ) subscribed
       WHERE topic.name <> 'chat.started' OR r.started
       ORDER BY r.n, topic.i
+      RETURNING 1
     )
-    SELECT n, chat_id, message_id, started FROM result`;
+    SELECT n, chat_id, message_id, started, (SELECT count(*) FROM events)::int AS queued
+    FROM result`;
   const byInput = new Map(rows.map((row) => [row.n, row]));
-  return inputs.map((_, index) => {
-    const row = byInput.get(index + 1);
-    return row ? { chatId: row.chat_id, messageId: row.message_id, started: row.started } : null;
-  });
+  return {
+    messages: inputs.map((_, index) => {
+      const row = byInput.get(index + 1);
+      return row ? { chatId: row.chat_id, messageId: row.message_id, started: row.started } : null;
+    }),
+    queuedEvents: rows[0]?.queued ?? 0,
+  };
 }
 
 /** Options of {@linkcode listMessages}. */

@@ -24,11 +24,21 @@ export type AppendedReply =
  * its activity time moves to the statement's timestamp; `message.sent` is queued for a
  * subscribed webhook. A reply that offers buttons becomes the message the conversation waits on
  * for a click (the last such reply of a conversation wins), with its Flow node when a Flow sent
- * it. `reopened` is true on the first reply of a conversation that was closed.
+ * it. `reopened` is true on the first reply of a conversation that was closed. Also answers how
+ * many webhook events were queued.
  */
-export async function appendReplies(sql: Tx, inputs: ReplyInput[]): Promise<AppendedReply[]> {
+export async function appendReplies(
+  sql: Tx,
+  inputs: ReplyInput[],
+): Promise<{ replies: AppendedReply[]; queuedEvents: number }> {
   const rows = await sql<
-    { n: number; status: string; outside_window: boolean; message_id: number | null }[]
+    {
+      n: number;
+      status: string;
+      outside_window: boolean;
+      message_id: number | null;
+      queued: number;
+    }[]
   >`
     WITH stamp AS (
       SELECT clock_timestamp() AS at
@@ -96,12 +106,14 @@ export async function appendReplies(sql: Tx, inputs: ReplyInput[]): Promise<Appe
         WHERE w.app_id = r.app_id AND w.enabled AND 'message.sent' = ANY (w.events) LIMIT 1
       ) subscribed
       ORDER BY r.n
+      RETURNING 1
     )
-    SELECT t.n, t.status, t.outside_window, r.message_id
+    SELECT t.n, t.status, t.outside_window, r.message_id,
+      (SELECT count(*) FROM events)::int AS queued
     FROM target t LEFT JOIN result r ON r.n = t.n`;
   const byInput = new Map(rows.map((row) => [row.n, row]));
   const reopened = new Set<string>();
-  return inputs.map((input, index): AppendedReply => {
+  const replies = inputs.map((input, index): AppendedReply => {
     const row = byInput.get(index + 1);
     if (!row) return { kind: "not_found" };
     if (row.outside_window || row.message_id === null) return { kind: "outside_window" };
@@ -110,4 +122,5 @@ export async function appendReplies(sql: Tx, inputs: ReplyInput[]): Promise<Appe
     if (first) reopened.add(chat);
     return { kind: "stored", messageId: row.message_id, chatId: input.chatId, reopened: first };
   });
+  return { replies, queuedEvents: rows[0]?.queued ?? 0 };
 }

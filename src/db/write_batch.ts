@@ -35,6 +35,8 @@ interface Outcome {
   chatChanged?: number;
   /** What the command means for the application's Flow. */
   flowTrigger?: FlowTrigger;
+  /** Webhook events its statement queued (counted once per statement, on its first command). */
+  queuedEvents?: number;
 }
 
 /** Executes `commands` in order in one transaction; one result per command, same order. */
@@ -122,25 +124,30 @@ function planSteps(commands: AppCommand[]): Step[] {
 /** Runs one step; one outcome per command of the step, in order. */
 function execute(tx: Tx, step: Step): Promise<Outcome[]> {
   if (step.kind === "visitor.messages") {
-    return appendVisitorMessages(tx, step.commands).then((appended) =>
-      appended.map((message, index): Outcome => {
-        if (!message) return { result: { ok: false, status: 404, message: "Visitor not found" } };
-        return {
-          result: {
-            ok: true,
-            value: { chat_id: message.chatId, message_id: message.messageId },
-          },
-          messageId: message.messageId,
-          chatChanged: message.started ? message.chatId : undefined,
-          flowTrigger: message.started
-            ? { kind: "start", appId: step.commands[index].appId, chatId: message.chatId }
-            : undefined,
-        };
-      })
+    return appendVisitorMessages(tx, step.commands).then(({ messages, queuedEvents }) =>
+      withQueued(
+        queuedEvents,
+        messages.map((message, index): Outcome => {
+          if (!message) return { result: { ok: false, status: 404, message: "Visitor not found" } };
+          return {
+            result: {
+              ok: true,
+              value: { chat_id: message.chatId, message_id: message.messageId },
+            },
+            messageId: message.messageId,
+            chatChanged: message.started ? message.chatId : undefined,
+            flowTrigger: message.started
+              ? { kind: "start", appId: step.commands[index].appId, chatId: message.chatId }
+              : undefined,
+          };
+        }),
+      )
     );
   }
   if (step.kind === "chat.replies") {
-    return appendReplies(tx, step.commands).then((appended) => appended.map(replyOutcome));
+    return appendReplies(tx, step.commands).then(({ replies, queuedEvents }) =>
+      withQueued(queuedEvents, replies.map(replyOutcome))
+    );
   }
   const command = step.command;
   switch (command.kind) {
@@ -166,10 +173,17 @@ function execute(tx: Tx, step: Step): Promise<Outcome[]> {
           ? {
             result: { ok: true, value: closed.conversation },
             chatChanged: closed.changed ? closed.conversation.id : undefined,
+            queuedEvents: closed.queuedEvents,
           }
           : { result: { ok: false, status: 404, message: "Conversation not found" } },
       ]);
   }
+}
+
+/** The outcomes of one statement, its queued events counted on the first. */
+function withQueued(queuedEvents: number, outcomes: Outcome[]): Outcome[] {
+  if (outcomes.length > 0) outcomes[0].queuedEvents = queuedEvents;
+  return outcomes;
 }
 
 function actionOutcome(
@@ -181,6 +195,7 @@ function actionOutcome(
       return {
         result: { ok: true, value: { message_id: accepted.messageId } },
         messageId: accepted.messageId,
+        queuedEvents: accepted.queuedEvents,
         flowTrigger: accepted.flowNode === null ? undefined : {
           kind: "click",
           appId: command.appId,
@@ -223,9 +238,10 @@ function replyOutcome(reply: AppendedReply): Outcome {
 
 /** The notice of what a batch changed: its applications, message id range and conversations. */
 function changeNotice(
-  changes: { appId: number; messageId?: number; chatChanged?: number }[],
+  changes: { appId: number; messageId?: number; chatChanged?: number; queuedEvents?: number }[],
 ): ChangeNotice | null {
   const apps = new Set<number>();
+  const queued = changes.some((change) => (change.queuedEvents ?? 0) > 0);
   let min = Infinity;
   let max = -Infinity;
   const chats: [number, number][] = [];
@@ -245,5 +261,6 @@ function changeNotice(
   const notice: ChangeNotice = { a: [...apps] };
   if (min <= max) notice.m = [min, max];
   if (chats.length > 0) notice.c = chats;
+  if (queued) notice.w = 1;
   return notice;
 }

@@ -19,6 +19,8 @@ export interface ChangeNotice {
   m?: [number, number];
   /** Conversations whose state changed, as `[appId, chatId]`. */
   c?: [number, number][];
+  /** Present when the transaction queued webhook events: the deliverers have work. */
+  w?: 1;
 }
 
 /** Encodes a notice as one or more NOTIFY payloads, each under the size limit. */
@@ -26,11 +28,14 @@ export function encodeChangeNotice(notice: ChangeNotice): string[] {
   const whole = JSON.stringify(notice);
   if (whole.length <= MAX_PAYLOAD_BYTES) return [whole];
   const payloads: string[] = [];
-  if (notice.m) payloads.push(JSON.stringify({ a: notice.a, m: notice.m }));
+  const queued = notice.w ? { w: notice.w } : {};
+  if (notice.m) payloads.push(JSON.stringify({ a: notice.a, m: notice.m, ...queued }));
   let chats: [number, number][] = [];
   const flush = () => {
     if (chats.length === 0) return;
-    payloads.push(JSON.stringify({ a: [...new Set(chats.map(([app]) => app))], c: chats }));
+    payloads.push(
+      JSON.stringify({ a: [...new Set(chats.map(([app]) => app))], c: chats, ...queued }),
+    );
     chats = [];
   };
   for (const chat of notice.c ?? []) {
