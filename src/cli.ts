@@ -15,6 +15,9 @@ import { newApiKey, sha256Bytes } from "./crypto/tokens.ts";
 import { AppError } from "./domain/app_error.ts";
 import { parseFlow } from "./domain/flow.ts";
 import { findFlow } from "./db/flows.ts";
+import { replaceWhatsAppChannel } from "./db/whatsapp_channels.ts";
+import { createSecretBox, type SecretBox } from "./crypto/secret_box.ts";
+import { loadEncryptionKey } from "./crypto/encryption_key.ts";
 import { setLogLevel } from "./log.ts";
 
 /** A parsed command line: the command name and its `--flag value` pairs. */
@@ -49,7 +52,13 @@ export function parseCommandLine(args: string[]): CommandLine {
   return { command, flags };
 }
 
-type Handler = (sql: Sql, flags: Record<string, string>) => Promise<unknown>;
+/** What commands may need beyond the database. */
+export interface CliContext {
+  /** The box that seals secrets before they are stored (CONTRACT §7), loaded on first use. */
+  secretBox?: () => Promise<SecretBox>;
+}
+
+type Handler = (sql: Sql, flags: Record<string, string>, context: CliContext) => Promise<unknown>;
 
 const COMMANDS: Record<string, Handler> = {
   "app:create": async (sql, flags) => {
@@ -107,6 +116,31 @@ const COMMANDS: Record<string, Handler> = {
     return result.value;
   },
   "flow:get": async (sql, flags) => await findFlow(sql, await existingApp(sql, flags)),
+  "whatsapp:configure": async (sql, flags, context) => {
+    const appId = await existingApp(sql, flags);
+    if (!context.secretBox) throw new Error("whatsapp:configure needs the encryption key");
+    const box = await context.secretBox();
+    const phoneNumberId = required(flags, "phone-number-id").trim();
+    if (!/^[0-9]{1,32}$/.test(phoneNumberId)) {
+      throw new Error("Flag --phone-number-id must be the numeric id Meta shows for the number");
+    }
+    const secrets = ["access-token", "app-secret", "verify-token"].map((name) => {
+      const value = required(flags, name).trim();
+      if (value === "") throw new Error(`Flag --${name} must not be blank`);
+      return value;
+    });
+    const stored = await replaceWhatsAppChannel(sql, {
+      appId,
+      phoneNumberId,
+      accessTokenSealed: box.seal(secrets[0]),
+      appSecretSealed: box.seal(secrets[1]),
+      verifyTokenSealed: box.seal(secrets[2]),
+    });
+    if (!stored) {
+      throw new Error(`Phone number ${phoneNumberId} is configured for another application`);
+    }
+    return { app_id: appId, phone_number_id: phoneNumberId };
+  },
 };
 
 function required(flags: Record<string, string>, name: string): string {
@@ -141,8 +175,12 @@ function handlerOf(command: string): Handler {
 }
 
 /** Runs a parsed command line against `sql`; resolves to what the command prints. */
-export async function executeCommand(sql: Sql, line: CommandLine): Promise<unknown> {
-  return await handlerOf(line.command)(sql, line.flags);
+export async function executeCommand(
+  sql: Sql,
+  line: CommandLine,
+  context: CliContext = {},
+): Promise<unknown> {
+  return await handlerOf(line.command)(sql, line.flags, context);
 }
 
 /** Runs one command line; resolves to the process exit code. */
@@ -153,10 +191,18 @@ export async function runCli(args: string[]): Promise<number> {
   try {
     const line = parseCommandLine(args);
     handlerOf(line.command);
-    location = await openDatabase(loadConfig());
+    const config = loadConfig();
+    location = await openDatabase(config);
     sql = connect(location.url, { max: 2, applicationName: "parley-cli" });
     await migrate(sql);
-    const output = await executeCommand(sql, line);
+    const secretBox = async () =>
+      createSecretBox(
+        await loadEncryptionKey({
+          configured: config.encryptionKey,
+          dataDir: config.databaseUrl === null ? config.dataDir : null,
+        }),
+      );
+    const output = await executeCommand(sql, line, { secretBox });
     console.log(JSON.stringify(output));
     return 0;
   } catch (error) {

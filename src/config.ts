@@ -21,6 +21,7 @@ const schema = z.object({
   PARLEY_ENCRYPTION_KEY: z.string().optional(),
   WEBHOOK_ALLOW_PRIVATE_HOSTS: z.string().optional(),
   WEBHOOK_CA_FILE: z.string().optional(),
+  WHATSAPP_GRAPH_URL: z.string().url().default("https://graph.facebook.com/v21.0"),
 });
 
 /** Parley's configuration. */
@@ -44,6 +45,8 @@ export interface Config {
   webhookAllowPrivateHosts: string | null;
   /** A PEM file of extra roots trusted for webhook deliveries (local testing); null: none. */
   webhookCaFile: string | null;
+  /** The WhatsApp Cloud (Graph) API base, without a trailing slash. */
+  whatsappGraphUrl: string;
 }
 
 /** Reads and validates the configuration; throws a readable error on bad values. */
@@ -73,5 +76,6 @@ export function loadConfig(env: Record<string, string | undefined> = Deno.env.to
     encryptionKey: values.PARLEY_ENCRYPTION_KEY ?? null,
     webhookAllowPrivateHosts: values.WEBHOOK_ALLOW_PRIVATE_HOSTS ?? null,
     webhookCaFile: values.WEBHOOK_CA_FILE ?? null,
+    whatsappGraphUrl: values.WHATSAPP_GRAPH_URL.replace(/\/$/, ""),
   };
 }

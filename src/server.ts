@@ -31,6 +31,8 @@ import {
 } from "./webhooks/ssrf_guard.ts";
 import { AppError } from "./domain/app_error.ts";
 import { startDeliveryWorkers } from "./webhooks/delivery_worker_host.ts";
+import { createMediaLinks } from "./channels/whatsapp/media_links.ts";
+import { createInboundProcessor } from "./channels/whatsapp/inbound_processor.ts";
 import { findActiveApiKey } from "./db/api_keys.ts";
 import { sha256Bytes } from "./crypto/tokens.ts";
 
@@ -102,6 +104,7 @@ export async function startParley(
     caCerts,
     logLevel: config.logLevel,
     staticHosts: options.deliveryHosts,
+    whatsappGraphUrl: config.whatsappGraphUrl,
   });
   const listener = await listenForChanges({
     sql,
@@ -131,9 +134,14 @@ export async function startParley(
     addHits: (hits) => addHits(sql, hits),
     onError: (error) => log("warn", "rate-limit sync failed", describeError(error)),
   });
+  const mediaLinks = createMediaLinks({ encryptionKey, publicBaseUrl: config.publicBaseUrl });
+  const inbound = createInboundProcessor({ sql, ask, mediaLinks });
   const app = createHttpApp({
     sql,
     ask,
+    inbound,
+    mediaLinks,
+    whatsappGraphUrl: config.whatsappGraphUrl,
     listings,
     attachVisitor: (socket, who) => hub.attachVisitor(socket, who),
     hitCounter: widgetHits,
@@ -163,6 +171,13 @@ export async function startParley(
       log("warn", "rate-limit sweep failed", describeError(error))
     );
   }, 60_000);
+  // WhatsApp deliveries acknowledged but not applied (a crash came between) are applied again.
+  const recover = () =>
+    inbound.recover().catch((error) =>
+      log("warn", "whatsapp recovery failed", describeError(error))
+    );
+  const recovery = setInterval(recover, 30_000);
+  void recover();
 
   const { promise: listening, resolve } = Promise.withResolvers<Deno.NetAddr>();
   const server = Deno.serve({
@@ -184,6 +199,7 @@ export async function startParley(
       stopping ??= (async () => {
         log("info", "stopping");
         clearInterval(sweep);
+        clearInterval(recovery);
         const drained = server.shutdown();
         hub.stop();
         await drained;

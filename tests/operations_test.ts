@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { createMediaLinks } from "../src/channels/whatsapp/media_links.ts";
 import { createTestDatabase } from "./support/database.ts";
 import { spawnServer } from "./support/server.ts";
 import { connect } from "../src/db/client.ts";
@@ -60,6 +61,9 @@ Deno.test("the HTTP app renders a failing readyz as 503 in the envelope", async 
       secretBox: createSecretBox(new Uint8Array(32)),
       checkWebhookUrl: () => Promise.resolve(),
       wakeDeliveries: () => {},
+      inbound: { process: () => Promise.resolve(), recover: () => Promise.resolve(0) },
+      mediaLinks: createMediaLinks({ encryptionKey: new Uint8Array(32), publicBaseUrl: "" }),
+      whatsappGraphUrl: "http://127.0.0.1:9",
     });
     const res = await app.request("/readyz");
     assert.equal(res.status, 503);

@@ -20,6 +20,9 @@ import {
   systemResolver,
 } from "../src/webhooks/ssrf_guard.ts";
 import type { DeliveryWorkerMessage } from "../src/webhooks/delivery_protocol.ts";
+import { claimChannelSends, recordSendOutcome, recordSentPart } from "../src/db/channel_sends.ts";
+import { markWhatsAppChannelAttention } from "../src/db/whatsapp_channels.ts";
+import { sendClaimed } from "../src/channels/whatsapp/sender.ts";
 import { describeError, log, setLogLevel } from "../src/log.ts";
 
 /** Seconds a claimed delivery stays with this worker before another may take it. */
@@ -27,6 +30,8 @@ const LEASE_SECONDS = 60;
 
 let sql: Sql | null = null;
 let loop: DeliveryLoop | null = null;
+/** The WhatsApp sender: channel sends come from the same outbox. */
+let sender: DeliveryLoop | null = null;
 let sweep: ReturnType<typeof setInterval> | undefined;
 /** Keep-alive connections to receivers, shared by every attempt of this worker. */
 const connections = createConnectionPool();
@@ -56,6 +61,31 @@ self.onmessage = async (event: MessageEvent<DeliveryWorkerMessage>) => {
           }, delivery),
         onError: (error) => log("error", "webhook delivery failed", describeError(error)),
       });
+      sender = createDeliveryLoop({
+        claim: (limit) =>
+          claimChannelSends(pool, { kind: "whatsapp", limit, leaseSeconds: LEASE_SECONDS }),
+        attempt: (send) =>
+          sendClaimed({
+            graphUrl: message.whatsappGraphUrl,
+            openSecret: (sealed) => secretBox.open(sealed),
+            recordPart: (claimed, part, wamid) =>
+              recordSentPart(
+                pool,
+                { appId: claimed.appId, messageId: claimed.message!.id },
+                part,
+                wamid,
+              ),
+            recordOutcome: (claimed, outcome) =>
+              recordSendOutcome(
+                pool,
+                { ...claimed, messageId: claimed.message?.id ?? null },
+                outcome,
+              ),
+            markAttention: (appId, reason) => markWhatsAppChannelAttention(pool, appId, reason),
+          }, send),
+        onError: (error) => log("error", "whatsapp send failed", describeError(error)),
+        batchSize: 16,
+      });
       // Attempts are kept 14 days; any instance may sweep them.
       if (message.sweeps) {
         sweep = setInterval(() => {
@@ -69,10 +99,11 @@ self.onmessage = async (event: MessageEvent<DeliveryWorkerMessage>) => {
     }
     case "wake":
       loop?.wake();
+      sender?.wake();
       break;
     case "stop":
       clearInterval(sweep);
-      await loop?.stop();
+      await Promise.all([loop?.stop(), sender?.stop()]);
       connections.close();
       await sql?.end();
       self.postMessage({ type: "stopped" });

@@ -16,7 +16,8 @@ export type AppCommand =
   | CloseChatCommand
   | ConfigureWebhookCommand
   | VisitorActionCommand
-  | SetFlowCommand;
+  | SetFlowCommand
+  | WhatsAppInboundCommand;
 
 /** Creates a web visitor (a client with a `web` identity). */
 export interface CreateVisitorCommand {
@@ -67,6 +68,55 @@ export interface VisitorActionCommand {
   messageId: number;
   /** The clicked button's id. */
   actionId: string;
+}
+
+/** One update of a WhatsApp webhook delivery, normalized and ready to store. */
+export type WhatsAppInboundEntry =
+  | {
+    kind: "message";
+    /** The customer's WhatsApp id and profile name. */
+    waId: string;
+    name: string | null;
+    /** WhatsApp's message id: a message already stored under it is not stored again. */
+    wamid: string;
+    /** The platform's timestamp (ISO 8601). */
+    timestamp: string;
+    messageType: "text" | "image" | "file";
+    content: string;
+    payload: unknown;
+  }
+  | {
+    /** A reply button or list row clicked on the message `messageId` of conversation `chatId`. */
+    kind: "click";
+    waId: string;
+    name: string | null;
+    wamid: string;
+    timestamp: string;
+    chatId: number;
+    messageId: number;
+    /** The Parley button id. */
+    actionId: string;
+    /** What the customer saw on the button: stored as their message. */
+    title: string;
+  }
+  | {
+    kind: "status";
+    /** A WhatsApp message id of one of Parley's outbound messages. */
+    wamid: string;
+    status: "sent" | "delivered" | "read" | "failed";
+    timestamp: string;
+    error: { code: number; title: string } | null;
+  };
+
+/**
+ * A WhatsApp webhook delivery, stored raw when it arrived: its updates, in order, and then the
+ * delivery marked processed, all in one transaction (so a crash never half-applies one).
+ */
+export interface WhatsAppInboundCommand {
+  kind: "whatsapp.inbound";
+  appId: number;
+  deliveryId: number;
+  entries: WhatsAppInboundEntry[];
 }
 
 /** Replaces the application's Flow (already validated); null removes it. */

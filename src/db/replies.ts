@@ -22,7 +22,8 @@ export type AppendedReply =
  * application; a free-form reply to a WhatsApp conversation whose customer last wrote more
  * than {@linkcode REPLY_WINDOW_HOURS} hours ago is refused; the conversation is reopened and
  * its activity time moves to the statement's timestamp; `message.sent` is queued for a
- * subscribed webhook. A reply that offers buttons becomes the message the conversation waits on
+ * subscribed webhook; a reply to a WhatsApp conversation is stored `pending` and queued for the
+ * channel's sender. A reply that offers buttons becomes the message the conversation waits on
  * for a click (the last such reply of a conversation wins), with its Flow node when a Flow sent
  * it. `reopened` is true on the first reply of a conversation that was closed. Also answers how
  * many webhook events were queued.
@@ -31,6 +32,9 @@ export async function appendReplies(
   sql: Tx,
   inputs: ReplyInput[],
 ): Promise<{ replies: AppendedReply[]; queuedEvents: number }> {
+  const actionable = inputs.map((i) =>
+    buttonsOffered(i.messageType, i.payload).length > 0 ? "t" : "f"
+  );
   const rows = await sql<
     {
       n: number;
@@ -49,13 +53,11 @@ export async function appendReplies(
         ${inputs.map((i) => i.messageType)}::text[], ${inputs.map((i) => i.content)}::text[],
         ${inputs.map((i) => i.payload === null ? null : JSON.stringify(i.payload))}::text[],
         ${inputs.map((i) => i.flowNode ?? null)}::text[],
-        ${
-    inputs.map((i) => buttonsOffered(i.messageType, i.payload).length > 0 ? "t" : "f")
-  }::text[]::boolean[]
+        ${actionable}::text[]::boolean[]
       ) WITH ORDINALITY AS input (app_id, chat_id, sender_type, sender_name, message_type,
         content, payload, flow_node, actionable, n)
     ), target AS (
-      SELECT i.*, c.status,
+      SELECT i.*, c.status, c.channel,
         c.channel = 'whatsapp' AND i.message_type <> 'template'
           AND (c.last_inbound_at IS NULL
             OR c.last_inbound_at < stamp.at - make_interval(hours => ${REPLY_WINDOW_HOURS}))
@@ -69,9 +71,9 @@ export async function appendReplies(
       SELECT *, row_number() OVER (ORDER BY n) AS k FROM target WHERE NOT outside_window
     ), message AS (
       INSERT INTO messages (app_id, conversation_id, sender_type, sender_name, message_type,
-        content, payload, created_at)
+        content, payload, status, created_at)
       SELECT a.app_id, a.chat_id, a.sender_type, a.sender_name, a.message_type, a.content,
-        a.payload::jsonb, stamp.at
+        a.payload::jsonb, CASE WHEN a.channel = 'whatsapp' THEN 'pending' END, stamp.at
       FROM accepted a CROSS JOIN stamp
       ORDER BY a.k
       RETURNING id
@@ -82,8 +84,9 @@ export async function appendReplies(
         ARRAY(SELECT n FROM accepted ORDER BY k), ARRAY(SELECT app_id FROM accepted ORDER BY k),
         ARRAY(SELECT chat_id FROM accepted ORDER BY k),
         ARRAY(SELECT flow_node FROM accepted ORDER BY k),
-        ARRAY(SELECT actionable FROM accepted ORDER BY k), ARRAY(SELECT id FROM message ORDER BY id)
-      ) AS result (n, app_id, chat_id, flow_node, actionable, message_id)
+        ARRAY(SELECT actionable FROM accepted ORDER BY k),
+        ARRAY(SELECT channel FROM accepted ORDER BY k), ARRAY(SELECT id FROM message ORDER BY id)
+      ) AS result (n, app_id, chat_id, flow_node, actionable, channel, message_id)
     ), waiting AS (
       SELECT app_id, chat_id,
         (array_agg(message_id ORDER BY n DESC) FILTER (WHERE actionable))[1] AS message_id,
@@ -107,9 +110,17 @@ export async function appendReplies(
       ) subscribed
       ORDER BY r.n
       RETURNING 1
+    ), sends AS (
+      -- Conversations on a channel are sent there by the channel's sender, from the outbox.
+      INSERT INTO outbox (app_id, kind, topic, payload)
+      SELECT r.app_id, 'whatsapp', 'send',
+        jsonb_build_object('conversation_id', r.chat_id, 'message_id', r.message_id)
+      FROM result r WHERE r.channel = 'whatsapp'
+      ORDER BY r.n
+      RETURNING 1
     )
     SELECT t.n, t.status, t.outside_window, r.message_id,
-      (SELECT count(*) FROM events)::int AS queued
+      ((SELECT count(*) FROM events) + (SELECT count(*) FROM sends))::int AS queued
     FROM target t LEFT JOIN result r ON r.n = t.n`;
   const byInput = new Map(rows.map((row) => [row.n, row]));
   const reopened = new Set<string>();

@@ -24,6 +24,7 @@ import { replaceWebhook } from "./webhooks.ts";
 import { findFlows, replaceFlow } from "./flows.ts";
 import { acceptAction, type AcceptedAction } from "./actions.ts";
 import { type FlowEffect, type FlowTrigger, runFlowSteps } from "./flow_runs.ts";
+import { applyWhatsAppDelivery } from "./whatsapp_batch.ts";
 import { type ChangeNotice, CHANGES_CHANNEL, encodeChangeNotice } from "../domain/change_notice.ts";
 
 /** What one command did, for its caller and for the batch's change notice. */
@@ -37,6 +38,9 @@ interface Outcome {
   flowTrigger?: FlowTrigger;
   /** Webhook events its statement queued (counted once per statement, on its first command). */
   queuedEvents?: number;
+  /** What a command of many changes (a WhatsApp delivery) changed, and its Flow triggers. */
+  changes?: FlowEffect[];
+  flowTriggers?: FlowTrigger[];
 }
 
 /** Executes `commands` in order in one transaction; one result per command, same order. */
@@ -58,7 +62,10 @@ export async function commitBatch(sql: Sql, commands: AppCommand[]): Promise<Com
       await locked;
       const flows = await flowsFound;
       outcomes = (await Promise.all(pending)).flat();
-      const triggers = outcomes.flatMap((outcome) => outcome.flowTrigger ?? []);
+      const triggers = outcomes.flatMap((outcome) => [
+        ...(outcome.flowTrigger ? [outcome.flowTrigger] : []),
+        ...(outcome.flowTriggers ?? []),
+      ]);
       if (flows && flows.size > 0 && triggers.length > 0) {
         flowEffects = await runFlowSteps(conn, triggers, flows);
       }
@@ -69,6 +76,7 @@ export async function commitBatch(sql: Sql, commands: AppCommand[]): Promise<Com
     }
     const notice = changeNotice([
       ...outcomes.map((outcome, index) => ({ appId: commands[index].appId, ...outcome })),
+      ...outcomes.flatMap((outcome) => outcome.changes ?? []),
       ...flowEffects,
     ]);
     const notified = notice
@@ -90,7 +98,8 @@ export async function commitBatch(sql: Sql, commands: AppCommand[]): Promise<Com
 /** Whether a command of the batch can start or move a Flow (flows are loaded only then). */
 function mayMoveFlows(commands: AppCommand[]): boolean {
   return commands.some((command) =>
-    command.kind === "visitor.message" || command.kind === "visitor.action"
+    command.kind === "visitor.message" || command.kind === "visitor.action" ||
+    command.kind === "whatsapp.inbound"
   );
 }
 
@@ -164,6 +173,12 @@ function execute(tx: Tx, step: Step): Promise<Outcome[]> {
     case "flow.set":
       return replaceFlow(tx, command.appId, command.flow).then((stored) => [{
         result: { ok: true, value: stored },
+      }]);
+    case "whatsapp.inbound":
+      return applyWhatsAppDelivery(tx, command).then((applied) => [{
+        result: { ok: true, value: { applied: applied.applied } },
+        changes: applied.changes,
+        flowTriggers: applied.flowTriggers,
       }]);
     case "visitor.action":
       return acceptAction(tx, command).then((accepted) => [actionOutcome(command, accepted)]);

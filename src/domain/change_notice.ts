@@ -19,7 +19,7 @@ export interface ChangeNotice {
   m?: [number, number];
   /** Conversations whose state changed, as `[appId, chatId]`. */
   c?: [number, number][];
-  /** Present when the transaction queued webhook events: the deliverers have work. */
+  /** Present when the transaction queued outbox work (webhook events, channel sends). */
   w?: 1;
 }
 

@@ -12,9 +12,10 @@ import { healthRoutes } from "./health.ts";
 import { requestLog, type RequestLogVariables } from "./middleware/request_log.ts";
 import { type WidgetDeps, widgetRoutes } from "./widget.ts";
 import { type OpenApiDeps, openApiRoutes } from "./openapi/router.ts";
+import { whatsappRoutes, type WhatsAppRoutesDeps } from "./whatsapp.ts";
 
 /** What the HTTP front needs from the rest of Parley. */
-export interface HttpDeps extends WidgetDeps, OpenApiDeps {
+export interface HttpDeps extends WidgetDeps, OpenApiDeps, WhatsAppRoutesDeps {
   sql: Sql;
 }
 
@@ -25,6 +26,7 @@ export function createHttpApp(deps: HttpDeps): Hono<{ Variables: RequestLogVaria
   app.route("/", healthRoutes(deps.sql));
   app.route("/api/v1/widget", widgetRoutes(deps));
   app.route("/openapi/v1", openApiRoutes(deps));
+  app.route("/api/v1/whatsapp", whatsappRoutes(deps));
   app.notFound(() => errorResponse(404, "Not found"));
   app.onError((error, c) => {
     if (error instanceof AppError) {

@@ -15,6 +15,8 @@ export type DeliveryWorkerMessage =
     logLevel: LogLevel | "silent";
     /** Answers for these names instead of DNS (a test seam: a resolver cannot cross threads). */
     staticHosts?: Record<string, string[]>;
+    /** The WhatsApp Cloud API base (WHATSAPP_GRAPH_URL): this worker also sends to WhatsApp. */
+    whatsappGraphUrl: string;
     /** Whether this worker sweeps attempts older than 14 days (one worker per instance does). */
     sweeps: boolean;
   }

@@ -1,0 +1,349 @@
+/**
+ * WhatsApp Cloud API webhook bodies (CONTRACT §6.1) read into plain items: a customer's message
+ * (text, or an `image`/`file` naming the Meta media id), a click on an interactive reply button,
+ * list row or template quick-reply button, or a status update of a message Parley sent. A batch
+ * carries up to 1,000 updates from many customers, so every message and status is read on its
+ * own and one that cannot be read is skipped with its JSON path and the reason, never failing
+ * the rest. Meta adds fields over time; unknown fields are ignored and unknown message types
+ * become readable text rather than being dropped. Pure: no I/O.
+ */
+import { z } from "zod";
+import { describeIssue } from "../../domain/message_kinds.ts";
+
+/** The WhatsApp user who wrote: their WhatsApp id and profile name, if Meta sent one. */
+export interface InboundCustomer {
+  waId: string;
+  name: string | null;
+}
+
+/** A media attachment, still on Meta's servers under `id`. */
+export interface InboundMedia {
+  id: string;
+  mimeType: string | null;
+  kind: "image" | "audio" | "video" | "document" | "sticker";
+  caption: string | null;
+  /** Only documents carry a file name. */
+  filename: string | null;
+}
+
+/**
+ * What a customer's message carries once normalized: text (location, contacts, reactions and
+ * unsupported types rendered as readable text), or media as a Parley `image` or `file`.
+ */
+export type InboundContent =
+  | { messageType: "text"; text: string }
+  | { messageType: "image" | "file"; media: InboundMedia };
+
+/** What a customer's message and click share; `timestamp` is Meta's time as ISO 8601 UTC. */
+interface CustomerUpdate {
+  phoneNumberId: string;
+  customer: InboundCustomer;
+  wamid: string;
+  timestamp: string;
+}
+
+/**
+ * One update of a webhook batch. A `click` is an interactive `button_reply`/`list_reply`
+ * (`replyId` is the id Parley sent) or a template quick-reply `button` (`replyId` is its
+ * payload); `contextWamid` names the message clicked in. A `failed` status carries Meta's error.
+ */
+export type InboundItem =
+  | CustomerUpdate & { kind: "message"; content: InboundContent }
+  | CustomerUpdate & { kind: "click"; contextWamid: string | null; replyId: string; title: string }
+  | {
+    kind: "status";
+    phoneNumberId: string;
+    wamid: string;
+    status: "sent" | "delivered" | "read" | "failed";
+    timestamp: string;
+    recipientId: string | null;
+    error: { code: number; title: string } | null;
+  };
+
+/**
+ * The items of a webhook body in body order, and what was left out: `path` is the JSON path of
+ * the part skipped (`entry.0.changes.1.value.messages.3`; empty for the body itself).
+ */
+export interface ParsedWebhook {
+  items: InboundItem[];
+  skipped: { path: string; reason: string }[];
+}
+
+/** Why one part of the body is skipped; caught where that part is read. */
+class SkippedPart extends Error {}
+
+const ID = z.string().min(1);
+const OPTIONAL = z.string().optional();
+const TIMESTAMP = z.union([z.string(), z.number()]);
+const LIST = z.array(z.unknown()).optional();
+const WEBHOOK = z.object({
+  object: z.literal("whatsapp_business_account"),
+  entry: z.array(z.unknown()),
+});
+const ENTRY = z.object({ changes: z.array(z.unknown()) });
+const CHANGE = z.object({ field: z.unknown(), value: z.unknown() });
+const CHANGE_VALUE = z.object({
+  metadata: z.object({ phone_number_id: ID }),
+  contacts: LIST,
+  messages: LIST,
+  statuses: LIST,
+  errors: LIST,
+});
+const CONTACT = z.object({ wa_id: z.string(), profile: z.object({ name: OPTIONAL }).optional() });
+const META_ERROR = z.object({ code: z.number(), title: OPTIONAL, message: OPTIONAL });
+const MESSAGE = z.object({
+  id: ID,
+  from: ID,
+  timestamp: TIMESTAMP,
+  type: ID,
+  context: z.object({ id: OPTIONAL }).optional(),
+});
+const TEXT = z.object({ body: z.string() });
+const MEDIA = z.object({ id: ID, mime_type: OPTIONAL, caption: OPTIONAL, filename: OPTIONAL });
+const LOCATION = z.object({
+  latitude: z.number(),
+  longitude: z.number(),
+  name: OPTIONAL,
+  address: OPTIONAL,
+});
+const CONTACT_NAME = z.object({
+  formatted_name: OPTIONAL,
+  first_name: OPTIONAL,
+  last_name: OPTIONAL,
+});
+const PHONES = z.array(z.object({ phone: OPTIONAL, wa_id: OPTIONAL })).optional();
+const SHARED_CONTACTS = z.array(z.object({ name: CONTACT_NAME.optional(), phones: PHONES })).min(1);
+const REACTION = z.object({ emoji: OPTIONAL });
+const REPLY = z.object({ id: z.string(), title: z.string() });
+const INTERACTIVE = z.object({ type: z.string() });
+const BUTTON = z.object({ payload: z.string(), text: z.string() });
+const UNSUPPORTED = z.object({ type: OPTIONAL }).optional();
+const ERROR_TITLES = z.array(z.object({ title: OPTIONAL })).optional();
+const STATUS = z.object({
+  id: ID,
+  status: z.enum(["sent", "delivered", "read", "failed"]),
+  timestamp: TIMESTAMP,
+  recipient_id: OPTIONAL,
+  errors: LIST,
+});
+
+const MEDIA_KINDS = ["image", "sticker", "audio", "video", "document"] as const;
+/** What a message carries: content, or the reply it clicked. */
+type MessageBody =
+  | { kind: "content"; content: InboundContent }
+  | { kind: "click"; replyId: string; title: string };
+
+/** Whether `value` has something other than whitespace in it. */
+function isPresent(value: string | undefined): value is string {
+  return value !== undefined && /\S/.test(value);
+}
+
+/** `value` without NUL characters, which PostgreSQL text cannot store. */
+function storable(value: string): string {
+  return value.includes("\0") ? value.replaceAll("\0", "") : value;
+}
+
+/**
+ * `value` read with `schema`; otherwise throws why, naming the first failing field by its path
+ * within the part being read (`at` is where `value` sits in it, `subject` names the part itself).
+ */
+function read<T>(schema: z.ZodType<T>, value: unknown, at: string, subject = at): T {
+  const parsed = schema.safeParse(value, { error: describeIssue });
+  if (parsed.success) return parsed.data;
+  const issue = parsed.error.issues[0];
+  const path = [at, ...issue.path.map(String)].filter((part) => part !== "").join(".");
+  throw new SkippedPart(`${path || subject} ${issue.message}`);
+}
+
+/** Runs `readPart`; when it throws a {@linkcode SkippedPart}, records the part at `path` as skipped. */
+function guarded(result: ParsedWebhook, path: string, readPart: () => unknown): void {
+  try {
+    readPart();
+  } catch (error) {
+    if (!(error instanceof SkippedPart)) throw error;
+    result.skipped.push({ path, reason: error.message });
+  }
+}
+
+/** Meta's Unix seconds (a string of digits, or a number) as ISO 8601 UTC. */
+function isoTimestamp(value: string | number): string {
+  const seconds = typeof value === "number" ? value : /^\d+$/.test(value) ? Number(value) : NaN;
+  const date = new Date(seconds * 1000);
+  if (!Number.isSafeInteger(seconds) || seconds < 0 || Number.isNaN(date.getTime())) {
+    throw new SkippedPart(`timestamp ${JSON.stringify(value)} is not Unix seconds`);
+  }
+  return date.toISOString();
+}
+
+/** Text content. */
+function textBody(text: string): MessageBody {
+  return { kind: "content", content: { messageType: "text", text: storable(text) } };
+}
+
+/** `📍 Name, Address (lat, long) https://maps.google.com/?q=lat,long`. */
+function locationText(location: z.infer<typeof LOCATION>): string {
+  const { latitude, longitude } = location;
+  const label = [location.name, location.address].filter(isPresent).join(", ");
+  const at = `(${latitude}, ${longitude}) https://maps.google.com/?q=${latitude},${longitude}`;
+  return `📍 ${label === "" ? at : `${label} ${at}`}`;
+}
+
+/** One `👤 Name, +phone, …` line per shared contact. */
+function contactsText(contacts: z.infer<typeof SHARED_CONTACTS>): string {
+  return contacts.map(({ name, phones }) => {
+    const fullName = [name?.first_name, name?.last_name].filter(isPresent).join(" ");
+    const shown = [name?.formatted_name, fullName].find(isPresent) ?? "Unnamed contact";
+    const numbers = (phones ?? []).map((p) => p.phone ?? (p.wa_id && `+${p.wa_id}`));
+    return [`👤 ${shown}`, ...numbers.filter(isPresent)].join(", ");
+  }).join("\n");
+}
+
+/** `[Unsupported message type: <type>]`, with Meta's error title when it sent one. */
+function unsupportedText(type: string, errors: unknown): string {
+  const title = ERROR_TITLES.safeParse(errors).data?.find((e) => isPresent(e.title))?.title;
+  return `[Unsupported message type: ${type}${title === undefined ? "" : ` (${title})`}]`;
+}
+
+/** A media message as `image` (images, stickers) or `file` (audio, video, documents). */
+function mediaBody(kind: InboundMedia["kind"], object: z.infer<typeof MEDIA>): MessageBody {
+  const shown = (text: string | undefined) => isPresent(text) ? storable(text) : null;
+  const messageType = kind === "image" || kind === "sticker" ? "image" : "file";
+  const media: InboundMedia = {
+    id: object.id,
+    mimeType: object.mime_type ?? null,
+    kind,
+    caption: shown(object.caption),
+    filename: kind === "document" ? shown(object.filename) : null,
+  };
+  return { kind: "content", content: { messageType, media } };
+}
+
+/** What a message of `type` carries; throws when the type's own object cannot be read. */
+function messageBody(message: Record<string, unknown>, type: string): MessageBody {
+  if ((MEDIA_KINDS as readonly string[]).includes(type)) {
+    const kind = type as InboundMedia["kind"];
+    return mediaBody(kind, read(MEDIA, message[kind], kind));
+  }
+  switch (type) {
+    case "text":
+      return textBody(read(TEXT, message.text, "text").body);
+    case "location":
+      return textBody(locationText(read(LOCATION, message.location, "location")));
+    case "contacts":
+      return textBody(contactsText(read(SHARED_CONTACTS, message.contacts, "contacts")));
+    case "reaction": {
+      const { emoji } = read(REACTION, message.reaction, "reaction");
+      return textBody(isPresent(emoji) ? `Reacted ${emoji} to a message` : "Removed a reaction");
+    }
+    case "button": {
+      const button = read(BUTTON, message.button, "button");
+      return { kind: "click", replyId: button.payload, title: button.text };
+    }
+    case "interactive": {
+      const replyType = read(INTERACTIVE, message.interactive, "interactive").type;
+      if (replyType !== "button_reply" && replyType !== "list_reply") {
+        return textBody(unsupportedText(`interactive ${replyType}`, message.errors));
+      }
+      const interactive = message.interactive as Record<string, unknown>;
+      const reply = read(REPLY, interactive[replyType], `interactive.${replyType}`);
+      return { kind: "click", replyId: reply.id, title: reply.title };
+    }
+    case "unsupported": {
+      const shown = read(UNSUPPORTED, message.unsupported, "unsupported")?.type;
+      return textBody(unsupportedText(isPresent(shown) ? shown : type, message.errors));
+    }
+    default:
+      return textBody(unsupportedText(type, message.errors));
+  }
+}
+
+/** A customer's message or click; throws when it cannot be read. */
+function messageItem(
+  raw: unknown,
+  phoneNumberId: string,
+  names: Map<string, string | null>,
+): InboundItem {
+  const message = read(MESSAGE, raw, "", "message");
+  const timestamp = isoTimestamp(message.timestamp);
+  const name = names.get(message.from) ?? null;
+  const customer = { waId: message.from, name: name === null ? null : storable(name) };
+  const body = messageBody(raw as Record<string, unknown>, message.type);
+  const common = { phoneNumberId, customer, wamid: message.id, timestamp };
+  if (body.kind === "content") return { kind: "message", ...common, content: body.content };
+  const contextWamid = message.context?.id ?? null;
+  return { kind: "click", ...common, contextWamid, replyId: body.replyId, title: body.title };
+}
+
+/** A status update; a failure carries Meta's first error. Throws when it cannot be read. */
+function statusItem(raw: unknown, phoneNumberId: string): InboundItem {
+  const status = read(STATUS, raw, "", "status");
+  const timestamp = isoTimestamp(status.timestamp);
+  const first = META_ERROR.safeParse(status.errors?.[0]).data;
+  const error = status.status === "failed" && first !== undefined
+    ? { code: first.code, title: [first.title, first.message].find(isPresent) ?? "Unknown error" }
+    : null;
+  const { id: wamid, status: state, recipient_id: recipientId = null } = status;
+  return { kind: "status", phoneNumberId, wamid, status: state, timestamp, recipientId, error };
+}
+
+/** The profile names of a change's `contacts`, by WhatsApp id (the first entry wins). */
+function profileNames(contacts: unknown[]): Map<string, string | null> {
+  const names = new Map<string, string | null>();
+  for (const contact of contacts) {
+    const parsed = CONTACT.safeParse(contact).data;
+    if (parsed === undefined || names.has(parsed.wa_id)) continue;
+    const name = parsed.profile?.name;
+    names.set(parsed.wa_id, isPresent(name) ? name : null);
+  }
+  return names;
+}
+
+/** Adds the messages and statuses of the `entry[].changes[]` element at `path` to `result`. */
+function collectChange(result: ParsedWebhook, path: string, change: unknown): void {
+  guarded(result, path, () => {
+    const { field, value: raw } = read(CHANGE, change, "", "change");
+    if (field !== "messages") {
+      throw new SkippedPart(`field ${JSON.stringify(field)} is not handled`);
+    }
+    const value = read(CHANGE_VALUE, raw, "value");
+    const phoneNumberId = value.metadata.phone_number_id;
+    const names = profileNames(value.contacts ?? []);
+    value.messages?.forEach((message, i) => {
+      const item = () => messageItem(message, phoneNumberId, names);
+      guarded(result, `${path}.value.messages.${i}`, () => result.items.push(item()));
+    });
+    value.statuses?.forEach((status, i) => {
+      const item = () => statusItem(status, phoneNumberId);
+      guarded(result, `${path}.value.statuses.${i}`, () => result.items.push(item()));
+    });
+    value.errors?.forEach((raw, i) => {
+      const error = META_ERROR.safeParse(raw).data;
+      const title = [error?.title, error?.message].find(isPresent);
+      const reason = `Meta reported error ${error?.code ?? ""}${title ? `: ${title}` : ""}`;
+      result.skipped.push({ path: `${path}.value.errors.${i}`, reason: reason.trim() });
+    });
+  });
+}
+
+/**
+ * Reads a WhatsApp Cloud API webhook body (JSON-parsed after its signature was checked) into
+ * items in body order: for every `entry[].changes[]` of field `messages`, its `messages` then its
+ * `statuses`. What cannot be read — a message or status missing fields or with a timestamp that is
+ * not Unix seconds, a status Parley does not track (`played`), a change of another field, an error
+ * Meta reports in a change, a body whose `object` is not `whatsapp_business_account` — is listed in
+ * `skipped`. A customer's name is the `profile.name` of the `contacts` entry whose `wa_id` is the
+ * message's `from`. Images and stickers become `image`, audio, video and documents `file`;
+ * anything else that is not text becomes readable text (`[Unsupported message type: <type>]`).
+ */
+export function parseWhatsAppWebhook(body: unknown): ParsedWebhook {
+  const result: ParsedWebhook = { items: [], skipped: [] };
+  guarded(result, "", () => {
+    read(WEBHOOK, body, "", "body").entry.forEach((entry, e) => {
+      guarded(result, `entry.${e}`, () => {
+        const { changes } = read(ENTRY, entry, "", "entry");
+        changes.forEach((change, c) => collectChange(result, `entry.${e}.changes.${c}`, change));
+      });
+    });
+  });
+  return result;
+}

@@ -1,0 +1,166 @@
+/**
+ * What happens to a WhatsApp webhook delivery after its 200 (CONTRACT §6.1): the stored raw
+ * body is parsed into updates, updates for another business number are left out, media get a
+ * signed proxy link, clicks are resolved to the Parley message and button they name (a click
+ * that names nothing Parley can find becomes the customer's text), and the whole delivery goes
+ * to the application's actor as one command, applied in one transaction. Deliveries left
+ * unprocessed by a crash are picked up again by {@linkcode InboundProcessor.recover}.
+ */
+import type { Sql } from "../../db/client.ts";
+import { appActorKey, type AppCommand, type CommandResult } from "../../actors/protocol.ts";
+import type { WhatsAppInboundEntry } from "../../actors/protocol.ts";
+import { findClickTargets, findUnprocessedWhatsAppDeliveries } from "../../db/whatsapp_inbound.ts";
+import { findWhatsAppChannel } from "../../db/whatsapp_channels.ts";
+import { buttonIdOfReply } from "../../domain/whatsapp_messages.ts";
+import { isMessageType } from "../../domain/message_kinds.ts";
+import { describeError, log } from "../../log.ts";
+import { type InboundItem, parseWhatsAppWebhook } from "./inbound.ts";
+import type { MediaLinks } from "./media_links.ts";
+
+/** What the processor needs. */
+export interface InboundProcessorDeps {
+  sql: Sql;
+  ask(key: string, command: AppCommand): Promise<CommandResult>;
+  mediaLinks: MediaLinks;
+}
+
+/** The processor. */
+export interface InboundProcessor {
+  /** Applies stored delivery `deliveryId` of application `appId`, whose raw body is `body`. */
+  process(appId: number, deliveryId: number, body: Uint8Array): Promise<void>;
+  /** Applies deliveries a crash left unprocessed for over a minute; resolves to their count. */
+  recover(): Promise<number>;
+}
+
+/** Creates the processor. */
+export function createInboundProcessor(deps: InboundProcessorDeps): InboundProcessor {
+  async function entriesOf(appId: number, body: Uint8Array): Promise<WhatsAppInboundEntry[]> {
+    let document: unknown;
+    try {
+      document = JSON.parse(new TextDecoder().decode(body));
+    } catch {
+      log("warn", "whatsapp delivery is not JSON", { app_id: appId });
+      return [];
+    }
+    const parsed = parseWhatsAppWebhook(document);
+    for (const skipped of parsed.skipped) {
+      log("warn", "whatsapp update skipped", { app_id: appId, ...skipped });
+    }
+    const channel = await findWhatsAppChannel(deps.sql, appId);
+    const ours = parsed.items.filter((item) => item.phoneNumberId === channel?.phoneNumberId);
+    if (ours.length < parsed.items.length) {
+      log("warn", "whatsapp updates for another number skipped", {
+        app_id: appId,
+        count: parsed.items.length - ours.length,
+      });
+    }
+    const contexts = ours.flatMap((item) =>
+      item.kind === "click" && item.contextWamid !== null ? [item.contextWamid] : []
+    );
+    const targets = new Map(
+      (await findClickTargets(deps.sql, appId, contexts)).map((target) => [target.wamid, target]),
+    );
+    return ours.map((item) => entryOf(appId, item, targets));
+  }
+
+  function entryOf(
+    appId: number,
+    item: InboundItem,
+    targets: Map<string, Awaited<ReturnType<typeof findClickTargets>>[number]>,
+  ): WhatsAppInboundEntry {
+    if (item.kind === "status") {
+      return {
+        kind: "status",
+        wamid: item.wamid,
+        status: item.status,
+        timestamp: item.timestamp,
+        error: item.error,
+      };
+    }
+    const who = { waId: item.customer.waId, name: storable(item.customer.name) };
+    if (item.kind === "click") {
+      const target = item.contextWamid === null ? undefined : targets.get(item.contextWamid);
+      const actionId = target && target.chatOpen && target.waId === item.customer.waId &&
+          isMessageType(target.messageType)
+        ? buttonIdOfReply(target.messageType, target.payload, item.replyId)
+        : null;
+      if (target && actionId !== null) {
+        return {
+          kind: "click",
+          ...who,
+          wamid: item.wamid,
+          timestamp: item.timestamp,
+          chatId: target.chatId,
+          messageId: target.messageId,
+          actionId,
+          title: storable(item.title) ?? "",
+        };
+      }
+      return textEntry(item, item.title);
+    }
+    const { content } = item;
+    if (content.messageType === "text") return textEntry(item, content.text);
+    const payload: Record<string, unknown> = {
+      url: deps.mediaLinks.link(appId, content.media.id),
+      ...(content.media.caption === null ? {} : { caption: storable(content.media.caption) }),
+      ...(content.media.filename === null ? {} : { filename: storable(content.media.filename) }),
+    };
+    return {
+      kind: "message",
+      ...who,
+      wamid: item.wamid,
+      timestamp: item.timestamp,
+      messageType: content.messageType,
+      content: JSON.stringify(payload),
+      payload,
+    };
+  }
+
+  async function process(appId: number, deliveryId: number, body: Uint8Array): Promise<void> {
+    const entries = await entriesOf(appId, body);
+    const result = await deps.ask(appActorKey(appId), {
+      kind: "whatsapp.inbound",
+      appId,
+      deliveryId,
+      entries,
+    });
+    if (!result.ok) throw new Error(`WhatsApp delivery ${deliveryId} failed: ${result.message}`);
+  }
+
+  return {
+    process,
+    async recover() {
+      const stale = await findUnprocessedWhatsAppDeliveries(deps.sql, 60, 100);
+      for (const delivery of stale) {
+        await process(delivery.appId, delivery.id, delivery.body).catch((error) =>
+          log("error", "whatsapp delivery recovery failed", describeError(error))
+        );
+      }
+      return stale.length;
+    },
+  };
+}
+
+function textEntry(
+  item: Extract<InboundItem, { kind: "message" | "click" }>,
+  text: string,
+): WhatsAppInboundEntry {
+  return {
+    kind: "message",
+    waId: item.customer.waId,
+    name: storable(item.customer.name),
+    wamid: item.wamid,
+    timestamp: item.timestamp,
+    messageType: "text",
+    content: storable(text) || "(empty message)",
+    payload: null,
+  };
+}
+
+/**
+ * Customer text as PostgreSQL can store it: a NUL (which text columns refuse, and which would
+ * fail the whole delivery's transaction) becomes U+FFFD.
+ */
+function storable<T extends string | null>(text: T): T {
+  return (text === null ? null : text.replaceAll("\u0000", "\uFFFD")) as T;
+}

@@ -1,0 +1,63 @@
+/**
+ * Links to WhatsApp media through Parley's proxy (`/api/v1/whatsapp/media/{mediaId}`): Meta's own
+ * media URLs need the channel's token and expire within minutes, so message payloads carry a
+ * Parley link instead, signed (HMAC-SHA256 with a key derived from `PARLEY_ENCRYPTION_KEY`) for
+ * one application and one media id, and expiring when Meta forgets the media (30 days).
+ */
+import { createHmac, timingSafeEqual } from "node:crypto";
+import { Buffer } from "node:buffer";
+
+/** How long a link stays valid: Meta keeps inbound media for 30 days. */
+export const MEDIA_LINK_TTL_SECONDS = 30 * 24 * 3600;
+
+/** Signs and checks media links. */
+export interface MediaLinks {
+  /** The proxy link of `mediaId` for application `appId`. */
+  link(appId: number, mediaId: string): string;
+  /** Whether the query of a proxy request is a valid, unexpired link to `mediaId`. */
+  verify(
+    mediaId: string,
+    query: { app?: string; expires?: string; signature?: string },
+  ): number | null;
+}
+
+/** Options of {@linkcode createMediaLinks}. */
+export interface MediaLinksOptions {
+  /** The secret-box key; the signing key is derived from it. */
+  encryptionKey: Uint8Array;
+  publicBaseUrl: string;
+  /** @default Date.now */
+  now?: () => number;
+}
+
+/** Creates the signer. */
+export function createMediaLinks(options: MediaLinksOptions): MediaLinks {
+  const key = createHmac("sha256", options.encryptionKey).update("parley media links v1").digest();
+  const now = options.now ?? Date.now;
+  const sign = (appId: number, mediaId: string, expires: number) =>
+    createHmac("sha256", key).update(`${appId}:${mediaId}:${expires}`).digest("hex");
+  return {
+    link(appId, mediaId) {
+      const expires = Math.floor(now() / 1000) + MEDIA_LINK_TTL_SECONDS;
+      const query = new URLSearchParams({
+        app: String(appId),
+        expires: String(expires),
+        signature: sign(appId, mediaId, expires),
+      });
+      return `${options.publicBaseUrl}/api/v1/whatsapp/media/${
+        encodeURIComponent(mediaId)
+      }?${query}`;
+    },
+    verify(mediaId, query) {
+      if (!/^[1-9][0-9]{0,15}$/.test(query.app ?? "")) return null;
+      if (!/^[0-9]{1,12}$/.test(query.expires ?? "")) return null;
+      if (!/^[0-9a-f]{64}$/.test(query.signature ?? "")) return null;
+      const appId = Number(query.app);
+      const expires = Number(query.expires);
+      if (expires * 1000 < now()) return null;
+      const expected = Buffer.from(sign(appId, mediaId, expires), "hex");
+      const given = Buffer.from(query.signature!, "hex");
+      return timingSafeEqual(expected, given) ? appId : null;
+    },
+  };
+}

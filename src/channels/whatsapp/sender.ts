@@ -1,0 +1,89 @@
+/**
+ * Sends one claimed message to WhatsApp (CONTRACT §6.1): renders it with the WhatsApp renderer
+ * (one Parley message may become several WhatsApp messages), posts the parts not yet sent, in
+ * order, remembering each wamid as it goes, and decides what a failure means — retry later on
+ * rate limits and server errors (never sooner than `Retry-After`), flag the channel when Meta
+ * refuses its token, fail the message for good on anything else (e.g. 131047, the 24-hour
+ * window closed before it went out).
+ */
+import type { ClaimedSend, SendOutcome } from "../../db/channel_sends.ts";
+import { nextSendRetryDelayMs } from "../../domain/channel_send_schedule.ts";
+import { renderWhatsAppMessages } from "../../domain/whatsapp_messages.ts";
+import { type GraphFailure, sendWhatsAppMessage } from "./graph_client.ts";
+
+/** Meta's error codes worth retrying: throughput and pair rate limits, temporary errors. */
+const RETRIED_CODES = new Set([4, 80007, 130429, 131000, 131016, 131056, 133004]);
+
+/** What a send needs from the outside world. */
+export interface SenderDeps {
+  graphUrl: string;
+  openSecret(sealed: string): string;
+  recordPart(send: ClaimedSend, part: number, wamid: string): Promise<void>;
+  recordOutcome(send: ClaimedSend, outcome: SendOutcome): Promise<void>;
+  /** Flags the application's channel: its access token was refused. */
+  markAttention(appId: number, reason: string): Promise<void>;
+  /** @default Math.random */
+  random?: () => number;
+}
+
+/** What a failure means for the message. */
+export function judgeGraphFailure(failure: GraphFailure): "retry" | "attention" | "fail" {
+  if (failure.code === 190 || failure.status === 401) return "attention";
+  if (failure.status === 0 || failure.status === 429 || failure.status >= 500) return "retry";
+  if (failure.code !== null && RETRIED_CODES.has(failure.code)) return "retry";
+  return "fail";
+}
+
+function describe(failure: GraphFailure): string {
+  const code = failure.code === null ? "" : ` (code ${failure.code})`;
+  return `WhatsApp: ${failure.message}${code}`;
+}
+
+/** Sends `send` and records how it went. */
+export async function sendClaimed(deps: SenderDeps, send: ClaimedSend): Promise<void> {
+  const record = (outcome: SendOutcome) => deps.recordOutcome(send, outcome);
+  if (!send.message) {
+    return record({ state: "failed", error: "the message no longer exists", code: null });
+  }
+  if (!send.channel) {
+    return record({ state: "failed", error: "WhatsApp is not configured", code: null });
+  }
+  if (!send.recipient) {
+    return record({ state: "failed", error: "the customer has no WhatsApp id", code: null });
+  }
+  const parts = renderWhatsAppMessages({
+    message_type: send.message.messageType,
+    content: send.message.content,
+    payload: send.message.payload,
+  });
+  const access = {
+    graphUrl: deps.graphUrl,
+    accessToken: deps.openSecret(send.channel.accessTokenSealed),
+  };
+  for (let part = send.sentParts; part < parts.length; part++) {
+    const result = await sendWhatsAppMessage(
+      access,
+      send.channel.phoneNumberId,
+      send.recipient,
+      parts[part],
+    );
+    if (result.ok) {
+      await deps.recordPart(send, part, result.wamid);
+      continue;
+    }
+    const { failure } = result;
+    const verdict = judgeGraphFailure(failure);
+    if (verdict === "attention") await deps.markAttention(send.appId, describe(failure));
+    if (verdict === "fail") {
+      return record({ state: "failed", error: describe(failure), code: failure.code });
+    }
+    const retryInMs = nextSendRetryDelayMs(send.attempts + 1, {
+      retryAfterMs: failure.retryAfterMs,
+      random: (deps.random ?? Math.random)(),
+    });
+    return retryInMs === null
+      ? record({ state: "failed", error: describe(failure), code: failure.code })
+      : record({ state: "retry", retryInMs, error: describe(failure) });
+  }
+  return record({ state: "sent" });
+}

@@ -1,0 +1,176 @@
+/**
+ * Queries of channel sends: the outbox rows that carry Parley's messages out to a channel
+ * (`kind = 'whatsapp'` today). A send is claimed like a webhook delivery (a lease, `FOR UPDATE
+ * SKIP LOCKED`), but only when no earlier send of its conversation is still pending, so that a
+ * conversation's messages leave in order even with several senders. Parts already sent are
+ * remembered, so a retry never sends them twice.
+ */
+import type { Tx } from "./client.ts";
+import type { MessageType } from "../domain/message_kinds.ts";
+
+/** A claimed send and what it needs. */
+export interface ClaimedSend {
+  appId: number;
+  id: number;
+  attempts: number;
+  claimedUntil: string;
+  message: {
+    id: number;
+    chatId: number;
+    messageType: MessageType;
+    content: string;
+    payload: unknown;
+  } | null;
+  /** The customer's WhatsApp id; null when the conversation has none. */
+  recipient: string | null;
+  /** The application's channel now; null when it has none. */
+  channel: { phoneNumberId: string; accessTokenSealed: string } | null;
+  /** How many parts of the message were already sent by earlier attempts. */
+  sentParts: number;
+}
+
+interface ClaimedSendRow {
+  app_id: number;
+  id: number;
+  attempts: number;
+  claimed_until: string;
+  message_id: number | null;
+  chat_id: number | null;
+  message_type: MessageType | null;
+  content: string | null;
+  payload: unknown;
+  recipient: string | null;
+  phone_number_id: string | null;
+  access_token_sealed: string | null;
+  sent_parts: number;
+}
+
+/** Claims up to `limit` due sends of `kind`, the oldest first, one per conversation. */
+export async function claimChannelSends(
+  sql: Tx,
+  options: { kind: "whatsapp"; limit: number; leaseSeconds: number },
+): Promise<ClaimedSend[]> {
+  const rows = await sql<ClaimedSendRow[]>`
+    WITH due AS (
+      SELECT o.app_id, o.id FROM outbox o
+      WHERE o.kind = ${options.kind} AND o.state = 'pending' AND o.run_at <= clock_timestamp()
+        AND (o.claimed_until IS NULL OR o.claimed_until < clock_timestamp())
+        AND NOT EXISTS (
+          SELECT 1 FROM outbox e
+          WHERE e.kind = ${options.kind} AND e.state = 'pending' AND e.app_id = o.app_id
+            AND e.id < o.id AND e.payload -> 'conversation_id' = o.payload -> 'conversation_id'
+        )
+      ORDER BY o.run_at
+      LIMIT ${options.limit}
+      FOR UPDATE SKIP LOCKED
+    ), claimed AS (
+      UPDATE outbox o
+      SET claimed_until = clock_timestamp() + make_interval(secs => ${options.leaseSeconds})
+      FROM due WHERE o.app_id = due.app_id AND o.id = due.id
+      RETURNING o.app_id, o.id, o.payload, o.attempts, o.claimed_until
+    )
+    SELECT c.app_id, c.id, c.attempts, c.claimed_until,
+      m.id AS message_id, m.conversation_id AS chat_id, m.message_type, m.content, m.payload,
+      i.external_id AS recipient, w.phone_number_id, w.access_token_sealed,
+      (SELECT count(*) FROM whatsapp_sent_parts p
+        WHERE p.app_id = c.app_id AND p.message_id = m.id)::int AS sent_parts
+    FROM claimed c
+    LEFT JOIN messages m ON m.app_id = c.app_id
+      AND m.conversation_id = (c.payload ->> 'conversation_id')::bigint
+      AND m.id = (c.payload ->> 'message_id')::bigint
+    LEFT JOIN conversations conv ON conv.app_id = m.app_id AND conv.id = m.conversation_id
+    LEFT JOIN LATERAL (
+      SELECT external_id FROM client_identities ci
+      WHERE ci.app_id = conv.app_id AND ci.client_id = conv.client_id AND ci.channel = 'whatsapp'
+      ORDER BY ci.created_at LIMIT 1
+    ) i ON true
+    LEFT JOIN whatsapp_channels w ON w.app_id = c.app_id`;
+  return rows.map((row) => ({
+    appId: row.app_id,
+    id: row.id,
+    attempts: row.attempts,
+    claimedUntil: row.claimed_until,
+    message: row.message_id === null ? null : {
+      id: row.message_id,
+      chatId: row.chat_id!,
+      messageType: row.message_type!,
+      content: row.content!,
+      payload: row.payload,
+    },
+    recipient: row.recipient,
+    channel: row.phone_number_id === null ? null : {
+      phoneNumberId: row.phone_number_id,
+      accessTokenSealed: row.access_token_sealed!,
+    },
+    sentParts: row.sent_parts,
+  }));
+}
+
+/** Remembers part `part` of a message as sent under `wamid` (the first part names the message). */
+export async function recordSentPart(
+  sql: Tx,
+  send: { appId: number; messageId: number },
+  part: number,
+  wamid: string,
+): Promise<void> {
+  await sql`
+    WITH part AS (
+      INSERT INTO whatsapp_sent_parts (app_id, wamid, message_id, part)
+      VALUES (${send.appId}, ${wamid}, ${send.messageId}, ${part})
+      ON CONFLICT DO NOTHING
+    )
+    UPDATE messages SET external_id = ${wamid}
+    WHERE app_id = ${send.appId} AND id = ${send.messageId} AND ${part}::int = 0
+      AND external_id IS NULL`;
+}
+
+/** How a send attempt ended. */
+export type SendOutcome =
+  | { state: "sent" }
+  | { state: "retry"; retryInMs: number; error: string }
+  | { state: "failed"; error: string; code: number | null };
+
+/**
+ * Records a send attempt while its claim holds: sent (the message becomes `sent` unless a
+ * receipt already moved it further), a retry later, or failed for good (the message becomes
+ * `failed` with the platform's code, and `message.failed` is queued for a subscribed webhook).
+ */
+export async function recordSendOutcome(
+  sql: Tx,
+  send: { appId: number; id: number; claimedUntil: string; messageId: number | null },
+  outcome: SendOutcome,
+): Promise<void> {
+  const state = outcome.state === "sent"
+    ? "succeeded"
+    : outcome.state === "retry"
+    ? "pending"
+    : "failed";
+  const retryIn = outcome.state === "retry" ? outcome.retryInMs / 1000 : 0;
+  const error = outcome.state === "sent" ? null : outcome.error;
+  await sql`
+    WITH finished AS (
+      UPDATE outbox o SET state = ${state}, attempts = o.attempts + 1, last_error = ${error},
+        run_at = clock_timestamp() + make_interval(secs => ${retryIn}), claimed_until = NULL
+      WHERE o.app_id = ${send.appId} AND o.id = ${send.id}
+        AND o.claimed_until = ${send.claimedUntil}::timestamptz
+      RETURNING o.id
+    ), sent AS (
+      UPDATE messages m SET status = 'sent', updated_at = clock_timestamp()
+      FROM finished
+      WHERE ${state} = 'succeeded' AND m.app_id = ${send.appId} AND m.id = ${send.messageId}
+        AND (m.status IS NULL OR m.status = 'pending')
+    ), failed AS (
+      UPDATE messages m SET status = 'failed', updated_at = clock_timestamp(),
+        failure_code = ${outcome.state === "failed" ? outcome.code : null}::int,
+        failure_title = ${outcome.state === "failed" ? outcome.error : null}::text
+      FROM finished
+      WHERE ${state} = 'failed' AND m.app_id = ${send.appId} AND m.id = ${send.messageId}
+        AND m.status IS DISTINCT FROM 'failed'
+      RETURNING m.id, m.conversation_id
+    )
+    INSERT INTO outbox (app_id, kind, topic, payload)
+    SELECT ${send.appId}, 'webhook', 'message.failed',
+      jsonb_build_object('conversation_id', failed.conversation_id, 'message_id', failed.id)
+    FROM failed JOIN webhooks w ON w.app_id = ${send.appId} AND w.enabled
+      AND 'message.failed' = ANY (w.events)`;
+}

@@ -1,0 +1,151 @@
+/**
+ * The WhatsApp Cloud channel's endpoints (CONTRACT §6.1), under `/api/v1/whatsapp`: Meta's
+ * webhook verification handshake, the webhook itself — signature checked over the raw bytes,
+ * the body stored, 200 answered, the updates applied after the answer — and the media proxy
+ * that serves customers' files to whoever holds a link Parley signed.
+ */
+import { Hono } from "hono";
+import { bodyLimit } from "hono/body-limit";
+import { timingSafeEqual } from "node:crypto";
+import { Buffer } from "node:buffer";
+import type { Sql } from "../db/client.ts";
+import { findWhatsAppChannel } from "../db/whatsapp_channels.ts";
+import { insertWhatsAppDelivery } from "../db/whatsapp_inbound.ts";
+import type { SecretBox } from "../crypto/secret_box.ts";
+import { AppError } from "../domain/app_error.ts";
+import { describeError, log } from "../log.ts";
+import { isValidMetaSignature } from "../channels/whatsapp/signature.ts";
+import type { InboundProcessor } from "../channels/whatsapp/inbound_processor.ts";
+import type { MediaLinks } from "../channels/whatsapp/media_links.ts";
+import { downloadMedia, lookUpMedia } from "../channels/whatsapp/graph_client.ts";
+import { methodNotAllowed } from "./method_not_allowed.ts";
+
+/** What the WhatsApp routes need. */
+export interface WhatsAppRoutesDeps {
+  sql: Sql;
+  secretBox: SecretBox;
+  inbound: InboundProcessor;
+  mediaLinks: MediaLinks;
+  whatsappGraphUrl: string;
+}
+
+/** Largest webhook body accepted: Meta batches up to 1,000 updates in one delivery. */
+export const MAX_WHATSAPP_BODY_BYTES = 8 * 1024 * 1024;
+
+/** How long a channel's opened secrets are reused (a reconfiguration shows within this). */
+const CHANNEL_CACHE_MS = 5_000;
+
+interface OpenedChannel {
+  phoneNumberId: string;
+  accessToken: string;
+  appSecret: string;
+  verifyToken: string;
+}
+
+function equalSecrets(given: string, expected: string): boolean {
+  const a = Buffer.from(given);
+  const b = Buffer.from(expected);
+  return a.length === b.length && timingSafeEqual(a, b);
+}
+
+/** Routes under `/api/v1/whatsapp`. */
+export function whatsappRoutes(deps: WhatsAppRoutesDeps): Hono {
+  const channels = new Map<number, { channel: OpenedChannel | null; until: number }>();
+
+  async function channelOf(appIdText: string): Promise<OpenedChannel | null> {
+    if (!/^[1-9][0-9]{0,15}$/.test(appIdText)) return null;
+    const appId = Number(appIdText);
+    const cached = channels.get(appId);
+    if (cached && cached.until > Date.now()) return cached.channel;
+    const stored = await findWhatsAppChannel(deps.sql, appId);
+    const channel = stored && {
+      phoneNumberId: stored.phoneNumberId,
+      accessToken: deps.secretBox.open(stored.accessTokenSealed),
+      appSecret: deps.secretBox.open(stored.appSecretSealed),
+      verifyToken: deps.secretBox.open(stored.verifyTokenSealed),
+    };
+    if (channels.size > 10_000) channels.clear();
+    channels.set(appId, { channel, until: Date.now() + CHANNEL_CACHE_MS });
+    return channel;
+  }
+
+  const routes = new Hono();
+
+  routes.get("/webhook/:appId", async (c) => {
+    const channel = await channelOf(c.req.param("appId"));
+    const mode = c.req.query("hub.mode");
+    const token = c.req.query("hub.verify_token") ?? "";
+    const challenge = c.req.query("hub.challenge") ?? "";
+    if (!channel || mode !== "subscribe" || !equalSecrets(token, channel.verifyToken)) {
+      throw new AppError(403, "Verification failed");
+    }
+    return c.body(challenge, 200, { "content-type": "text/plain; charset=utf-8" });
+  });
+
+  routes.post(
+    "/webhook/:appId",
+    bodyLimit({
+      maxSize: MAX_WHATSAPP_BODY_BYTES,
+      onError: () => {
+        throw new AppError(413, "Request body too large");
+      },
+    }),
+    async (c) => {
+      const appIdText = c.req.param("appId");
+      const channel = await channelOf(appIdText);
+      if (!channel) throw new AppError(404, "WhatsApp is not configured for this application");
+      const raw = new Uint8Array(await c.req.arrayBuffer());
+      if (!isValidMetaSignature(raw, c.req.header("x-hub-signature-256"), channel.appSecret)) {
+        throw new AppError(401, "Invalid signature");
+      }
+      const appId = Number(appIdText);
+      const deliveryId = await insertWhatsAppDelivery(deps.sql, appId, raw);
+      // Meta wants its answer at once; the updates are applied after it (and again after a
+      // crash: the stored delivery stays unprocessed until they are).
+      setTimeout(() => {
+        deps.inbound.process(appId, deliveryId, raw).catch((error) =>
+          log("error", "whatsapp delivery failed", { app_id: appId, ...describeError(error) })
+        );
+      }, 0);
+      return c.body(null, 200);
+    },
+  );
+
+  routes.get("/media/:mediaId", async (c) => {
+    const mediaId = c.req.param("mediaId");
+    const appId = deps.mediaLinks.verify(mediaId, c.req.query());
+    if (appId === null) throw new AppError(403, "Invalid or expired media link");
+    const channel = await channelOf(String(appId));
+    if (!channel) throw new AppError(404, "Media not found");
+    const access = { graphUrl: deps.whatsappGraphUrl, accessToken: channel.accessToken };
+    // Meta's download URL expires within minutes: it is looked up for every request, and once
+    // more when the download says it expired.
+    for (let attempt = 0; attempt < 2; attempt++) {
+      const found = await lookUpMedia(access, mediaId);
+      if (!found.ok) {
+        if (found.failure.status === 0 || found.failure.status >= 500) {
+          throw new AppError(502, "WhatsApp did not answer");
+        }
+        throw new AppError(404, "Media not found");
+      }
+      const download = await downloadMedia(access, found.media.url);
+      if (!download.ok) {
+        if (attempt === 0 && [401, 403, 404, 410].includes(download.failure.status)) continue;
+        throw new AppError(502, "WhatsApp did not answer");
+      }
+      const headers: Record<string, string> = {
+        "content-type": download.response.headers.get("content-type") ??
+          found.media.mimeType ?? "application/octet-stream",
+        "cache-control": "private, max-age=300",
+        "x-content-type-options": "nosniff",
+      };
+      const length = download.response.headers.get("content-length");
+      if (length !== null) headers["content-length"] = length;
+      return new Response(download.response.body, { status: 200, headers });
+    }
+    throw new AppError(502, "WhatsApp did not answer");
+  });
+
+  methodNotAllowed(routes, ["/webhook/:appId", "/media/:mediaId"]);
+  return routes;
+}

@@ -1,0 +1,508 @@
+import assert from "node:assert/strict";
+import { Buffer } from "node:buffer";
+import { createTestDatabase, type TestDatabase } from "./support/database.ts";
+import { startTestServer, TEST_ENCRYPTION_KEY, type TestServer } from "./support/server.ts";
+import { apiCall, createKeyedApp, type KeyedApp } from "./support/open_api.ts";
+import { type FakeGraphApi, startFakeGraphApi } from "./support/fake_graph_api.ts";
+import { waitUntil } from "./support/realtime.ts";
+import { executeCommand } from "../src/cli.ts";
+import { createSecretBox } from "../src/crypto/secret_box.ts";
+import { metaSignature } from "../src/channels/whatsapp/signature.ts";
+
+const PHONE_NUMBER_ID = "106540352242922";
+const ACCESS_TOKEN = "EAAG-test-token";
+const APP_SECRET = "meta-app-secret";
+const VERIFY_TOKEN = "verify-me";
+const CUSTOMER = "16505551234";
+
+interface Env extends AsyncDisposable {
+  db: TestDatabase;
+  graph: FakeGraphApi;
+  server: TestServer;
+  app: KeyedApp;
+}
+
+async function setUp(): Promise<Env> {
+  const db = await createTestDatabase();
+  const graph = await startFakeGraphApi({ accessToken: ACCESS_TOKEN });
+  const server = await startTestServer(db.url, { WHATSAPP_GRAPH_URL: graph.url });
+  const app = await createKeyedApp(db.sql);
+  const box = createSecretBox(new Uint8Array(Buffer.from(TEST_ENCRYPTION_KEY, "base64")));
+  const configured = await executeCommand(db.sql, {
+    command: "whatsapp:configure",
+    flags: {
+      app: String(app.appId),
+      "phone-number-id": PHONE_NUMBER_ID,
+      "access-token": ACCESS_TOKEN,
+      "app-secret": APP_SECRET,
+      "verify-token": VERIFY_TOKEN,
+    },
+  }, { secretBox: () => Promise.resolve(box) });
+  assert.deepEqual(configured, { app_id: app.appId, phone_number_id: PHONE_NUMBER_ID });
+  return {
+    db,
+    graph,
+    server,
+    app,
+    async [Symbol.asyncDispose]() {
+      await server[Symbol.asyncDispose]();
+      await graph[Symbol.asyncDispose]();
+      await db[Symbol.asyncDispose]();
+    },
+  };
+}
+
+/** A webhook body with the given messages and statuses, as Meta sends them. */
+function webhookBody(
+  messages: unknown[],
+  statuses: unknown[] = [],
+  contacts = [{ profile: { name: "Kerry Fisher" }, wa_id: CUSTOMER }],
+) {
+  return {
+    object: "whatsapp_business_account",
+    entry: [{
+      id: "102290129340398",
+      changes: [{
+        field: "messages",
+        value: {
+          messaging_product: "whatsapp",
+          metadata: { display_phone_number: "15550783881", phone_number_id: PHONE_NUMBER_ID },
+          ...(messages.length > 0 ? { contacts, messages } : {}),
+          ...(statuses.length > 0 ? { statuses } : {}),
+        },
+      }],
+    }],
+  };
+}
+
+let nextWamid = 0;
+function textMessage(body: string, timestamp = Math.floor(Date.now() / 1000), from = CUSTOMER) {
+  return {
+    from,
+    id: `wamid.inbound.${++nextWamid}.${crypto.randomUUID()}`,
+    timestamp: String(timestamp),
+    type: "text",
+    text: { body },
+  };
+}
+
+async function post(
+  env: Env,
+  body: unknown,
+  options: { raw?: string; signature?: string | null } = {},
+) {
+  const raw = options.raw ?? JSON.stringify(body);
+  const headers: Record<string, string> = { "content-type": "application/json" };
+  const signature = options.signature === undefined
+    ? metaSignature(new TextEncoder().encode(raw), APP_SECRET)
+    : options.signature;
+  if (signature !== null) headers["x-hub-signature-256"] = signature;
+  const res = await fetch(`${env.server.baseUrl}/api/v1/whatsapp/webhook/${env.app.appId}`, {
+    method: "POST",
+    headers,
+    body: raw,
+  });
+  await res.body?.cancel();
+  return res.status;
+}
+
+async function processed(env: Env): Promise<void> {
+  for (let i = 0; i < 250; i++) {
+    const [row] = await env.db.sql`
+      SELECT count(*) FILTER (WHERE processed_at IS NULL) AS pending FROM whatsapp_deliveries`;
+    if (row.pending === 0) return;
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  assert.fail("the delivery was not processed");
+}
+
+function sends(graph: FakeGraphApi) {
+  return graph.calls.filter((call) => call.method === "POST" && call.path.endsWith("/messages"));
+}
+
+Deno.test("GET /webhook answers Meta's handshake only with the right verify token", async () => {
+  await using env = await setUp();
+  const verify = (query: string, appId = env.app.appId) =>
+    fetch(`${env.server.baseUrl}/api/v1/whatsapp/webhook/${appId}?${query}`);
+  const ok = await verify(
+    `hub.mode=subscribe&hub.verify_token=${VERIFY_TOKEN}&hub.challenge=1158201444`,
+  );
+  assert.equal(ok.status, 200);
+  assert.match(ok.headers.get("content-type") ?? "", /^text\/plain/);
+  assert.equal(await ok.text(), "1158201444");
+  for (
+    const query of [
+      "hub.mode=subscribe&hub.verify_token=nope&hub.challenge=1",
+      `hub.mode=unsubscribe&hub.verify_token=${VERIFY_TOKEN}&hub.challenge=1`,
+      "hub.mode=subscribe&hub.challenge=1",
+    ]
+  ) {
+    const res = await verify(query);
+    assert.equal(res.status, 403, query);
+    await res.body?.cancel();
+  }
+  const other = await verify(`hub.mode=subscribe&hub.verify_token=${VERIFY_TOKEN}`, 9999);
+  assert.equal(other.status, 403);
+  await other.body?.cancel();
+});
+
+Deno.test("POST /webhook refuses a wrong or missing signature and stores nothing", async () => {
+  await using env = await setUp();
+  const body = webhookBody([textMessage("Hi")]);
+  assert.equal(await post(env, body, { signature: null }), 401);
+  assert.equal(await post(env, body, { signature: "sha256=" + "0".repeat(64) }), 401);
+  assert.equal(
+    await post(env, body, { signature: metaSignature(new Uint8Array([1]), APP_SECRET) }),
+    401,
+  );
+  const [row] = await env.db.sql`
+    SELECT (SELECT count(*) FROM whatsapp_deliveries) AS deliveries,
+      (SELECT count(*) FROM messages) AS messages`;
+  assert.deepEqual({ ...row }, { deliveries: 0, messages: 0 });
+});
+
+Deno.test("POST /webhook checks the signature over the raw bytes, \\u-escaped text included", async () => {
+  await using env = await setUp();
+  const message = textMessage("caf\u00e9");
+  // Meta escapes non-ASCII text; the signature covers those exact bytes.
+  const raw = JSON.stringify(webhookBody([message])).replace("caf\u00e9", "caf\\u00e9");
+  assert.ok(raw.includes("caf\\u00e9"));
+  assert.equal(await post(env, null, { raw }), 200);
+  await processed(env);
+  const [stored] = await env.db.sql`SELECT content, external_id FROM messages`;
+  assert.deepEqual({ ...stored }, { content: "café", external_id: message.id });
+});
+
+Deno.test("a batch of 3 messages and 2 statuses is applied whole, and its redelivery changes nothing", async () => {
+  await using env = await setUp();
+  // An outbound message first, for the statuses to name.
+  assert.equal(await post(env, webhookBody([textMessage("Hello")])), 200);
+  await processed(env);
+  const [chat] = await env.db.sql`SELECT id FROM conversations`;
+  const reply = await apiCall(env.server.baseUrl, "/messages", {
+    key: env.app.key,
+    json: { chat_id: chat.id, content: "How can we help?" },
+  });
+  assert.equal(reply.status, 200);
+  await waitUntil(() => sends(env.graph).length === 1, "the reply sent to WhatsApp");
+  const sent = sends(env.graph)[0];
+  assert.deepEqual(sent.body, {
+    messaging_product: "whatsapp",
+    recipient_type: "individual",
+    to: CUSTOMER,
+    type: "text",
+    text: { body: "How can we help?" },
+  });
+  assert.equal(sent.authorization, `Bearer ${ACCESS_TOKEN}`);
+  let wamid = "";
+  for (let i = 0; i < 100 && wamid === ""; i++) {
+    const [row] = await env.db
+      .sql`SELECT external_id, status FROM messages WHERE id = ${reply.json.data.message_id}`;
+    if (row.status === "sent") wamid = row.external_id;
+    else await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  assert.match(wamid, /^wamid\./);
+
+  const second = "15550001111";
+  const ts = Math.floor(Date.now() / 1000);
+  const batch = webhookBody(
+    [textMessage("one", ts), textMessage("two", ts), textMessage("three", ts, second)],
+    [
+      { id: wamid, status: "delivered", timestamp: String(ts), recipient_id: CUSTOMER },
+      { id: wamid, status: "read", timestamp: String(ts + 1), recipient_id: CUSTOMER },
+    ],
+    [
+      { profile: { name: "Kerry Fisher" }, wa_id: CUSTOMER },
+      { profile: { name: "Sam Lee" }, wa_id: second },
+    ],
+  );
+  assert.equal(await post(env, batch), 200);
+  await processed(env);
+  assert.equal(await post(env, batch), 200);
+  await processed(env);
+
+  const rows = await env.db.sql`
+    SELECT m.content, m.sender_type, c.channel, cl.name, m.platform_timestamp
+    FROM messages m JOIN conversations c ON c.app_id = m.app_id AND c.id = m.conversation_id
+    JOIN clients cl ON cl.app_id = c.app_id AND cl.id = c.client_id
+    WHERE m.sender_type = 'visitor' ORDER BY m.id`;
+  assert.deepEqual(rows.map((row) => `${row.name}: ${row.content}`), [
+    "Kerry Fisher: Hello",
+    "Kerry Fisher: one",
+    "Kerry Fisher: two",
+    "Sam Lee: three",
+  ]);
+  assert.ok(rows.every((row) => row.channel === "whatsapp"));
+  assert.equal(rows[1].platform_timestamp, new Date(ts * 1000).toISOString().replace("Z", "000Z"));
+  const [status] = await env.db.sql`SELECT status FROM messages WHERE external_id = ${wamid}`;
+  assert.equal(status.status, "read");
+  const [counts] = await env.db.sql`
+    SELECT count(*) AS conversations, count(DISTINCT client_id) AS clients FROM conversations`;
+  assert.deepEqual({ ...counts }, { conversations: 2, clients: 2 });
+});
+
+Deno.test("statuses move forward only; failed is final and keeps Meta's error", async () => {
+  await using env = await setUp();
+  assert.equal(await post(env, webhookBody([textMessage("Hello")])), 200);
+  await processed(env);
+  const [chat] = await env.db.sql`SELECT id FROM conversations`;
+  const ids: string[] = [];
+  for (const content of ["first", "second"]) {
+    const res = await apiCall(env.server.baseUrl, "/messages", {
+      key: env.app.key,
+      json: { chat_id: chat.id, content },
+    });
+    assert.equal(res.status, 200);
+  }
+  await waitUntil(() => sends(env.graph).length === 2, "both replies sent");
+  for (let i = 0; i < 100 && ids.length < 2; i++) {
+    const rows = await env.db.sql`
+      SELECT external_id FROM messages WHERE sender_type = 'bot' AND external_id IS NOT NULL ORDER BY id`;
+    if (rows.length === 2) ids.push(...rows.map((row) => row.external_id));
+    else await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  const ts = String(Math.floor(Date.now() / 1000));
+  const status = (id: string, value: string, extra = {}) => ({
+    id,
+    status: value,
+    timestamp: ts,
+    recipient_id: CUSTOMER,
+    ...extra,
+  });
+  const failure = { errors: [{ code: 131047, title: "Re-engagement message" }] };
+  assert.equal(
+    await post(
+      env,
+      webhookBody([], [
+        status(ids[0], "read"),
+        status(ids[0], "delivered"),
+        status(ids[1], "failed", failure),
+        status(ids[1], "read"),
+        status("wamid.unknown", "read"),
+      ]),
+    ),
+    200,
+  );
+  await processed(env);
+  const rows = await env.db.sql`
+    SELECT status, failure_code, failure_title FROM messages
+    WHERE sender_type = 'bot' ORDER BY id`;
+  assert.deepEqual(rows.map((row) => ({ ...row })), [
+    { status: "read", failure_code: null, failure_title: null },
+    { status: "failed", failure_code: 131047, failure_title: "Re-engagement message" },
+  ]);
+});
+
+Deno.test("each inbound kind is stored readably; media get a proxy link that streams the file", async () => {
+  await using env = await setUp();
+  const bytes = new TextEncoder().encode("\x89PNG fake image bytes");
+  env.graph.addMedia("1048576", bytes, "image/png");
+  const base = { from: CUSTOMER, timestamp: String(Math.floor(Date.now() / 1000)) };
+  const messages = [
+    {
+      ...base,
+      id: "wamid.k1",
+      type: "image",
+      image: { id: "1048576", mime_type: "image/png", sha256: "x", caption: "my cat" },
+    },
+    { ...base, id: "wamid.k2", type: "audio", audio: { id: "2", mime_type: "audio/ogg" } },
+    {
+      ...base,
+      id: "wamid.k3",
+      type: "location",
+      location: { latitude: 52.52, longitude: 13.405, name: "Office" },
+    },
+    {
+      ...base,
+      id: "wamid.k4",
+      type: "unsupported",
+      errors: [{ code: 131051, title: "Message type unknown" }],
+    },
+  ];
+  assert.equal(await post(env, webhookBody(messages)), 200);
+  await processed(env);
+  const rows = await env.db.sql`SELECT message_type, content, payload FROM messages ORDER BY id`;
+  assert.deepEqual(rows.map((row) => row.message_type), ["image", "file", "text", "text"]);
+  assert.match(rows[2].content, /Office/);
+  assert.match(rows[3].content, /unsupported/i);
+  const link = new URL(rows[0].payload.url);
+  assert.equal(rows[0].payload.caption, "my cat");
+  assert.equal(link.pathname, "/api/v1/whatsapp/media/1048576");
+
+  const proxied = await fetch(`${env.server.baseUrl}${link.pathname}${link.search}`);
+  assert.equal(proxied.status, 200);
+  assert.equal(proxied.headers.get("content-type"), "image/png");
+  assert.deepEqual(new Uint8Array(await proxied.arrayBuffer()), bytes);
+  // Meta's download URLs expire within minutes: the proxy looks the media up again.
+  env.graph.expireMediaUrls();
+  const again = await fetch(`${env.server.baseUrl}${link.pathname}${link.search}`);
+  assert.equal(again.status, 200);
+  await again.body?.cancel();
+
+  for (
+    const search of [
+      "",
+      link.search.replace(/signature=[0-9a-f]/, "signature=g"),
+      link.search.replace("app=", "app=9"),
+    ]
+  ) {
+    const refused: Response = await fetch(`${env.server.baseUrl}${link.pathname}${search}`);
+    assert.equal(refused.status, 403, search);
+    await refused.body?.cancel();
+  }
+  const otherMedia = await fetch(`${env.server.baseUrl}/api/v1/whatsapp/media/999${link.search}`);
+  assert.equal(otherMedia.status, 403);
+  await otherMedia.body?.cancel();
+});
+
+Deno.test("the 24-hour window: free-form inside, 422 outside, templates always", async () => {
+  await using env = await setUp();
+  const old = Math.floor(Date.now() / 1000) - 25 * 3600;
+  assert.equal(await post(env, webhookBody([textMessage("long ago", old)])), 200);
+  await processed(env);
+  const [chat] = await env.db.sql`SELECT id FROM conversations`;
+  const outside = await apiCall(env.server.baseUrl, "/messages", {
+    key: env.app.key,
+    json: { chat_id: chat.id, content: "Hello again" },
+  });
+  assert.deepEqual(outside.json, {
+    code: 422,
+    message: "Outside the 24-hour window: only template messages can be sent",
+  });
+  const template = await apiCall(env.server.baseUrl, "/messages", {
+    key: env.app.key,
+    json: {
+      chat_id: chat.id,
+      message_type: "template",
+      content: JSON.stringify({ name: "hello_world", language: "en_US" }),
+    },
+  });
+  assert.equal(template.status, 200);
+  await waitUntil(() => sends(env.graph).length === 1, "the template sent");
+  assert.deepEqual((sends(env.graph)[0].body as { template: unknown }).template, {
+    name: "hello_world",
+    language: { code: "en_US" },
+  });
+
+  assert.equal(await post(env, webhookBody([textMessage("now")])), 200);
+  await processed(env);
+  const inside = await apiCall(env.server.baseUrl, "/messages", {
+    key: env.app.key,
+    json: { chat_id: chat.id, content: "Hello again" },
+  });
+  assert.equal(inside.status, 200);
+});
+
+Deno.test("sends retry on 429 and 500, honour Retry-After, and fail at once on a 400", async () => {
+  await using env = await setUp();
+  assert.equal(await post(env, webhookBody([textMessage("Hello")])), 200);
+  await processed(env);
+  const [chat] = await env.db.sql`SELECT id FROM conversations`;
+  env.graph.queueMessageResponses(
+    {
+      status: 429,
+      body: env.graph.errorBody(130429, "Rate limit hit"),
+      headers: { "retry-after": "1" },
+    },
+    { status: 500, body: env.graph.errorBody(1, "An unknown error occurred") },
+  );
+  const started = Date.now();
+  const retried = await apiCall(env.server.baseUrl, "/messages", {
+    key: env.app.key,
+    json: { chat_id: chat.id, content: "retried" },
+  });
+  assert.equal(retried.status, 200);
+  await waitUntil(() => sends(env.graph).length === 3, "three attempts", 20_000);
+  let status = "";
+  for (let i = 0; i < 100 && status !== "sent"; i++) {
+    const [current] = await env.db.sql`
+      SELECT status FROM messages WHERE id = ${retried.json.data.message_id}`;
+    status = current.status;
+    if (status !== "sent") await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  assert.equal(status, "sent");
+  assert.ok(Date.now() - started >= 1_000, "the Retry-After second was honoured");
+  const [outbox] = await env.db.sql`
+    SELECT attempts, state FROM outbox WHERE kind = 'whatsapp'
+      AND (payload ->> 'message_id')::bigint = ${retried.json.data.message_id}`;
+  assert.deepEqual({ ...outbox }, { attempts: 3, state: "succeeded" });
+
+  env.graph.queueMessageResponses({
+    status: 400,
+    body: env.graph.errorBody(131026, "Message undeliverable"),
+  });
+  const refused = await apiCall(env.server.baseUrl, "/messages", {
+    key: env.app.key,
+    json: { chat_id: chat.id, content: "refused" },
+  });
+  assert.equal(refused.status, 200);
+  await waitUntil(() => sends(env.graph).length === 4, "the refused attempt");
+  let failed: Record<string, unknown> = {};
+  for (let i = 0; i < 100; i++) {
+    [failed] = await env.db.sql`
+      SELECT status, failure_code FROM messages WHERE id = ${refused.json.data.message_id}`;
+    if (failed.status === "failed") break;
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  assert.deepEqual({ ...failed }, { status: "failed", failure_code: 131026 });
+  await new Promise((resolve) => setTimeout(resolve, 2_500));
+  assert.equal(sends(env.graph).length, 4, "no retry after a 400");
+});
+
+Deno.test("a Flow runs over WhatsApp: buttons go out as reply buttons, a button_reply advances it", async () => {
+  await using env = await setUp();
+  const flow = {
+    start: "welcome",
+    nodes: {
+      welcome: {
+        message: {
+          message_type: "buttons",
+          content: { text: "What do you need?", buttons: [{ id: "sales", title: "Sales" }] },
+        },
+        on: { sales: "sales" },
+      },
+      sales: {
+        message: { message_type: "text", content: "A rep is on the way." },
+        then: "handoff",
+      },
+    },
+  };
+  const put = await apiCall(env.server.baseUrl, "/flow", {
+    method: "PUT",
+    key: env.app.key,
+    json: flow,
+  });
+  assert.equal(put.status, 200);
+  assert.equal(await post(env, webhookBody([textMessage("Hi")])), 200);
+  await waitUntil(() => sends(env.graph).length === 1, "the Flow's buttons sent");
+  const buttons = sends(env.graph)[0].body as { type: string; interactive: { type: string } };
+  assert.equal(buttons.type, "interactive");
+  assert.equal(buttons.interactive.type, "button");
+  let wamid = "";
+  for (let i = 0; i < 100 && wamid === ""; i++) {
+    const [row] = await env.db.sql`SELECT wamid FROM whatsapp_sent_parts`;
+    if (row) wamid = row.wamid;
+    else await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  const click = {
+    from: CUSTOMER,
+    id: "wamid.click.1",
+    timestamp: String(Math.floor(Date.now() / 1000)),
+    type: "interactive",
+    context: { from: "15550783881", id: wamid },
+    interactive: { type: "button_reply", button_reply: { id: "sales", title: "Sales" } },
+  };
+  assert.equal(await post(env, webhookBody([click])), 200);
+  await waitUntil(() => sends(env.graph).length === 2, "the next node sent");
+  assert.deepEqual((sends(env.graph)[1].body as { text: unknown }).text, {
+    body: "A rep is on the way.",
+  });
+  // Meta redelivers: the click is not applied twice.
+  assert.equal(await post(env, webhookBody([click])), 200);
+  await processed(env);
+  await new Promise((resolve) => setTimeout(resolve, 300));
+  assert.equal(sends(env.graph).length, 2);
+  const rows = await env.db.sql`SELECT sender_type, content FROM messages ORDER BY id`;
+  assert.deepEqual(rows.map((row) => row.sender_type), ["visitor", "flow", "visitor", "flow"]);
+  assert.equal(rows[2].content, "Sales");
+});
