@@ -506,3 +506,45 @@ Deno.test("a Flow runs over WhatsApp: buttons go out as reply buttons, a button_
   assert.deepEqual(rows.map((row) => row.sender_type), ["visitor", "flow", "visitor", "flow"]);
   assert.equal(rows[2].content, "Sales");
 });
+
+Deno.test("a delivery acknowledged but not applied before a crash is applied by the next start", async () => {
+  await using env = await setUp();
+  const message = textMessage("Sent just before the crash");
+  const raw = new TextEncoder().encode(JSON.stringify(webhookBody([message])));
+  await env.db.sql`
+    INSERT INTO whatsapp_deliveries (app_id, body, received_at)
+    VALUES (${env.app.appId}, ${raw}, clock_timestamp() - interval '2 minutes')`;
+  await using restarted = await startTestServer(env.db.url, { WHATSAPP_GRAPH_URL: env.graph.url });
+  assert.ok(restarted.baseUrl);
+  await processed(env);
+  const [stored] = await env.db.sql`SELECT content FROM messages WHERE external_id = ${message.id}`;
+  assert.equal(stored?.content, "Sent just before the crash");
+});
+
+Deno.test("a refused access token flags the channel and keeps the message for a retry", async () => {
+  await using env = await setUp();
+  assert.equal(await post(env, webhookBody([textMessage("Hello")])), 200);
+  await processed(env);
+  const [chat] = await env.db.sql`SELECT id FROM conversations`;
+  env.graph.queueMessageResponses({
+    status: 401,
+    body: env.graph.errorBody(190, "Error validating access token: Session has expired"),
+  });
+  const reply = await apiCall(env.server.baseUrl, "/messages", {
+    key: env.app.key,
+    json: { chat_id: chat.id, content: "Are you there?" },
+  });
+  assert.equal(reply.status, 200);
+  let reason: string | null = null;
+  for (let i = 0; i < 150 && reason === null; i++) {
+    const [row] = await env.db.sql`SELECT attention_reason FROM whatsapp_channels`;
+    reason = row.attention_reason;
+    if (reason === null) await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  assert.match(reason ?? "", /Session has expired \(code 190\)/);
+  const [message] = await env.db.sql`
+    SELECT m.status, o.state FROM messages m
+    JOIN outbox o ON o.kind = 'whatsapp' AND (o.payload ->> 'message_id')::bigint = m.id
+    WHERE m.id = ${reply.json.data.message_id}`;
+  assert.deepEqual({ ...message }, { status: "pending", state: "pending" });
+});
