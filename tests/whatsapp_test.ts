@@ -548,3 +548,60 @@ Deno.test("a refused access token flags the channel and keeps the message for a 
     WHERE m.id = ${reply.json.data.message_id}`;
   assert.deepEqual({ ...message }, { status: "pending", state: "pending" });
 });
+
+Deno.test("a template's quick-reply button drives the Flow like a reply button", async () => {
+  await using env = await setUp();
+  const quickReply = (index: number, payload: string) => ({
+    type: "button",
+    sub_type: "quick_reply",
+    index: String(index),
+    parameters: [{ type: "payload", payload }],
+  });
+  const flow = {
+    start: "ask",
+    nodes: {
+      ask: {
+        message: {
+          message_type: "template",
+          content: {
+            name: "confirm_order",
+            language: "en_US",
+            components: [quickReply(0, "yes"), quickReply(1, "no")],
+          },
+        },
+        on: { yes: "great", no: "handoff" },
+      },
+      great: { message: { message_type: "text", content: "Great, it ships today." } },
+    },
+  };
+  const put = await apiCall(env.server.baseUrl, "/flow", {
+    method: "PUT",
+    key: env.app.key,
+    json: flow,
+  });
+  assert.equal(put.status, 200, JSON.stringify(put.json));
+  assert.equal(await post(env, webhookBody([textMessage("Where is my order?")])), 200);
+  await waitUntil(() => sends(env.graph).length === 1, "the template sent");
+  assert.equal((sends(env.graph)[0].body as { type: string }).type, "template");
+  let wamid = "";
+  for (let i = 0; i < 100 && wamid === ""; i++) {
+    const [row] = await env.db.sql`SELECT wamid FROM whatsapp_sent_parts`;
+    if (row) wamid = row.wamid;
+    else await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  const reply = {
+    from: CUSTOMER,
+    id: "wamid.template.reply",
+    timestamp: String(Math.floor(Date.now() / 1000)),
+    type: "button",
+    context: { from: "15550783881", id: wamid },
+    button: { payload: "yes", text: "Yes, please" },
+  };
+  assert.equal(await post(env, webhookBody([reply])), 200);
+  await waitUntil(() => sends(env.graph).length === 2, "the next node sent");
+  assert.deepEqual((sends(env.graph)[1].body as { text: unknown }).text, {
+    body: "Great, it ships today.",
+  });
+  const [click] = await env.db.sql`SELECT content FROM messages WHERE external_id = ${reply.id}`;
+  assert.equal(click.content, "Yes, please");
+});

@@ -437,9 +437,9 @@ export function plainTextOf(messageType: MessageType, payload: unknown, content:
 }
 
 /**
- * The buttons a message offers a click on, in order: a `buttons` message's, a card's, and every
- * card's of a carousel (their ids are unique message-wide). Empty for every other kind and for
- * a payload that does not fit its type.
+ * The buttons a message offers a click on, in order: a `buttons` message's, a card's, every
+ * card's of a carousel (their ids are unique message-wide), and a WhatsApp template's quick
+ * replies. Empty for every other kind and for a payload that does not fit its type.
  */
 export function buttonsOffered(messageType: string, payload: unknown): Button[] {
   switch (messageType) {
@@ -455,7 +455,29 @@ export function buttonsOffered(messageType: string, payload: unknown): Button[] 
       const result = CAROUSEL_CONTENT.safeParse(payload);
       return result.success ? result.data.cards.flatMap((card) => card.buttons ?? []) : [];
     }
+    case "template": {
+      const result = TEMPLATE_CONTENT.safeParse(payload);
+      return result.success ? quickReplies(result.data.components ?? []) : [];
+    }
     default:
       return [];
   }
+}
+
+/**
+ * A template's quick-reply buttons, as the Cloud API takes their payloads
+ * (`{"type":"button","sub_type":"quick_reply","parameters":[{"type":"payload","payload":…}]}`):
+ * the payload is the button's id and, the template's own text being unknown here, its title.
+ */
+function quickReplies(components: Record<string, unknown>[]): Button[] {
+  return components.flatMap((component) => {
+    if (component.type !== "button" || component.sub_type !== "quick_reply") return [];
+    const parameters = Array.isArray(component.parameters) ? component.parameters : [];
+    return parameters.flatMap((parameter: { type?: unknown; payload?: unknown }) =>
+      parameter?.type === "payload" && typeof parameter.payload === "string" &&
+        NOT_BLANK.test(parameter.payload)
+        ? [{ id: parameter.payload, title: parameter.payload }]
+        : []
+    );
+  });
 }

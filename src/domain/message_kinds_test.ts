@@ -3,6 +3,7 @@ import fc from "fast-check";
 import { z } from "zod";
 import { AppError } from "./app_error.ts";
 import {
+  buttonsOffered,
   isMessageType,
   MESSAGE_TYPES,
   parseMessageContent,
@@ -588,4 +589,30 @@ Deno.test("parseMessageContent() refuses a NUL character, raw or escaped in a do
     messageType: "text",
     payload: null,
   });
+});
+
+Deno.test("buttonsOffered reads a template's quick-reply payloads and nothing else of it", () => {
+  const payload = {
+    name: "confirm",
+    language: "en_US",
+    components: [
+      { type: "body", parameters: [{ type: "text", text: "x" }] },
+      {
+        type: "button",
+        sub_type: "quick_reply",
+        index: "0",
+        parameters: [{ type: "payload", payload: "yes" }],
+      },
+      { type: "button", sub_type: "url", index: "1", parameters: [{ type: "text", text: "path" }] },
+      {
+        type: "button",
+        sub_type: "quick_reply",
+        index: "2",
+        parameters: [{ type: "payload", payload: " " }],
+      },
+    ],
+  };
+  assert.deepEqual(buttonsOffered("template", payload), [{ id: "yes", title: "yes" }]);
+  assert.deepEqual(buttonsOffered("template", { name: "x", language: "en" }), []);
+  assert.deepEqual(buttonsOffered("template", "not a document"), []);
 });

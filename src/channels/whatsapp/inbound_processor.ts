@@ -12,7 +12,7 @@ import type { WhatsAppInboundEntry } from "../../actors/protocol.ts";
 import { findClickTargets, findUnprocessedWhatsAppDeliveries } from "../../db/whatsapp_inbound.ts";
 import { findWhatsAppChannel } from "../../db/whatsapp_channels.ts";
 import { buttonIdOfReply } from "../../domain/whatsapp_messages.ts";
-import { isMessageType } from "../../domain/message_kinds.ts";
+import { buttonsOffered, isMessageType, type MessageType } from "../../domain/message_kinds.ts";
 import { describeError, log } from "../../log.ts";
 import { type InboundItem, parseWhatsAppWebhook } from "./inbound.ts";
 import type { MediaLinks } from "./media_links.ts";
@@ -82,7 +82,7 @@ export function createInboundProcessor(deps: InboundProcessorDeps): InboundProce
       const target = item.contextWamid === null ? undefined : targets.get(item.contextWamid);
       const actionId = target && target.chatOpen && target.waId === item.customer.waId &&
           isMessageType(target.messageType)
-        ? buttonIdOfReply(target.messageType, target.payload, item.replyId)
+        ? replyButtonId(target.messageType, target.payload, item.replyId)
         : null;
       if (target && actionId !== null) {
         return {
@@ -139,6 +139,19 @@ export function createInboundProcessor(deps: InboundProcessorDeps): InboundProce
       return stale.length;
     },
   };
+}
+
+/**
+ * The Parley button a reply names: an interactive reply's id as the renderer sent it, or a
+ * template quick reply's payload, which is the button's id itself.
+ */
+function replyButtonId(messageType: MessageType, payload: unknown, replyId: string): string | null {
+  if (messageType === "template") {
+    return buttonsOffered(messageType, payload).some((button) => button.id === replyId)
+      ? replyId
+      : null;
+  }
+  return buttonIdOfReply(messageType, payload, replyId);
 }
 
 function textEntry(
