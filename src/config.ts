@@ -22,6 +22,11 @@ const schema = z.object({
   WEBHOOK_ALLOW_PRIVATE_HOSTS: z.string().optional(),
   WEBHOOK_CA_FILE: z.string().optional(),
   WHATSAPP_GRAPH_URL: z.string().url().default("https://graph.facebook.com/v21.0"),
+  SLACK_CLIENT_ID: z.string().optional(),
+  SLACK_CLIENT_SECRET: z.string().optional(),
+  SLACK_SIGNING_SECRET: z.string().optional(),
+  SLACK_API_URL: z.string().url().default("https://slack.com/api"),
+  SLACK_AUTHORIZE_URL: z.string().url().default("https://slack.com/oauth/v2/authorize"),
 });
 
 /** Parley's configuration. */
@@ -47,6 +52,15 @@ export interface Config {
   webhookCaFile: string | null;
   /** The WhatsApp Cloud (Graph) API base, without a trailing slash. */
   whatsappGraphUrl: string;
+  /** The Slack app's OAuth credentials and signing secret; null when Slack is not set up. */
+  slack: {
+    clientId: string | null;
+    clientSecret: string | null;
+    signingSecret: string | null;
+    /** The Web API base (`SLACK_API_URL`), with a trailing slash as `@slack/web-api` wants it. */
+    apiUrl: string;
+    authorizeUrl: string;
+  };
 }
 
 /** Reads and validates the configuration; throws a readable error on bad values. */
@@ -77,5 +91,12 @@ export function loadConfig(env: Record<string, string | undefined> = Deno.env.to
     webhookAllowPrivateHosts: values.WEBHOOK_ALLOW_PRIVATE_HOSTS ?? null,
     webhookCaFile: values.WEBHOOK_CA_FILE ?? null,
     whatsappGraphUrl: values.WHATSAPP_GRAPH_URL.replace(/\/$/, ""),
+    slack: {
+      clientId: values.SLACK_CLIENT_ID ?? null,
+      clientSecret: values.SLACK_CLIENT_SECRET ?? null,
+      signingSecret: values.SLACK_SIGNING_SECRET ?? null,
+      apiUrl: values.SLACK_API_URL.replace(/\/?$/, "/"),
+      authorizeUrl: values.SLACK_AUTHORIZE_URL,
+    },
   };
 }
