@@ -18,6 +18,8 @@ export type FlowTrigger =
 export interface FlowEffect {
   appId: number;
   messageId?: number;
+  /** The conversation of `messageId`. */
+  chatId?: number;
   /** A conversation the Flow closed. */
   chatChanged?: number;
   /** Webhook events queued. */
@@ -66,6 +68,7 @@ export async function runFlowSteps(
         effects.push({
           appId: replies[index].appId,
           messageId: reply.messageId,
+          chatId: reply.chatId,
           chatChanged: reply.reopened ? reply.chatId : undefined,
         });
       }

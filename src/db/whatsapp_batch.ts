@@ -38,6 +38,7 @@ export async function applyWhatsAppDelivery(
         changes.push({
           appId,
           messageId: stored.messageId,
+          chatId: stored.chatId,
           chatChanged: stored.started ? stored.chatId : undefined,
           queuedEvents: stored.queuedEvents,
         });
@@ -47,7 +48,12 @@ export async function applyWhatsAppDelivery(
       case "click": {
         const stored = await storeWhatsAppClick(sql, appId, entry);
         if (!stored) return false;
-        changes.push({ appId, messageId: stored.messageId, queuedEvents: stored.queuedEvents });
+        changes.push({
+          appId,
+          messageId: stored.messageId,
+          chatId: entry.chatId,
+          queuedEvents: stored.queuedEvents,
+        });
         if (stored.accepted && stored.flowNode !== null) {
           flowTriggers.push({
             kind: "click",

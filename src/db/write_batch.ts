@@ -7,7 +7,8 @@
  * without a round trip per command. Consecutive visitor messages share one set-based
  * statement, and so do consecutive replies, because per-statement overhead, not rows, is what PostgreSQL spends its time on.
  * When the batch started conversations or accepted clicks of an application that has a Flow,
- * the Flow's steps follow in a second flight, still before the NOTIFY and COMMIT.
+ * the Flow's steps follow in a second flight, and the Slack mirror of what changed is queued,
+ * still before the NOTIFY and COMMIT.
  */
 import type { Sql, Tx } from "./client.ts";
 import type {
@@ -21,7 +22,9 @@ import { appendVisitorMessages } from "./messages.ts";
 import { type AppendedReply, appendReplies } from "./replies.ts";
 import { closeConversation } from "./conversations.ts";
 import { replaceWebhook } from "./webhooks.ts";
-import { findFlows, replaceFlow } from "./flows.ts";
+import { replaceFlow } from "./flows.ts";
+import { loadBatchContext } from "./batch_context.ts";
+import { queueSlackMirror } from "./slack_mirror.ts";
 import { acceptAction, type AcceptedAction } from "./actions.ts";
 import { type FlowEffect, type FlowTrigger, runFlowSteps } from "./flow_runs.ts";
 import { applyWhatsAppDelivery } from "./whatsapp_batch.ts";
@@ -32,6 +35,8 @@ interface Outcome {
   result: CommandResult;
   /** The message the command created. */
   messageId?: number;
+  /** The conversation of `messageId`. */
+  chatId?: number;
   /** A conversation whose state the command changed (created, closed). */
   chatChanged?: number;
   /** What the command means for the application's Flow. */
@@ -53,32 +58,38 @@ export async function commitBatch(sql: Sql, commands: AppCommand[]): Promise<Com
     const begun = conn`BEGIN`.execute();
     const locked = conn`SELECT pg_advisory_xact_lock(id) FROM unnest(${appIds}::bigint[]) AS id`
       .execute();
-    const flowsFound = mayMoveFlows(commands) ? findFlows(conn, appIds) : null;
+    const contextFound = loadBatchContext(conn, appIds);
     const pending = planSteps(commands).map((step) => execute(conn, step));
     let outcomes: Outcome[];
     let flowEffects: FlowEffect[] = [];
+    let changes: FlowEffect[] = [];
     try {
       await begun;
       await locked;
-      const flows = await flowsFound;
+      const { flows, slackApps } = await contextFound;
       outcomes = (await Promise.all(pending)).flat();
       const triggers = outcomes.flatMap((outcome) => [
         ...(outcome.flowTrigger ? [outcome.flowTrigger] : []),
         ...(outcome.flowTriggers ?? []),
       ]);
-      if (flows && flows.size > 0 && triggers.length > 0) {
+      if (flows.size > 0 && triggers.length > 0) {
         flowEffects = await runFlowSteps(conn, triggers, flows);
       }
+      changes = [
+        ...outcomes.map((outcome, index) => ({ appId: commands[index].appId, ...outcome })),
+        ...outcomes.flatMap((outcome) => outcome.changes ?? []),
+        ...flowEffects,
+      ];
+      if (slackApps.size > 0) {
+        const mirrored = await queueSlackMirror(conn, changes, slackApps);
+        if (mirrored > 0) changes.push({ appId: appIds[0], queuedEvents: mirrored });
+      }
     } catch (error) {
-      await Promise.allSettled([flowsFound, ...pending]);
+      await Promise.allSettled([contextFound, ...pending]);
       await conn`ROLLBACK`;
       throw error;
     }
-    const notice = changeNotice([
-      ...outcomes.map((outcome, index) => ({ appId: commands[index].appId, ...outcome })),
-      ...outcomes.flatMap((outcome) => outcome.changes ?? []),
-      ...flowEffects,
-    ]);
+    const notice = changeNotice(changes);
     const notified = notice
       ? conn`SELECT pg_notify(${CHANGES_CHANNEL}, payload)
           FROM unnest(${encodeChangeNotice(notice)}::text[]) AS payload`.execute()
@@ -93,14 +104,6 @@ export async function commitBatch(sql: Sql, commands: AppCommand[]): Promise<Com
   } finally {
     conn.release();
   }
-}
-
-/** Whether a command of the batch can start or move a Flow (flows are loaded only then). */
-function mayMoveFlows(commands: AppCommand[]): boolean {
-  return commands.some((command) =>
-    command.kind === "visitor.message" || command.kind === "visitor.action" ||
-    command.kind === "whatsapp.inbound"
-  );
 }
 
 /** One statement of a batch: a run of visitor messages or replies, or any other command. */
@@ -144,6 +147,7 @@ function execute(tx: Tx, step: Step): Promise<Outcome[]> {
               value: { chat_id: message.chatId, message_id: message.messageId },
             },
             messageId: message.messageId,
+            chatId: message.chatId,
             chatChanged: message.started ? message.chatId : undefined,
             flowTrigger: message.started
               ? { kind: "start", appId: step.commands[index].appId, chatId: message.chatId }
@@ -210,6 +214,7 @@ function actionOutcome(
       return {
         result: { ok: true, value: { message_id: accepted.messageId } },
         messageId: accepted.messageId,
+        chatId: command.chatId,
         queuedEvents: accepted.queuedEvents,
         flowTrigger: accepted.flowNode === null ? undefined : {
           kind: "click",
@@ -236,6 +241,7 @@ function replyOutcome(reply: AppendedReply): Outcome {
       return {
         result: { ok: true, value: { message_id: reply.messageId } },
         messageId: reply.messageId,
+        chatId: reply.chatId,
         chatChanged: reply.reopened ? reply.chatId : undefined,
       };
     case "not_found":

@@ -1,0 +1,50 @@
+/**
+ * Queues the Slack mirror of a batch (CONTRACT §6.2): an outbox row of kind `slack` for every new
+ * message of an application installed in Slack — except the agent replies that came from Slack,
+ * which are already in their thread — and for every conversation whose status changed (its root
+ * message shows the status). The Slack sender posts them in conversation order.
+ */
+import type { Tx } from "./client.ts";
+
+/** A change of the batch: a new message (with its conversation), a changed conversation. */
+export interface MirroredChange {
+  appId: number;
+  messageId?: number;
+  chatId?: number;
+  chatChanged?: number;
+}
+
+/** Queues the mirror of `changes` for the applications in `slackApps`; resolves to the rows queued. */
+export async function queueSlackMirror(
+  sql: Tx,
+  changes: MirroredChange[],
+  slackApps: Set<number>,
+): Promise<number> {
+  const rows: { appId: number; chatId: number; messageId: number | null }[] = [];
+  for (const change of changes) {
+    if (!slackApps.has(change.appId)) continue;
+    if (change.messageId !== undefined && change.chatId !== undefined) {
+      rows.push({ appId: change.appId, chatId: change.chatId, messageId: change.messageId });
+    }
+    if (change.chatChanged !== undefined) {
+      rows.push({ appId: change.appId, chatId: change.chatChanged, messageId: null });
+    }
+  }
+  if (rows.length === 0) return 0;
+  const result = await sql`
+    INSERT INTO outbox (app_id, kind, topic, payload)
+    SELECT x.app_id, 'slack', CASE WHEN x.message_id IS NULL THEN 'chat' ELSE 'message' END,
+      jsonb_strip_nulls(
+        jsonb_build_object('conversation_id', x.chat_id, 'message_id', x.message_id))
+    FROM unnest(${rows.map((row) => row.appId)}::bigint[], ${
+    rows.map((row) => row.chatId)
+  }::bigint[],
+      ${
+    rows.map((row) => row.messageId)
+  }::bigint[]) WITH ORDINALITY AS x (app_id, chat_id, message_id, n)
+    WHERE x.message_id IS NULL OR NOT EXISTS (
+      SELECT 1 FROM slack_messages s WHERE s.app_id = x.app_id AND s.message_id = x.message_id
+    )
+    ORDER BY x.n`;
+  return result.count;
+}
