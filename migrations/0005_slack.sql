@@ -54,6 +54,18 @@ CREATE TABLE slack_messages (
   UNIQUE (team_id, channel_id, ts)
 );
 
+-- Requests from Slack (events, interactivity), stored before they are acknowledged and applied
+-- after: nothing Slack was told we have is lost to a crash.
+CREATE TABLE slack_deliveries (
+  id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+  kind text NOT NULL CHECK (kind IN ('event', 'action')),
+  body bytea NOT NULL,
+  received_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+  processed_at timestamptz
+);
+CREATE INDEX slack_deliveries_unprocessed ON slack_deliveries (received_at)
+  WHERE processed_at IS NULL;
+
 -- Events already processed, by Slack's event_id (kept 2 days: Slack retries for an hour).
 CREATE TABLE slack_events (
   team_id text NOT NULL,

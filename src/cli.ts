@@ -16,6 +16,7 @@ import { AppError } from "./domain/app_error.ts";
 import { parseFlow } from "./domain/flow.ts";
 import { findFlow } from "./db/flows.ts";
 import { replaceWhatsAppChannel } from "./db/whatsapp_channels.ts";
+import { createInstallUrl } from "./channels/slack/installer.ts";
 import { createSecretBox, type SecretBox } from "./crypto/secret_box.ts";
 import { loadEncryptionKey } from "./crypto/encryption_key.ts";
 import { setLogLevel } from "./log.ts";
@@ -56,6 +57,8 @@ export function parseCommandLine(args: string[]): CommandLine {
 export interface CliContext {
   /** The box that seals secrets before they are stored (CONTRACT §7), loaded on first use. */
   secretBox?: () => Promise<SecretBox>;
+  /** Where Parley is reached (`PUBLIC_BASE_URL`), for links it prints. */
+  publicBaseUrl?: string;
 }
 
 type Handler = (sql: Sql, flags: Record<string, string>, context: CliContext) => Promise<unknown>;
@@ -116,6 +119,12 @@ const COMMANDS: Record<string, Handler> = {
     return result.value;
   },
   "flow:get": async (sql, flags) => await findFlow(sql, await existingApp(sql, flags)),
+  "slack:install-url": async (sql, flags, context) => {
+    const appId = await existingApp(sql, flags);
+    return {
+      url: await createInstallUrl(sql, context.publicBaseUrl ?? "http://localhost:8080", appId),
+    };
+  },
   "whatsapp:configure": async (sql, flags, context) => {
     const appId = await existingApp(sql, flags);
     if (!context.secretBox) throw new Error("whatsapp:configure needs the encryption key");
@@ -202,7 +211,10 @@ export async function runCli(args: string[]): Promise<number> {
           dataDir: config.databaseUrl === null ? config.dataDir : null,
         }),
       );
-    const output = await executeCommand(sql, line, { secretBox });
+    const output = await executeCommand(sql, line, {
+      secretBox,
+      publicBaseUrl: config.publicBaseUrl,
+    });
     console.log(JSON.stringify(output));
     return 0;
   } catch (error) {

@@ -33,6 +33,8 @@ import { AppError } from "./domain/app_error.ts";
 import { startDeliveryWorkers } from "./webhooks/delivery_worker_host.ts";
 import { createMediaLinks } from "./channels/whatsapp/media_links.ts";
 import { createInboundProcessor } from "./channels/whatsapp/inbound_processor.ts";
+import { createSlackClients } from "./channels/slack/clients.ts";
+import { createSlackInboundProcessor } from "./channels/slack/inbound_processor.ts";
 import { findActiveApiKey } from "./db/api_keys.ts";
 import { sha256Bytes } from "./crypto/tokens.ts";
 
@@ -105,6 +107,7 @@ export async function startParley(
     logLevel: config.logLevel,
     staticHosts: options.deliveryHosts,
     whatsappGraphUrl: config.whatsappGraphUrl,
+    slackApiUrl: config.slack.apiUrl,
   });
   const listener = await listenForChanges({
     sql,
@@ -136,12 +139,16 @@ export async function startParley(
   });
   const mediaLinks = createMediaLinks({ encryptionKey, publicBaseUrl: config.publicBaseUrl });
   const inbound = createInboundProcessor({ sql, ask, mediaLinks });
+  const slackClients = createSlackClients(secretBox, config.slack.apiUrl);
+  const slackInbound = createSlackInboundProcessor({ sql, ask, clientFor: slackClients });
   const app = createHttpApp({
     sql,
     ask,
     inbound,
     mediaLinks,
     whatsappGraphUrl: config.whatsappGraphUrl,
+    slackInbound,
+    slack: config.slack,
     listings,
     attachVisitor: (socket, who) => hub.attachVisitor(socket, who),
     hitCounter: widgetHits,
@@ -173,8 +180,8 @@ export async function startParley(
   }, 60_000);
   // WhatsApp deliveries acknowledged but not applied (a crash came between) are applied again.
   const recover = () =>
-    inbound.recover().catch((error) =>
-      log("warn", "whatsapp recovery failed", describeError(error))
+    Promise.all([inbound.recover(), slackInbound.recover()]).catch((error) =>
+      log("warn", "channel recovery failed", describeError(error))
     );
   const recovery = setInterval(recover, 30_000);
   void recover();

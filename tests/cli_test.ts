@@ -54,7 +54,7 @@ Deno.test("cli errors are JSON on stderr with exit 1", async () => {
   const cases: [string[], string][] = [
     [
       ["nope"],
-      'Unknown command "nope": expected one of app:create, key:create, key:list, key:revoke, chat:close, flow:set, flow:get, whatsapp:configure',
+      'Unknown command "nope": expected one of app:create, key:create, key:list, key:revoke, chat:close, flow:set, flow:get, slack:install-url, whatsapp:configure',
     ],
     [["app:create"], "Missing flag --name"],
     [["chat:close", "--app", "x", "--id", "1"], "Flag --app must be a positive integer"],

@@ -64,6 +64,14 @@ Deno.test("the HTTP app renders a failing readyz as 503 in the envelope", async 
       inbound: { process: () => Promise.resolve(), recover: () => Promise.resolve(0) },
       mediaLinks: createMediaLinks({ encryptionKey: new Uint8Array(32), publicBaseUrl: "" }),
       whatsappGraphUrl: "http://127.0.0.1:9",
+      slackInbound: { process: () => Promise.resolve(), recover: () => Promise.resolve(0) },
+      slack: {
+        clientId: null,
+        clientSecret: null,
+        signingSecret: null,
+        apiUrl: "http://127.0.0.1:9/api/",
+        authorizeUrl: "http://127.0.0.1:9/authorize",
+      },
     });
     const res = await app.request("/readyz");
     assert.equal(res.status, 503);

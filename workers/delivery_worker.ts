@@ -23,6 +23,14 @@ import type { DeliveryWorkerMessage } from "../src/webhooks/delivery_protocol.ts
 import { claimChannelSends, recordSendOutcome, recordSentPart } from "../src/db/channel_sends.ts";
 import { markWhatsAppChannelAttention } from "../src/db/whatsapp_channels.ts";
 import { sendClaimed } from "../src/channels/whatsapp/sender.ts";
+import {
+  claimMirrorSends,
+  recordMirrorOutcome,
+  saveMirroredMessage,
+  saveThread,
+} from "../src/db/slack_sends.ts";
+import { createSlackClients } from "../src/channels/slack/clients.ts";
+import { sendMirror } from "../src/channels/slack/mirror.ts";
 import { describeError, log, setLogLevel } from "../src/log.ts";
 
 /** Seconds a claimed delivery stays with this worker before another may take it. */
@@ -32,6 +40,8 @@ let sql: Sql | null = null;
 let loop: DeliveryLoop | null = null;
 /** The WhatsApp sender: channel sends come from the same outbox. */
 let sender: DeliveryLoop | null = null;
+/** The Slack mirror's sender. */
+let mirror: DeliveryLoop | null = null;
 let sweep: ReturnType<typeof setInterval> | undefined;
 /** Keep-alive connections to receivers, shared by every attempt of this worker. */
 const connections = createConnectionPool();
@@ -86,6 +96,19 @@ self.onmessage = async (event: MessageEvent<DeliveryWorkerMessage>) => {
         onError: (error) => log("error", "whatsapp send failed", describeError(error)),
         batchSize: 16,
       });
+      const slackClients = createSlackClients(secretBox, message.slackApiUrl);
+      mirror = createDeliveryLoop({
+        claim: (limit) => claimMirrorSends(pool, { limit, leaseSeconds: LEASE_SECONDS }),
+        attempt: (send) =>
+          sendMirror({
+            clientFor: slackClients,
+            saveThread: (thread) => saveThread(pool, thread),
+            saveMirrored: (link) => saveMirroredMessage(pool, link),
+            record: (claimed, outcome, error) => recordMirrorOutcome(pool, claimed, outcome, error),
+          }, send),
+        onError: (error) => log("error", "slack mirror failed", describeError(error)),
+        batchSize: 16,
+      });
       // Attempts are kept 14 days; any instance may sweep them.
       if (message.sweeps) {
         sweep = setInterval(() => {
@@ -100,10 +123,11 @@ self.onmessage = async (event: MessageEvent<DeliveryWorkerMessage>) => {
     case "wake":
       loop?.wake();
       sender?.wake();
+      mirror?.wake();
       break;
     case "stop":
       clearInterval(sweep);
-      await Promise.all([loop?.stop(), sender?.stop()]);
+      await Promise.all([loop?.stop(), sender?.stop(), mirror?.stop()]);
       connections.close();
       await sql?.end();
       self.postMessage({ type: "stopped" });

@@ -17,7 +17,8 @@ export type AppCommand =
   | ConfigureWebhookCommand
   | VisitorActionCommand
   | SetFlowCommand
-  | WhatsAppInboundCommand;
+  | WhatsAppInboundCommand
+  | SlackEventCommand;
 
 /** Creates a web visitor (a client with a `web` identity). */
 export interface CreateVisitorCommand {
@@ -117,6 +118,36 @@ export interface WhatsAppInboundCommand {
   appId: number;
   deliveryId: number;
   entries: WhatsAppInboundEntry[];
+}
+
+/** What a Slack event does to a conversation mirrored in the workspace. */
+export type SlackChange =
+  | {
+    /** A workspace member's reply in a conversation's thread: an agent message. */
+    kind: "reply";
+    chatId: number;
+    /** The member's Slack display name. */
+    senderName: string;
+    text: string;
+    /** A `note:` reply: stored, shown in Slack and the Open API, never sent to the visitor. */
+    internal: boolean;
+    channelId: string;
+    ts: string;
+  }
+  | { kind: "edit"; channelId: string; ts: string; text: string }
+  | { kind: "delete"; channelId: string; ts: string };
+
+/**
+ * A Slack event, stored raw when it arrived and applied once: its `event_id` is recorded in the
+ * same transaction as its change (none, when it changes nothing), and the delivery marked applied.
+ */
+export interface SlackEventCommand {
+  kind: "slack.event";
+  appId: number;
+  teamId: string;
+  eventId: string;
+  deliveryId: number;
+  change: SlackChange | null;
 }
 
 /** Replaces the application's Flow (already validated); null removes it. */

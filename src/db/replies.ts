@@ -8,8 +8,11 @@ import type { SendReplyCommand } from "../actors/protocol.ts";
 import { REPLY_WINDOW_HOURS } from "../domain/conversation.ts";
 import { buttonsOffered } from "../domain/message_kinds.ts";
 
-/** A reply to store: the command without its kind, and the Flow node that sends it, if any. */
-export type ReplyInput = Omit<SendReplyCommand, "kind"> & { flowNode?: string };
+/**
+ * A reply to store: the command without its kind, the Flow node that sends it if any, and
+ * whether it is an internal note (kept from the visitor, their channel and `message.sent`).
+ */
+export type ReplyInput = Omit<SendReplyCommand, "kind"> & { flowNode?: string; internal?: boolean };
 
 /** What became of one reply. */
 export type AppendedReply =
@@ -53,12 +56,15 @@ export async function appendReplies(
         ${inputs.map((i) => i.messageType)}::text[], ${inputs.map((i) => i.content)}::text[],
         ${inputs.map((i) => i.payload === null ? null : JSON.stringify(i.payload))}::text[],
         ${inputs.map((i) => i.flowNode ?? null)}::text[],
-        ${actionable}::text[]::boolean[]
+        ${actionable}::text[]::boolean[],
+        ${inputs.map((i) => i.internal ? "t" : "f")}::text[]::boolean[]
       ) WITH ORDINALITY AS input (app_id, chat_id, sender_type, sender_name, message_type,
-        content, payload, flow_node, actionable, n)
+        content, payload, flow_node, actionable, internal, n)
     ), target AS (
-      SELECT i.*, c.status, c.channel,
-        c.channel = 'whatsapp' AND i.message_type <> 'template'
+      SELECT i.*, c.status,
+        -- Where the reply goes: an internal note stays in Parley (and Slack).
+        CASE WHEN i.internal THEN 'internal' ELSE c.channel END AS route,
+        c.channel = 'whatsapp' AND i.message_type <> 'template' AND NOT i.internal
           AND (c.last_inbound_at IS NULL
             OR c.last_inbound_at < stamp.at - make_interval(hours => ${REPLY_WINDOW_HOURS}))
           AS outside_window
@@ -71,9 +77,9 @@ export async function appendReplies(
       SELECT *, row_number() OVER (ORDER BY n) AS k FROM target WHERE NOT outside_window
     ), message AS (
       INSERT INTO messages (app_id, conversation_id, sender_type, sender_name, message_type,
-        content, payload, status, created_at)
+        content, payload, internal, status, created_at)
       SELECT a.app_id, a.chat_id, a.sender_type, a.sender_name, a.message_type, a.content,
-        a.payload::jsonb, CASE WHEN a.channel = 'whatsapp' THEN 'pending' END, stamp.at
+        a.payload::jsonb, a.internal, CASE WHEN a.route = 'whatsapp' THEN 'pending' END, stamp.at
       FROM accepted a CROSS JOIN stamp
       ORDER BY a.k
       RETURNING id
@@ -85,8 +91,8 @@ export async function appendReplies(
         ARRAY(SELECT chat_id FROM accepted ORDER BY k),
         ARRAY(SELECT flow_node FROM accepted ORDER BY k),
         ARRAY(SELECT actionable FROM accepted ORDER BY k),
-        ARRAY(SELECT channel FROM accepted ORDER BY k), ARRAY(SELECT id FROM message ORDER BY id)
-      ) AS result (n, app_id, chat_id, flow_node, actionable, channel, message_id)
+        ARRAY(SELECT route FROM accepted ORDER BY k), ARRAY(SELECT id FROM message ORDER BY id)
+      ) AS result (n, app_id, chat_id, flow_node, actionable, route, message_id)
     ), waiting AS (
       SELECT app_id, chat_id,
         (array_agg(message_id ORDER BY n DESC) FILTER (WHERE actionable))[1] AS message_id,
@@ -108,6 +114,7 @@ export async function appendReplies(
         SELECT 1 FROM webhooks w
         WHERE w.app_id = r.app_id AND w.enabled AND 'message.sent' = ANY (w.events) LIMIT 1
       ) subscribed
+      WHERE r.route <> 'internal'
       ORDER BY r.n
       RETURNING 1
     ), sends AS (
@@ -115,7 +122,7 @@ export async function appendReplies(
       INSERT INTO outbox (app_id, kind, topic, payload)
       SELECT r.app_id, 'whatsapp', 'send',
         jsonb_build_object('conversation_id', r.chat_id, 'message_id', r.message_id)
-      FROM result r WHERE r.channel = 'whatsapp'
+      FROM result r WHERE r.route = 'whatsapp'
       ORDER BY r.n
       RETURNING 1
     )

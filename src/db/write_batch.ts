@@ -28,6 +28,7 @@ import { queueSlackMirror } from "./slack_mirror.ts";
 import { acceptAction, type AcceptedAction } from "./actions.ts";
 import { type FlowEffect, type FlowTrigger, runFlowSteps } from "./flow_runs.ts";
 import { applyWhatsAppDelivery } from "./whatsapp_batch.ts";
+import { applySlackEvent } from "./slack_batch.ts";
 import { type ChangeNotice, CHANGES_CHANNEL, encodeChangeNotice } from "../domain/change_notice.ts";
 
 /** What one command did, for its caller and for the batch's change notice. */
@@ -177,6 +178,11 @@ function execute(tx: Tx, step: Step): Promise<Outcome[]> {
     case "flow.set":
       return replaceFlow(tx, command.appId, command.flow).then((stored) => [{
         result: { ok: true, value: stored },
+      }]);
+    case "slack.event":
+      return applySlackEvent(tx, command).then((changes) => [{
+        result: { ok: true, value: null },
+        changes,
       }]);
     case "whatsapp.inbound":
       return applyWhatsAppDelivery(tx, command).then((applied) => [{

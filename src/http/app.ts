@@ -13,9 +13,10 @@ import { requestLog, type RequestLogVariables } from "./middleware/request_log.t
 import { type WidgetDeps, widgetRoutes } from "./widget.ts";
 import { type OpenApiDeps, openApiRoutes } from "./openapi/router.ts";
 import { whatsappRoutes, type WhatsAppRoutesDeps } from "./whatsapp.ts";
+import { slackRoutes, type SlackRoutesDeps } from "./slack.ts";
 
 /** What the HTTP front needs from the rest of Parley. */
-export interface HttpDeps extends WidgetDeps, OpenApiDeps, WhatsAppRoutesDeps {
+export interface HttpDeps extends WidgetDeps, OpenApiDeps, WhatsAppRoutesDeps, SlackRoutesDeps {
   sql: Sql;
 }
 
@@ -27,6 +28,7 @@ export function createHttpApp(deps: HttpDeps): Hono<{ Variables: RequestLogVaria
   app.route("/api/v1/widget", widgetRoutes(deps));
   app.route("/openapi/v1", openApiRoutes(deps));
   app.route("/api/v1/whatsapp", whatsappRoutes(deps));
+  app.route("/api/v1/slack", slackRoutes(deps));
   app.notFound(() => errorResponse(404, "Not found"));
   app.onError((error, c) => {
     if (error instanceof AppError) {

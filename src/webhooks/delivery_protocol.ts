@@ -17,6 +17,8 @@ export type DeliveryWorkerMessage =
     staticHosts?: Record<string, string[]>;
     /** The WhatsApp Cloud API base (WHATSAPP_GRAPH_URL): this worker also sends to WhatsApp. */
     whatsappGraphUrl: string;
+    /** The Slack Web API base (SLACK_API_URL): this worker also mirrors to Slack. */
+    slackApiUrl: string;
     /** Whether this worker sweeps attempts older than 14 days (one worker per instance does). */
     sweeps: boolean;
   }

@@ -1,0 +1,193 @@
+/**
+ * What happens to a Slack request after its acknowledgement (CONTRACT §6.2). An event names its
+ * workspace; a `message` in a mirrored thread from a workspace member becomes an agent reply
+ * (`note:` ones internal), with the member's display name; edits and deletions follow the
+ * mirrored message; the app's own posts, top-level chatter and unmapped threads change nothing.
+ * A `block_actions` click on a Flow button goes to the widget's click entry point, one on a root
+ * message's `Close` closes the conversation — only for the workspace's own application. Requests
+ * a crash left unapplied are applied again by {@linkcode SlackInboundProcessor.recover}.
+ */
+import type { WebClient } from "@slack/web-api";
+import type { Sql } from "../../db/client.ts";
+import { appActorKey, type AppCommand, type CommandResult } from "../../actors/protocol.ts";
+import type { SlackChange } from "../../actors/protocol.ts";
+import { findInstallationByTeam, type SlackInstallation } from "../../db/slack_installations.ts";
+import {
+  findMessageConversation,
+  findThreadConversation,
+  findUnprocessedSlackDeliveries,
+  markSlackDeliveryProcessed,
+} from "../../db/slack_inbound.ts";
+import { parseSlackAction } from "../../domain/slack_blocks.ts";
+import { createLruCache } from "../../domain/lru_cache.ts";
+import { describeError, log } from "../../log.ts";
+import { CLOSE_ACTION_ID, parseChatBlockId } from "./mirror.ts";
+
+/** What the processor needs. */
+export interface SlackInboundDeps {
+  sql: Sql;
+  ask(key: string, command: AppCommand): Promise<CommandResult>;
+  /** A Web API client for a bot token (sealed). */
+  clientFor(botTokenSealed: string): WebClient;
+}
+
+/** The processor. */
+export interface SlackInboundProcessor {
+  /** Applies stored request `id` whose raw body is `body`. */
+  process(kind: "event" | "action", id: number, body: Uint8Array): Promise<void>;
+  /** Applies requests left unapplied for over a minute; resolves to their count. */
+  recover(): Promise<number>;
+}
+
+// deno-lint-ignore no-explicit-any
+type Json = any;
+
+/** Creates the processor. */
+export function createSlackInboundProcessor(deps: SlackInboundDeps): SlackInboundProcessor {
+  const names = createLruCache<string, { name: string; until: number }>(10_000);
+
+  /** A member's display name (cached 10 minutes); their id when Slack does not say. */
+  async function displayName(installation: SlackInstallation, userId: string): Promise<string> {
+    const key = `${installation.teamId}:${userId}`;
+    const cached = names.get(key);
+    if (cached && cached.until > Date.now()) return cached.name;
+    let name = userId;
+    try {
+      const info = await deps.clientFor(installation.botTokenSealed).users.info({ user: userId });
+      name = info.user?.profile?.display_name || info.user?.profile?.real_name ||
+        info.user?.real_name || info.user?.name || userId;
+    } catch (error) {
+      log("warn", "slack users.info failed", describeError(error));
+    }
+    names.set(key, { name, until: Date.now() + 600_000 });
+    return name;
+  }
+
+  function isOwn(installation: SlackInstallation, message: Json): boolean {
+    return Boolean(message?.bot_id) || message?.user === installation.botUserId;
+  }
+
+  async function changeOf(
+    installation: SlackInstallation,
+    event: Json,
+  ): Promise<SlackChange | null> {
+    if (event?.type !== "message" || typeof event.channel !== "string") return null;
+    const channelId: string = event.channel;
+    if (event.subtype === "message_changed") {
+      const message = event.message;
+      if (!message || isOwn(installation, message) || typeof message.ts !== "string") return null;
+      return { kind: "edit", channelId, ts: message.ts, text: String(message.text ?? "") };
+    }
+    if (event.subtype === "message_deleted") {
+      return typeof event.deleted_ts === "string"
+        ? { kind: "delete", channelId, ts: event.deleted_ts }
+        : null;
+    }
+    if (
+      event.subtype !== undefined && event.subtype !== "file_share" &&
+      event.subtype !== "thread_broadcast"
+    ) {
+      return null;
+    }
+    if (isOwn(installation, event) || typeof event.user !== "string") return null;
+    if (typeof event.thread_ts !== "string" || event.thread_ts === event.ts) return null;
+    const text = String(event.text ?? "").replaceAll("\u0000", "\uFFFD");
+    if (text.trim() === "") return null;
+    const thread = await findThreadConversation(deps.sql, {
+      teamId: installation.teamId,
+      channelId,
+      threadTs: event.thread_ts,
+    });
+    if (!thread || thread.appId !== installation.appId) return null;
+    const internal = /^\s*note:/i.test(text);
+    return {
+      kind: "reply",
+      chatId: thread.chatId,
+      senderName: await displayName(installation, event.user),
+      text,
+      internal,
+      channelId,
+      ts: event.ts,
+    };
+  }
+
+  async function processEvent(id: number, body: Json): Promise<void> {
+    const teamId = body?.team_id;
+    const installation = typeof teamId === "string"
+      ? await findInstallationByTeam(deps.sql, teamId)
+      : null;
+    if (!installation || body?.type !== "event_callback" || typeof body.event_id !== "string") {
+      await markSlackDeliveryProcessed(deps.sql, id);
+      return;
+    }
+    const change = await changeOf(installation, body.event);
+    const result = await deps.ask(appActorKey(installation.appId), {
+      kind: "slack.event",
+      appId: installation.appId,
+      teamId: installation.teamId,
+      eventId: body.event_id,
+      deliveryId: id,
+      change,
+    });
+    if (!result.ok) throw new Error(`Slack event ${body.event_id} failed: ${result.message}`);
+  }
+
+  async function processAction(id: number, payload: Json): Promise<void> {
+    const teamId = payload?.team?.id ?? payload?.user?.team_id;
+    const installation = typeof teamId === "string"
+      ? await findInstallationByTeam(deps.sql, teamId)
+      : null;
+    if (installation && payload?.type === "block_actions" && Array.isArray(payload.actions)) {
+      const appId = installation.appId;
+      for (const action of payload.actions) {
+        const blockId = String(action?.block_id ?? "");
+        const closing = action?.action_id === CLOSE_ACTION_ID ? parseChatBlockId(blockId) : null;
+        if (closing !== null) {
+          // The actor answers 404 for another application's conversation: nothing closes.
+          await deps.ask(appActorKey(appId), { kind: "chat.close", appId, chatId: closing });
+          continue;
+        }
+        const clicked = parseSlackAction(blockId, String(action?.value ?? ""));
+        if (!clicked) continue;
+        const target = await findMessageConversation(deps.sql, appId, clicked.messageId);
+        if (!target) continue;
+        await deps.ask(appActorKey(appId), {
+          kind: "visitor.action",
+          appId,
+          clientId: target.clientId,
+          chatId: target.chatId,
+          messageId: clicked.messageId,
+          actionId: clicked.buttonId,
+        });
+      }
+    }
+    await markSlackDeliveryProcessed(deps.sql, id);
+  }
+
+  async function process(kind: "event" | "action", id: number, body: Uint8Array) {
+    const text = new TextDecoder().decode(body);
+    let parsed: Json = null;
+    try {
+      parsed = kind === "event"
+        ? JSON.parse(text)
+        : JSON.parse(new URLSearchParams(text).get("payload") ?? "null");
+    } catch {
+      log("warn", "slack request is not JSON", { kind });
+    }
+    if (kind === "event") await processEvent(id, parsed);
+    else await processAction(id, parsed);
+  }
+
+  return {
+    process,
+    async recover() {
+      const stale = await findUnprocessedSlackDeliveries(deps.sql, 60, 100);
+      for (const delivery of stale) {
+        await process(delivery.kind, delivery.id, delivery.body).catch((error) =>
+          log("error", "slack request recovery failed", describeError(error))
+        );
+      }
+      return stale.length;
+    },
+  };
+}

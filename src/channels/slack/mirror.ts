@@ -1,0 +1,171 @@
+/**
+ * The Slack mirror's sender (CONTRACT §6.2): one claimed send becomes Slack Web API calls through
+ * the official client. A conversation's first send posts its root message (the visitor, the
+ * channel, the status, a `Close` button) and remembers the thread; a message is posted in that
+ * thread under its sender's name, rendered with the Block Kit renderer; a status change updates
+ * the root. The client itself waits out Slack's `Retry-After`; other failures retry on the channel
+ * schedule, and a refusal Slack will repeat (a revoked token, a deleted channel) gives up.
+ */
+import type { WebClient } from "@slack/web-api";
+import type { ClaimedMirror } from "../../db/slack_sends.ts";
+import { nextSendRetryDelayMs } from "../../domain/channel_send_schedule.ts";
+import { renderSlackMessage, type SlackBlock } from "../../domain/slack_blocks.ts";
+import { escapeMrkdwn } from "../../domain/slack_mrkdwn.ts";
+import { slackErrorOf } from "./web_client.ts";
+
+/** The `action_id` of the root message's `Close` button. */
+export const CLOSE_ACTION_ID = "parley_close";
+
+/** The `block_id` of a conversation's root actions. */
+export function chatBlockId(chatId: number): string {
+  return `parley_chat:${chatId}`;
+}
+
+/** Reads back {@linkcode chatBlockId}; null for anything else. */
+export function parseChatBlockId(blockId: string): number | null {
+  const match = /^parley_chat:([1-9]\d{0,15})$/.exec(blockId);
+  return match ? Number(match[1]) : null;
+}
+
+/** What the sender needs from the outside world. */
+export interface MirrorDeps {
+  /** A Web API client for a bot token (sealed). */
+  clientFor(botTokenSealed: string): WebClient;
+  saveThread(
+    thread: { appId: number; chatId: number; teamId: string; channelId: string; ts: string },
+  ): Promise<void>;
+  saveMirrored(
+    link: { appId: number; messageId: number; teamId: string; channelId: string; ts: string },
+  ): Promise<void>;
+  record(
+    send: ClaimedMirror,
+    outcome: { state: "succeeded" | "failed" } | { state: "pending"; retryInMs: number },
+    error: string | null,
+  ): Promise<void>;
+  /** @default Math.random */
+  random?: () => number;
+}
+
+/** Slack errors that another attempt will not fix. */
+const FINAL_ERRORS = new Set([
+  "invalid_auth",
+  "account_inactive",
+  "token_revoked",
+  "not_authed",
+  "channel_not_found",
+  "is_archived",
+  "not_in_channel",
+  "invalid_blocks",
+  "msg_too_long",
+  "no_text",
+]);
+
+/** The root message of a conversation: who, where, its status, and `Close` while it is open. */
+export function rootMessage(conversation: NonNullable<ClaimedMirror["conversation"]>) {
+  const who = conversation.visitorName ?? conversation.visitorEmail ??
+    `Visitor #${conversation.id}`;
+  const line =
+    `*${escapeMrkdwn(who)}* · ${conversation.channel} · conversation ${conversation.id} · ` +
+    (conversation.status === "open" ? "open" : "closed");
+  const blocks: SlackBlock[] = [{
+    type: "section",
+    text: { type: "mrkdwn", text: line, verbatim: true },
+  }];
+  if (conversation.status === "open") {
+    blocks.push({
+      type: "actions",
+      block_id: chatBlockId(conversation.id),
+      elements: [{
+        type: "button",
+        text: { type: "plain_text", text: "Close", emoji: true },
+        action_id: CLOSE_ACTION_ID,
+        value: String(conversation.id),
+      }],
+    });
+  }
+  return { text: `${who} · ${conversation.channel} · ${conversation.status}`, blocks };
+}
+
+/** The name a message is posted under. */
+function senderLabel(message: NonNullable<ClaimedMirror["message"]>, visitor: string): string {
+  switch (message.senderType) {
+    case "visitor":
+      return visitor;
+    case "flow":
+      return "Flow";
+    case "ai":
+      return message.senderName ?? "AI";
+    case "system":
+      return "Parley";
+    default:
+      return message.senderName ?? (message.senderType === "bot" ? "Bot" : "Agent");
+  }
+}
+
+/** Sends one claimed mirror send and records how it went. */
+export async function sendMirror(deps: MirrorDeps, send: ClaimedMirror): Promise<void> {
+  const { installation, conversation } = send;
+  if (!installation || !conversation) return deps.record(send, { state: "succeeded" }, null);
+  const client = deps.clientFor(installation.botTokenSealed);
+  try {
+    let thread = send.thread;
+    if (!thread) {
+      const root = rootMessage(conversation);
+      const posted = await client.chat.postMessage({ channel: installation.channelId, ...root });
+      thread = { channelId: installation.channelId, ts: posted.ts! };
+      await deps.saveThread({
+        appId: send.appId,
+        chatId: conversation.id,
+        teamId: installation.teamId,
+        channelId: thread.channelId,
+        ts: thread.ts,
+      });
+    } else if (send.topic === "chat") {
+      await client.chat.update({
+        channel: thread.channelId,
+        ts: thread.ts,
+        ...rootMessage(conversation),
+      });
+    }
+    const message = send.message;
+    if (send.topic === "message" && message && !message.mirrored) {
+      const visitor = conversation.visitorName ?? `Visitor #${conversation.id}`;
+      const parts = renderSlackMessage({
+        id: message.id,
+        message_type: message.messageType,
+        content: message.content,
+        payload: message.payload,
+      });
+      let first: string | null = null;
+      for (const part of parts) {
+        const posted = await client.chat.postMessage({
+          channel: thread.channelId,
+          thread_ts: thread.ts,
+          username: senderLabel(message, visitor),
+          ...part,
+        });
+        first ??= posted.ts ?? null;
+      }
+      if (first !== null) {
+        await deps.saveMirrored({
+          appId: send.appId,
+          messageId: message.id,
+          teamId: installation.teamId,
+          channelId: thread.channelId,
+          ts: first,
+        });
+      }
+    }
+    return deps.record(send, { state: "succeeded" }, null);
+  } catch (error) {
+    const { code } = slackErrorOf(error);
+    const retryInMs = FINAL_ERRORS.has(code)
+      ? null
+      : nextSendRetryDelayMs(send.attempts + 1, { random: (deps.random ?? Math.random)() });
+    return deps.record(
+      send,
+      retryInMs === null ? { state: "failed" } : { state: "pending", retryInMs },
+      `Slack: ${code}`,
+    );
+  }
+}

@@ -1,0 +1,126 @@
+/**
+ * What Slack's requests write and read (CONTRACT §6.2): the raw deliveries stored before their
+ * acknowledgement, the events already applied (by `event_id`), the thread and message mappings
+ * that turn a thread reply into an agent message, and the edits and deletions of mirrored
+ * messages made in Slack.
+ */
+import type { Tx } from "./client.ts";
+
+/** Stores a request's raw bytes before it is acknowledged; returns its id. */
+export async function insertSlackDelivery(
+  sql: Tx,
+  kind: "event" | "action",
+  body: Uint8Array,
+): Promise<number> {
+  const [row] = await sql<{ id: number }[]>`
+    INSERT INTO slack_deliveries (kind, body) VALUES (${kind}, ${body}) RETURNING id`;
+  return row.id;
+}
+
+/** Marks a stored request applied. */
+export async function markSlackDeliveryProcessed(sql: Tx, id: number): Promise<void> {
+  await sql`UPDATE slack_deliveries SET processed_at = clock_timestamp() WHERE id = ${id}`;
+}
+
+/** Requests left unapplied for `olderThanSeconds` (a crash came between ack and apply). */
+export async function findUnprocessedSlackDeliveries(
+  sql: Tx,
+  olderThanSeconds: number,
+  limit: number,
+): Promise<{ id: number; kind: "event" | "action"; body: Uint8Array }[]> {
+  return await sql<{ id: number; kind: "event" | "action"; body: Uint8Array }[]>`
+    SELECT id, kind, body FROM slack_deliveries
+    WHERE processed_at IS NULL
+      AND received_at < clock_timestamp() - make_interval(secs => ${olderThanSeconds})
+    ORDER BY received_at LIMIT ${limit}`;
+}
+
+/** Records an event as applied; false when it already was (a retry, or a replay). */
+export async function claimSlackEvent(sql: Tx, teamId: string, eventId: string): Promise<boolean> {
+  const rows = await sql`
+    INSERT INTO slack_events (team_id, event_id) VALUES (${teamId}, ${eventId})
+    ON CONFLICT DO NOTHING RETURNING 1`;
+  return rows.length > 0;
+}
+
+/** The conversation a workspace thread mirrors, or null. */
+export async function findThreadConversation(
+  sql: Tx,
+  thread: { teamId: string; channelId: string; threadTs: string },
+): Promise<{ appId: number; chatId: number } | null> {
+  const [row] = await sql<{ app_id: number; conversation_id: number }[]>`
+    SELECT app_id, conversation_id FROM slack_threads
+    WHERE team_id = ${thread.teamId} AND channel_id = ${thread.channelId}
+      AND thread_ts = ${thread.threadTs}`;
+  return row ? { appId: row.app_id, chatId: row.conversation_id } : null;
+}
+
+/** Whether a Slack message (channel, ts) is already a Parley message. */
+export async function isSlackMessageKnown(
+  sql: Tx,
+  link: { teamId: string; channelId: string; ts: string },
+): Promise<boolean> {
+  const rows = await sql`
+    SELECT 1 FROM slack_messages
+    WHERE team_id = ${link.teamId} AND channel_id = ${link.channelId} AND ts = ${link.ts}`;
+  return rows.length > 0;
+}
+
+/** The conversation and visitor of an application's message, or null. */
+export async function findMessageConversation(
+  sql: Tx,
+  appId: number,
+  messageId: number,
+): Promise<{ chatId: number; clientId: number } | null> {
+  const [row] = await sql<{ chat_id: number; client_id: number }[]>`
+    SELECT c.id AS chat_id, c.client_id
+    FROM messages m JOIN conversations c ON c.app_id = m.app_id AND c.id = m.conversation_id
+    WHERE m.app_id = ${appId} AND m.id = ${messageId}`;
+  return row ? { chatId: row.chat_id, clientId: row.client_id } : null;
+}
+
+/**
+ * Applies an edit made in Slack to the Parley message mirrored as (channel, ts): its content
+ * changes when the text did, and `message.updated` is queued for a subscribed webhook. Resolves
+ * to the message changed, or null.
+ */
+export async function editSlackMessage(
+  sql: Tx,
+  appId: number,
+  link: { teamId: string; channelId: string; ts: string; text: string },
+): Promise<{ messageId: number; chatId: number; queuedEvents: number } | null> {
+  const [row] = await sql<{ id: number; conversation_id: number; queued: number }[]>`
+    WITH edited AS (
+      UPDATE messages m SET content = ${link.text}, updated_at = clock_timestamp()
+      FROM slack_messages s
+      WHERE s.team_id = ${link.teamId} AND s.channel_id = ${link.channelId} AND s.ts = ${link.ts}
+        AND s.app_id = ${appId} AND m.app_id = s.app_id AND m.id = s.message_id
+        AND m.message_type = 'text' AND m.content <> ${link.text} AND m.deleted_at IS NULL
+      RETURNING m.id, m.conversation_id
+    ), event AS (
+      INSERT INTO outbox (app_id, kind, topic, payload)
+      SELECT ${appId}, 'webhook', 'message.updated',
+        jsonb_build_object('conversation_id', edited.conversation_id, 'message_id', edited.id)
+      FROM edited JOIN webhooks w ON w.app_id = ${appId} AND w.enabled
+        AND 'message.updated' = ANY (w.events)
+      RETURNING 1
+    )
+    SELECT id, conversation_id, (SELECT count(*) FROM event)::int AS queued FROM edited`;
+  return row ? { messageId: row.id, chatId: row.conversation_id, queuedEvents: row.queued } : null;
+}
+
+/** Deletes the Parley message mirrored as (channel, ts); resolves to it, or null. */
+export async function deleteSlackMessage(
+  sql: Tx,
+  appId: number,
+  link: { teamId: string; channelId: string; ts: string },
+): Promise<{ messageId: number; chatId: number } | null> {
+  const [row] = await sql<{ id: number; conversation_id: number }[]>`
+    UPDATE messages m SET deleted_at = clock_timestamp()
+    FROM slack_messages s
+    WHERE s.team_id = ${link.teamId} AND s.channel_id = ${link.channelId} AND s.ts = ${link.ts}
+      AND s.app_id = ${appId} AND m.app_id = s.app_id AND m.id = s.message_id
+      AND m.deleted_at IS NULL
+    RETURNING m.id, m.conversation_id`;
+  return row ? { messageId: row.id, chatId: row.conversation_id } : null;
+}

@@ -1,0 +1,152 @@
+/**
+ * Queries of the Slack mirror's sends: the `slack` outbox rows, claimed one per conversation at a
+ * time (so a thread's replies keep their order) with everything a post needs — the message, its
+ * conversation and visitor, the conversation's thread if it has one, and the installation — and
+ * what a post leaves behind: the thread of a conversation, the `ts` of each mirrored message.
+ */
+import type { Tx } from "./client.ts";
+import type { MessageType } from "../domain/message_kinds.ts";
+
+/** A claimed mirror send. */
+export interface ClaimedMirror {
+  appId: number;
+  id: number;
+  /** `message`: post a message in the thread; `chat`: show the conversation's new status. */
+  topic: "message" | "chat";
+  attempts: number;
+  claimedUntil: string;
+  conversation: {
+    id: number;
+    status: "open" | "closed";
+    channel: string;
+    visitorName: string | null;
+    visitorEmail: string | null;
+  } | null;
+  message: {
+    id: number;
+    senderType: string;
+    senderName: string | null;
+    messageType: MessageType;
+    content: string;
+    payload: unknown;
+    internal: boolean;
+    /** Whether it is already in Slack (posted by an earlier attempt, or typed there). */
+    mirrored: boolean;
+  } | null;
+  /** The conversation's thread, when it has one in the installation's workspace. */
+  thread: { channelId: string; ts: string } | null;
+  installation: { teamId: string; channelId: string; botTokenSealed: string } | null;
+}
+
+/** Claims up to `limit` due mirror sends, the oldest first, one per conversation. */
+export async function claimMirrorSends(
+  sql: Tx,
+  options: { limit: number; leaseSeconds: number },
+): Promise<ClaimedMirror[]> {
+  // deno-lint-ignore no-explicit-any
+  const rows = await sql<any[]>`
+    WITH due AS (
+      SELECT o.app_id, o.id FROM outbox o
+      WHERE o.kind = 'slack' AND o.state = 'pending' AND o.run_at <= clock_timestamp()
+        AND (o.claimed_until IS NULL OR o.claimed_until < clock_timestamp())
+        AND NOT EXISTS (
+          SELECT 1 FROM outbox e
+          WHERE e.kind = 'slack' AND e.state = 'pending' AND e.app_id = o.app_id
+            AND e.id < o.id AND e.payload -> 'conversation_id' = o.payload -> 'conversation_id'
+        )
+      ORDER BY o.run_at
+      LIMIT ${options.limit}
+      FOR UPDATE SKIP LOCKED
+    ), claimed AS (
+      UPDATE outbox o
+      SET claimed_until = clock_timestamp() + make_interval(secs => ${options.leaseSeconds})
+      FROM due WHERE o.app_id = due.app_id AND o.id = due.id
+      RETURNING o.app_id, o.id, o.topic, o.payload, o.attempts, o.claimed_until
+    )
+    SELECT c.app_id, c.id, c.topic, c.attempts, c.claimed_until,
+      conv.id AS chat_id, conv.status, conv.channel, cl.name AS visitor_name,
+      cl.email AS visitor_email,
+      m.id AS message_id, m.sender_type, m.sender_name, m.message_type, m.content, m.payload,
+      m.internal, sm.ts IS NOT NULL AS mirrored,
+      s.team_id, s.channel_id, s.bot_token_sealed,
+      t.channel_id AS thread_channel, t.thread_ts
+    FROM claimed c
+    LEFT JOIN conversations conv
+      ON conv.app_id = c.app_id AND conv.id = (c.payload ->> 'conversation_id')::bigint
+    LEFT JOIN clients cl ON cl.app_id = conv.app_id AND cl.id = conv.client_id
+    LEFT JOIN messages m ON m.app_id = c.app_id AND m.conversation_id = conv.id
+      AND m.id = (c.payload ->> 'message_id')::bigint AND m.deleted_at IS NULL
+    LEFT JOIN slack_messages sm ON sm.app_id = m.app_id AND sm.message_id = m.id
+    LEFT JOIN slack_installations s ON s.app_id = c.app_id
+    LEFT JOIN slack_threads t ON t.app_id = c.app_id AND t.conversation_id = conv.id
+      AND t.team_id = s.team_id`;
+  return rows.map((row) => ({
+    appId: row.app_id,
+    id: row.id,
+    topic: row.topic === "chat" ? "chat" : "message",
+    attempts: row.attempts,
+    claimedUntil: row.claimed_until,
+    conversation: row.chat_id === null ? null : {
+      id: row.chat_id,
+      status: row.status,
+      channel: row.channel,
+      visitorName: row.visitor_name,
+      visitorEmail: row.visitor_email,
+    },
+    message: row.message_id === null ? null : {
+      id: row.message_id,
+      senderType: row.sender_type,
+      senderName: row.sender_name,
+      messageType: row.message_type,
+      content: row.content,
+      payload: row.payload,
+      internal: row.internal,
+      mirrored: row.mirrored,
+    },
+    thread: row.thread_ts === null ? null : { channelId: row.thread_channel, ts: row.thread_ts },
+    installation: row.team_id === null ? null : {
+      teamId: row.team_id,
+      channelId: row.channel_id,
+      botTokenSealed: row.bot_token_sealed,
+    },
+  }));
+}
+
+/** Remembers a conversation's thread (its root message) in a workspace's channel. */
+export async function saveThread(
+  sql: Tx,
+  thread: { appId: number; chatId: number; teamId: string; channelId: string; ts: string },
+): Promise<void> {
+  await sql`
+    INSERT INTO slack_threads (app_id, conversation_id, team_id, channel_id, thread_ts)
+    VALUES (${thread.appId}, ${thread.chatId}, ${thread.teamId}, ${thread.channelId},
+      ${thread.ts})
+    ON CONFLICT (app_id, conversation_id) DO UPDATE SET team_id = EXCLUDED.team_id,
+      channel_id = EXCLUDED.channel_id, thread_ts = EXCLUDED.thread_ts`;
+}
+
+/** Remembers the Slack `ts` of a mirrored message. */
+export async function saveMirroredMessage(
+  sql: Tx,
+  link: { appId: number; messageId: number; teamId: string; channelId: string; ts: string },
+): Promise<void> {
+  await sql`
+    INSERT INTO slack_messages (app_id, message_id, team_id, channel_id, ts)
+    VALUES (${link.appId}, ${link.messageId}, ${link.teamId}, ${link.channelId}, ${link.ts})
+    ON CONFLICT DO NOTHING`;
+}
+
+/** Records a mirror send while its claim holds: done, a retry later, or given up. */
+export async function recordMirrorOutcome(
+  sql: Tx,
+  send: { appId: number; id: number; claimedUntil: string },
+  outcome: { state: "succeeded" | "failed" } | { state: "pending"; retryInMs: number },
+  error: string | null,
+): Promise<void> {
+  const retryIn = outcome.state === "pending" ? outcome.retryInMs / 1000 : 0;
+  await sql`
+    UPDATE outbox SET state = ${outcome.state}, attempts = attempts + 1, last_error = ${error},
+      run_at = clock_timestamp() + make_interval(secs => ${retryIn}), claimed_until = NULL
+    WHERE app_id = ${send.appId} AND id = ${send.id}
+      AND claimed_until = ${send.claimedUntil}::timestamptz`;
+}

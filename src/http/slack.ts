@@ -1,0 +1,105 @@
+/**
+ * The Slack channel's endpoints (CONTRACT §6.2), under `/api/v1/slack`: the install (`/install`
+ * from a single-use ticket, `/callback` from Slack's consent screen), and Slack's requests
+ * (`/events`, `/actions`) — verified over the raw bytes with the signing secret, stored, answered
+ * at once and applied after the answer.
+ */
+import { Hono } from "hono";
+import { getCookie, setCookie } from "hono/cookie";
+import { bodyLimit } from "hono/body-limit";
+import type { Sql } from "../db/client.ts";
+import { insertSlackDelivery } from "../db/slack_inbound.ts";
+import { AppError } from "../domain/app_error.ts";
+import { describeError, log } from "../log.ts";
+import { isValidSlackRequest } from "../channels/slack/signature.ts";
+import {
+  beginInstall,
+  completeInstall,
+  SLACK_STATE_COOKIE,
+  type SlackInstallerDeps,
+} from "../channels/slack/installer.ts";
+import type { SlackInboundProcessor } from "../channels/slack/inbound_processor.ts";
+import { methodNotAllowed } from "./method_not_allowed.ts";
+
+/** What the Slack routes need. */
+export interface SlackRoutesDeps extends SlackInstallerDeps {
+  sql: Sql;
+  slackInbound: SlackInboundProcessor;
+}
+
+/** Largest request accepted from Slack (its events are small; files never come inline). */
+const MAX_SLACK_BODY_BYTES = 1024 * 1024;
+
+/** Routes under `/api/v1/slack`. */
+export function slackRoutes(deps: SlackRoutesDeps): Hono {
+  const routes = new Hono();
+  const secure = deps.publicBaseUrl.startsWith("https:");
+
+  routes.get("/install", async (c) => {
+    const { state, location } = await beginInstall(deps, c.req.query("ticket"));
+    setCookie(c, SLACK_STATE_COOKIE, state, {
+      httpOnly: true,
+      sameSite: "Lax",
+      secure,
+      maxAge: 600,
+      path: "/api/v1/slack",
+    });
+    return c.redirect(location, 302);
+  });
+
+  routes.get("/callback", async (c) => {
+    const cookieState = getCookie(c, SLACK_STATE_COOKIE);
+    await completeInstall(deps, c.req.query(), cookieState);
+    setCookie(c, SLACK_STATE_COOKIE, "", { path: "/api/v1/slack", maxAge: 0 });
+    return c.redirect(`${deps.publicBaseUrl}/dashboard`, 302);
+  });
+
+  const limited = bodyLimit({
+    maxSize: MAX_SLACK_BODY_BYTES,
+    onError: () => {
+      throw new AppError(413, "Request body too large");
+    },
+  });
+
+  /** The raw body of a request Slack signed; 401 for any other (or with no secret set). */
+  async function verifiedBody(request: Request): Promise<Uint8Array> {
+    const raw = new Uint8Array(await request.arrayBuffer());
+    const verified = isValidSlackRequest(raw, {
+      timestamp: request.headers.get("x-slack-request-timestamp"),
+      signature: request.headers.get("x-slack-signature"),
+    }, deps.slack.signingSecret);
+    if (!verified) throw new AppError(401, "Invalid Slack signature");
+    return raw;
+  }
+
+  /** Stores a verified request and applies it after the answer. */
+  async function receive(kind: "event" | "action", raw: Uint8Array) {
+    const id = await insertSlackDelivery(deps.sql, kind, raw);
+    setTimeout(() => {
+      deps.slackInbound.process(kind, id, raw).catch((error) =>
+        log("error", "slack request failed", { kind, ...describeError(error) })
+      );
+    }, 0);
+  }
+
+  routes.post("/events", limited, async (c) => {
+    const raw = await verifiedBody(c.req.raw);
+    let body: { type?: unknown; challenge?: unknown } | null = null;
+    try {
+      body = JSON.parse(new TextDecoder().decode(raw));
+    } catch {
+      throw new AppError(400, "Invalid JSON body");
+    }
+    if (body?.type === "url_verification") return c.json({ challenge: body.challenge });
+    await receive("event", raw);
+    return c.body(null, 200);
+  });
+
+  routes.post("/actions", limited, async (c) => {
+    await receive("action", await verifiedBody(c.req.raw));
+    return c.body(null, 200);
+  });
+
+  methodNotAllowed(routes, ["/install", "/callback", "/events", "/actions"]);
+  return routes;
+}

@@ -1,0 +1,378 @@
+import assert from "node:assert/strict";
+import { createTestDatabase, type TestDatabase } from "./support/database.ts";
+import { startTestServer, type TestServer } from "./support/server.ts";
+import { apiCall, createKeyedApp, createVisitorChat, type KeyedApp } from "./support/open_api.ts";
+import { type FakeSlack, startFakeSlack } from "./support/fake_slack.ts";
+import { waitUntil } from "./support/realtime.ts";
+import { executeCommand } from "../src/cli.ts";
+
+const CLIENT_ID = "123.456";
+const CLIENT_SECRET = "slack-client-secret";
+const SIGNING_SECRET = "slack-signing-secret";
+const TEAM = "T0123";
+const CHANNEL = "C0SUPPORT";
+
+interface Env extends AsyncDisposable {
+  db: TestDatabase;
+  slack: FakeSlack;
+  server: TestServer;
+  app: KeyedApp;
+}
+
+async function setUp(options: { signingSecret?: string | null } = {}): Promise<Env> {
+  const db = await createTestDatabase();
+  const slack = await startFakeSlack({
+    clientId: CLIENT_ID,
+    clientSecret: CLIENT_SECRET,
+    signingSecret: SIGNING_SECRET,
+  });
+  const signing = options.signingSecret === undefined ? SIGNING_SECRET : options.signingSecret;
+  const server = await startTestServer(db.url, {
+    SLACK_CLIENT_ID: CLIENT_ID,
+    SLACK_CLIENT_SECRET: CLIENT_SECRET,
+    ...(signing === null ? {} : { SLACK_SIGNING_SECRET: signing }),
+    SLACK_API_URL: slack.apiUrl,
+    SLACK_AUTHORIZE_URL: slack.authorizeUrl,
+    PUBLIC_BASE_URL: "http://parley.test",
+  });
+  const app = await createKeyedApp(db.sql);
+  return {
+    db,
+    slack,
+    server,
+    app,
+    async [Symbol.asyncDispose]() {
+      await server[Symbol.asyncDispose]();
+      await slack[Symbol.asyncDispose]();
+      await db[Symbol.asyncDispose]();
+    },
+  };
+}
+
+/** A single-use install link for the app, rebased on the test server. */
+async function installLink(env: Env): Promise<string> {
+  const { url } = await executeCommand(env.db.sql, {
+    command: "slack:install-url",
+    flags: { app: String(env.app.appId) },
+  }, { publicBaseUrl: "http://parley.test" }) as { url: string };
+  assert.match(url, /^http:\/\/parley\.test\/api\/v1\/slack\/install\?ticket=[0-9a-f]{64}$/);
+  return url.replace("http://parley.test", env.server.baseUrl);
+}
+
+/** Starts an install: the redirect's state and the cookie it set. */
+async function begin(env: Env): Promise<{ state: string; cookie: string; location: URL }> {
+  const res = await fetch(await installLink(env), { redirect: "manual" });
+  assert.equal(res.status, 302);
+  const location = new URL(res.headers.get("location")!);
+  const cookie = (res.headers.get("set-cookie") ?? "").split(";")[0];
+  return { state: location.searchParams.get("state")!, cookie, location };
+}
+
+async function callback(env: Env, query: string, cookie: string | null) {
+  const res = await fetch(`${env.server.baseUrl}/api/v1/slack/callback?${query}`, {
+    redirect: "manual",
+    headers: cookie ? { cookie } : {},
+  });
+  await res.body?.cancel();
+  return res;
+}
+
+/** Installs the app into the fake workspace. */
+async function install(env: Env): Promise<void> {
+  const { state, cookie } = await begin(env);
+  const code = env.slack.issueCode({
+    teamId: TEAM,
+    channelId: CHANNEL,
+    redirectUri: "http://parley.test/api/v1/slack/callback",
+  });
+  const res = await callback(env, `code=${code}&state=${state}`, cookie);
+  assert.equal(res.status, 302);
+  assert.equal(res.headers.get("location"), "http://parley.test/dashboard");
+}
+
+async function installations(env: Env) {
+  return await env.db.sql`SELECT team_id, app_id, channel_id, bot_user_id FROM slack_installations`;
+}
+
+function posts(slack: FakeSlack) {
+  return slack.calls.filter((call) => call.method === "chat.postMessage");
+}
+
+Deno.test("the install flow stores the workspace with its secrets sealed", async () => {
+  await using env = await setUp();
+  const { location, cookie } = await begin(env);
+  assert.equal(location.origin + location.pathname, env.slack.authorizeUrl);
+  assert.equal(location.searchParams.get("client_id"), CLIENT_ID);
+  assert.equal(
+    location.searchParams.get("redirect_uri"),
+    "http://parley.test/api/v1/slack/callback",
+  );
+  assert.match(location.searchParams.get("scope") ?? "", /chat:write,chat:write\.customize,/);
+  assert.match(cookie, /^parley_slack_state=[0-9a-f]{64}$/);
+  await install(env);
+  const rows = await installations(env);
+  assert.equal(rows.length, 1);
+  assert.deepEqual({
+    team_id: rows[0].team_id,
+    app_id: rows[0].app_id,
+    channel_id: rows[0].channel_id,
+  }, {
+    team_id: TEAM,
+    app_id: env.app.appId,
+    channel_id: CHANNEL,
+  });
+  const [sealed] = await env.db
+    .sql`SELECT bot_token_sealed, signing_secret_sealed FROM slack_installations`;
+  assert.match(sealed.bot_token_sealed, /^v1:/);
+  assert.ok(!sealed.signing_secret_sealed.includes(SIGNING_SECRET));
+  assert.ok(env.slack.calls.some((call) => call.method === "conversations.join"));
+});
+
+Deno.test("every refusal of the install answers 400 and stores nothing", async () => {
+  await using env = await setUp();
+  const used = await installLink(env);
+  assert.equal((await fetch(used, { redirect: "manual" })).status, 302);
+  const again = await fetch(used, { redirect: "manual" });
+  assert.equal(again.status, 400, "a used ticket");
+  await again.body?.cancel();
+  const bogus = await fetch(`${env.server.baseUrl}/api/v1/slack/install?ticket=${"0".repeat(64)}`);
+  assert.equal(bogus.status, 400, "an unknown ticket");
+  await bogus.body?.cancel();
+
+  const { state, cookie } = await begin(env);
+  const code = () =>
+    env.slack.issueCode({
+      teamId: TEAM,
+      channelId: CHANNEL,
+      redirectUri: "http://parley.test/api/v1/slack/callback",
+    });
+  assert.equal((await callback(env, `error=access_denied&state=${state}`, cookie)).status, 400);
+  assert.equal(
+    (await callback(env, `code=${code()}&state=${state}`, null)).status,
+    400,
+    "no cookie",
+  );
+  assert.equal(
+    (await callback(env, `code=${code()}&state=${state}`, "parley_slack_state=" + "1".repeat(64)))
+      .status,
+    400,
+    "another browser",
+  );
+  assert.equal(
+    (await callback(env, `code=nope&state=${state}`, cookie)).status,
+    400,
+    "Slack refuses the code",
+  );
+  assert.equal(
+    (await callback(env, `code=${code()}&state=${state}`, cookie)).status,
+    400,
+    "a used state",
+  );
+  const other = await begin(env);
+  await env.db
+    .sql`UPDATE slack_oauth_states SET expires_at = clock_timestamp() - interval '1 second'`;
+  assert.equal(
+    (await callback(env, `code=${code()}&state=${other.state}`, other.cookie)).status,
+    400,
+    "an expired state",
+  );
+  assert.equal((await installations(env)).length, 0);
+});
+
+Deno.test("a visitor conversation is mirrored as a thread, and an agent's thread reply reaches the visitor", async () => {
+  await using env = await setUp();
+  await install(env);
+  const chat = await createVisitorChat(env.server.baseUrl, env.app.publicId, "Hello from the web");
+  await waitUntil(() => posts(env.slack).length >= 2, "the root and the first reply");
+  const [root, first] = posts(env.slack);
+  assert.equal(root.params.channel, CHANNEL);
+  assert.ok(!root.params.thread_ts);
+  assert.equal(first.params.thread_ts, await threadTs(env));
+  assert.equal(first.params.text, "Hello from the web");
+  const card = await apiCall(env.server.baseUrl, "/messages", {
+    key: env.app.key,
+    json: {
+      chat_id: chat.chatId,
+      message_type: "buttons",
+      content: JSON.stringify({ text: "Pick", buttons: [{ id: "a", title: "A" }] }),
+    },
+  });
+  assert.equal(card.status, 200);
+  await waitUntil(() => posts(env.slack).length >= 3, "the bot's buttons");
+  const blocks = posts(env.slack)[2].params.blocks as { type: string }[];
+  assert.deepEqual(blocks.map((block) => block.type), ["section", "actions"]);
+
+  env.slack.addUser({ id: "U1", displayName: "Ana" });
+  const ts = await threadTs(env);
+  const event = (id: string, text: string, messageTs: string) => ({
+    type: "event_callback",
+    team_id: TEAM,
+    event_id: id,
+    event_time: Math.floor(Date.now() / 1000),
+    event: { type: "message", channel: CHANNEL, user: "U1", text, ts: messageTs, thread_ts: ts },
+  });
+  const answered = await env.slack.postEvent(
+    `${env.server.baseUrl}/api/v1/slack/events`,
+    event("Ev1", "Hi, Ana here", "1800000000.000001"),
+  );
+  assert.equal(answered.status, 200);
+  await answered.body?.cancel();
+  const note = await env.slack.postEvent(
+    `${env.server.baseUrl}/api/v1/slack/events`,
+    event("Ev2", "note: VIP customer", "1800000000.000002"),
+  );
+  await note.body?.cancel();
+  // Slack retries the first event: it is not applied twice.
+  const retry = await env.slack.postEvent(
+    `${env.server.baseUrl}/api/v1/slack/events`,
+    event("Ev1", "Hi, Ana here", "1800000000.000001"),
+    { retryNum: 1 },
+  );
+  await retry.body?.cancel();
+  let rows: Record<string, unknown>[] = [];
+  for (let i = 0; i < 150; i++) {
+    rows = await env.db.sql`
+      SELECT sender_type, sender_name, content, internal FROM messages
+      WHERE conversation_id = ${chat.chatId} AND sender_type = 'agent' ORDER BY id`;
+    if (rows.length >= 2) break;
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  await new Promise((resolve) => setTimeout(resolve, 200));
+  rows = await env.db.sql`
+    SELECT sender_type, sender_name, content, internal FROM messages
+    WHERE conversation_id = ${chat.chatId} AND sender_type = 'agent' ORDER BY id`;
+  assert.deepEqual(rows.map((row) => ({ ...row })), [
+    { sender_type: "agent", sender_name: "Ana", content: "Hi, Ana here", internal: false },
+    { sender_type: "agent", sender_name: "Ana", content: "note: VIP customer", internal: true },
+  ]);
+  const history = await fetch(
+    `${env.server.baseUrl}/api/v1/widget/messages?chat_id=${chat.chatId}`,
+    {
+      headers: { authorization: `Bearer ${chat.token}` },
+    },
+  );
+  const seen = (await history.json()).data.map((message: { content: string }) => message.content);
+  assert.ok(seen.includes("Hi, Ana here"));
+  assert.ok(!seen.includes("note: VIP customer"), "notes never reach the visitor");
+  // Agent replies typed in Slack are not posted back into the thread.
+  await new Promise((resolve) => setTimeout(resolve, 300));
+  assert.equal(posts(env.slack).length, 3);
+});
+
+/** The ts of the conversation's thread. */
+async function threadTs(env: Env): Promise<string> {
+  for (let i = 0; i < 100; i++) {
+    const [row] = await env.db.sql`SELECT thread_ts FROM slack_threads`;
+    if (row) return row.thread_ts;
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  assert.fail("no thread");
+}
+
+Deno.test("forged, stale, future and unsigned Slack requests are refused and change nothing", async () => {
+  await using env = await setUp();
+  const url = `${env.server.baseUrl}/api/v1/slack/events`;
+  const body = {
+    type: "event_callback",
+    team_id: TEAM,
+    event_id: "EvX",
+    event: { type: "message" },
+  };
+  const now = Math.floor(Date.now() / 1000);
+  for (
+    const options of [
+      { signingSecret: "wrong" },
+      { timestamp: now - 6 * 60 },
+      { timestamp: now + 6 * 60 },
+      { signature: null },
+    ]
+  ) {
+    const res = await env.slack.postEvent(url, body, options);
+    assert.equal(res.status, 401, JSON.stringify(options));
+    await res.body?.cancel();
+  }
+  const challenge = await env.slack.postEvent(url, { type: "url_verification", challenge: "abc" });
+  assert.deepEqual(await challenge.json(), { challenge: "abc" });
+  const [row] = await env.db.sql`SELECT count(*) AS n FROM slack_deliveries`;
+  assert.equal(row.n, 0);
+});
+
+Deno.test("without a signing secret every Slack request is refused", async () => {
+  await using env = await setUp({ signingSecret: null });
+  const res = await env.slack.postEvent(`${env.server.baseUrl}/api/v1/slack/events`, {
+    type: "url_verification",
+    challenge: "abc",
+  });
+  assert.equal(res.status, 401);
+  await res.body?.cancel();
+});
+
+Deno.test("Close on the root message closes the conversation; a Flow button in Slack advances the Flow", async () => {
+  await using env = await setUp();
+  await install(env);
+  const flow = {
+    start: "ask",
+    nodes: {
+      ask: {
+        message: {
+          message_type: "buttons",
+          content: { text: "Sales?", buttons: [{ id: "yes", title: "Yes" }] },
+        },
+        on: { yes: "done" },
+      },
+      done: { message: { message_type: "text", content: "Connecting you." } },
+    },
+  };
+  assert.equal(
+    (await apiCall(env.server.baseUrl, "/flow", { method: "PUT", key: env.app.key, json: flow }))
+      .status,
+    200,
+  );
+  const chat = await createVisitorChat(env.server.baseUrl, env.app.publicId, "Hi");
+  await waitUntil(() => posts(env.slack).length >= 3, "root, visitor message, Flow buttons");
+  const [flowMessage] = await env.db.sql`
+    SELECT id FROM messages WHERE conversation_id = ${chat.chatId} AND sender_type = 'flow'`;
+  const actionsUrl = `${env.server.baseUrl}/api/v1/slack/actions`;
+  const clicked = await env.slack.postAction(actionsUrl, {
+    type: "block_actions",
+    team: { id: TEAM },
+    user: { id: "U1", team_id: TEAM },
+    actions: [{
+      type: "button",
+      action_id: "parley_button:0",
+      block_id: `parley_message:${flowMessage.id}:0`,
+      value: "yes",
+    }],
+  });
+  assert.equal(clicked.status, 200);
+  await clicked.body?.cancel();
+  await waitUntil(
+    () => posts(env.slack).some((call) => call.params.text === "Connecting you."),
+    "the Flow's next node mirrored",
+    5_000,
+  );
+
+  const closed = await env.slack.postAction(actionsUrl, {
+    type: "block_actions",
+    team: { id: TEAM },
+    user: { id: "U1", team_id: TEAM },
+    actions: [{
+      type: "button",
+      action_id: "parley_close",
+      block_id: `parley_chat:${chat.chatId}`,
+      value: String(chat.chatId),
+    }],
+  });
+  await closed.body?.cancel();
+  for (let i = 0; i < 150; i++) {
+    const [row] = await env.db.sql`SELECT status FROM conversations WHERE id = ${chat.chatId}`;
+    if (row.status === "closed") break;
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  const [row] = await env.db.sql`SELECT status FROM conversations WHERE id = ${chat.chatId}`;
+  assert.equal(row.status, "closed");
+  await waitUntil(
+    () => env.slack.calls.some((call) => call.method === "chat.update"),
+    "the root shows closed",
+  );
+});
