@@ -2,17 +2,24 @@
  * `deno task bench`: starts Parley on a fresh embedded database and a Hono hello-world server,
  * drives both with the same closed-loop load (64 connections) — the hello route, visitor
  * messages, Open API replies (POST /openapi/v1/messages) and Open API listings
- * (GET /openapi/v1/conversations), with one API key per application — and prints a table of
- * requests/s, p50 and p99 per scenario, with each scenario's ratio to hello and the CPU that
- * the server, its PostgreSQL and the load generator spent per request (from /proc; it drifts
- * much less than requests/s on a shared machine).
+ * (GET /openapi/v1/conversations), with one API key per application, and signed WhatsApp
+ * webhook deliveries of one text message each from many customers (POST
+ * /api/v1/whatsapp/webhook, whose latency is the ack's: updates are applied after the 200) —
+ * and prints a table of requests/s, p50 and p99 per scenario, with each scenario's ratio to
+ * hello and the CPU that the server, its PostgreSQL and the load generator spent per request
+ * (from /proc; it drifts much less than requests/s on a shared machine). After the table: once
+ * the WhatsApp load's backlog is applied, how long one 1,000-update delivery takes to be
+ * acknowledged and applied (bench/whatsapp_load.ts); and how webhook deliveries of Open API
+ * replies kept up. A fake Graph API (tests/support) stands in for WHATSAPP_GRAPH_URL.
  *
- * Environment: BENCH_SECONDS (measured seconds per scenario, default 10), BENCH_VISITORS
- * (default 2000), BENCH_APPS (default 20, one API key each), BENCH_CONNECTIONS (default 64), WORKERS (Parley's
- * actor workers, default 1: group commits form within a worker, and on 2 cores one worker
- * batches best — see docs/architecture.md), BENCH_ONLY (a word; runs only the scenarios whose
- * name contains it, beside hello), BENCH_DENO_FLAGS (extra `deno run` flags for Parley, e.g.
- * `--cpu-prof --cpu-prof-dir=/tmp/prof`).
+ * Environment: BENCH_SECONDS (measured seconds per scenario, default 10), BENCH_VISITORS (default
+ * 2000), BENCH_APPS (default 20, one API key each), BENCH_CONNECTIONS (default 64), WORKERS
+ * (Parley's actor workers, default 1: group commits form within a worker, and on 2 cores one worker
+ * batches best — see docs/architecture.md), BENCH_ONLY (a word; runs only the scenarios whose name
+ * contains it, beside hello; `whatsapp` runs the WhatsApp ones), BENCH_WHATSAPP_CUSTOMERS (distinct
+ * wa_ids of the WhatsApp load, default 2000), BENCH_WHATSAPP_RATE (deliveries/s signed ahead of the
+ * WhatsApp load, default 5000; faster runs sign the rest as they go), BENCH_DENO_FLAGS (extra
+ * `deno run` flags for Parley, e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof`).
  */
 import { freePort } from "../src/db/embedded.ts";
 import { type LoadRequest, type LoadResult, runLoad } from "./load.ts";
@@ -22,6 +29,14 @@ import { connect } from "../src/db/client.ts";
 import { openDatabase } from "../src/db/database.ts";
 import type { ReceiverStats } from "./webhook_receiver.ts";
 import { selfSignedCertificate } from "../tests/support/tls.ts";
+import { startFakeGraphApi } from "../tests/support/fake_graph_api.ts";
+import {
+  batchLine,
+  measureBatch,
+  setUpWhatsApp,
+  webhookRequests,
+  WHATSAPP_SCENARIO,
+} from "./whatsapp_load.ts";
 
 /** A scenario's outcome: the load's figures and the CPU each party spent per request. */
 interface Measured {
@@ -63,10 +78,14 @@ const visitorCount = Number(Deno.env.get("BENCH_VISITORS") ?? 2000);
 const appCount = Number(Deno.env.get("BENCH_APPS") ?? 20);
 const connections = Number(Deno.env.get("BENCH_CONNECTIONS") ?? 64);
 const workers = Deno.env.get("WORKERS") ?? "1";
+const whatsappCustomers = Number(Deno.env.get("BENCH_WHATSAPP_CUSTOMERS") ?? 2000);
+const whatsappRate = Number(Deno.env.get("BENCH_WHATSAPP_RATE") ?? 5000);
 const root = new URL("../", import.meta.url).pathname;
 
 const dataDir = await Deno.makeTempDir({ prefix: "parley-bench-" });
 const children: Deno.ChildProcess[] = [];
+// Inbound WhatsApp text never calls the Graph API, but nothing may reach Meta if it did.
+const graph = await startFakeGraphApi();
 const certificate = await selfSignedCertificate(["localhost"]);
 const caFile = `${dataDir}-ca.pem`;
 const keyFile = `${dataDir}-key.pem`;
@@ -93,6 +112,7 @@ try {
     WORKERS: workers,
     WEBHOOK_ALLOW_PRIVATE_HOSTS: "127.0.0.1/32",
     WEBHOOK_CA_FILE: caFile,
+    WHATSAPP_GRAPH_URL: graph.url,
   });
   children.push(parleyProcess);
   const helloPort = await freePort();
@@ -147,6 +167,29 @@ try {
       await measure(name, parleyProcess, true, () => runLoad(make, { ...load, port: parleyPort })),
     );
   }
+  let whatsappLine = "";
+  if (!only || WHATSAPP_SCENARIO.includes(only)) {
+    await using whatsapp = await setUpWhatsApp(dataDir);
+    // Enough signed ahead for the load's whole time at a rate it does not reach on 2 cores.
+    const expected = whatsappRate * (seconds + load.warmupMs / 1000);
+    const requests = webhookRequests(whatsapp.appId, whatsappCustomers, expected);
+    console.error(`running: ${WHATSAPP_SCENARIO}`);
+    const measured = await measure(
+      WHATSAPP_SCENARIO,
+      parleyProcess,
+      true,
+      () => runLoad(requests.make, { ...load, port: parleyPort }),
+    );
+    results.push(measured);
+    if (measured.load.completed > requests.signedAhead) {
+      console.error(
+        `note: ${measured.load.completed - requests.signedAhead} webhook requests were signed ` +
+          `during the load (raise BENCH_WHATSAPP_RATE)`,
+      );
+    }
+    console.error("running: a 1,000-update WhatsApp delivery");
+    whatsappLine = batchLine(await measureBatch(whatsapp, parley));
+  }
   let webhookLine = "";
   const webhookScenario = "POST /openapi/v1/messages with webhooks";
   if (!only || webhookScenario.includes(only)) {
@@ -176,6 +219,7 @@ try {
     );
   }
   printTable(results);
+  if (whatsappLine) console.log(whatsappLine);
   if (webhookLine) console.log(webhookLine);
 } finally {
   for (const child of children) {
@@ -186,6 +230,7 @@ try {
     }
     await child.status;
   }
+  await graph[Symbol.asyncDispose]();
   await Deno.remove(dataDir, { recursive: true }).catch(() => {});
   await Deno.remove(caFile).catch(() => {});
   await Deno.remove(keyFile).catch(() => {});
