@@ -31,7 +31,7 @@ import {
 } from "./webhooks/ssrf_guard.ts";
 import { AppError } from "./domain/app_error.ts";
 import { startDeliveryWorkers } from "./webhooks/delivery_worker_host.ts";
-import { createMediaLinks } from "./channels/whatsapp/media_links.ts";
+import { createMediaLinks } from "./channels/media_links.ts";
 import { createInboundProcessor } from "./channels/whatsapp/inbound_processor.ts";
 import { createSlackClients } from "./channels/slack/clients.ts";
 import { createSlackInboundProcessor } from "./channels/slack/inbound_processor.ts";
@@ -140,7 +140,18 @@ export async function startParley(
   const mediaLinks = createMediaLinks({ encryptionKey, publicBaseUrl: config.publicBaseUrl });
   const inbound = createInboundProcessor({ sql, ask, mediaLinks });
   const slackClients = createSlackClients(secretBox, config.slack.apiUrl);
-  const slackInbound = createSlackInboundProcessor({ sql, ask, clientFor: slackClients });
+  const slackMediaLinks = createMediaLinks({
+    encryptionKey,
+    publicBaseUrl: config.publicBaseUrl,
+    path: "/api/v1/slack/media",
+    purpose: "slack",
+  });
+  const slackInbound = createSlackInboundProcessor({
+    sql,
+    ask,
+    clientFor: slackClients,
+    mediaLinks: slackMediaLinks,
+  });
   const app = createHttpApp({
     sql,
     ask,
@@ -149,6 +160,8 @@ export async function startParley(
     whatsappGraphUrl: config.whatsappGraphUrl,
     slackInbound,
     slack: config.slack,
+    slackMediaLinks,
+    slackClients,
     listings,
     attachVisitor: (socket, who) => hub.attachVisitor(socket, who),
     hitCounter: widgetHits,

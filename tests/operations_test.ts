@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { createMediaLinks } from "../src/channels/whatsapp/media_links.ts";
+import { createMediaLinks } from "../src/channels/media_links.ts";
 import { createTestDatabase } from "./support/database.ts";
 import { spawnServer } from "./support/server.ts";
 import { connect } from "../src/db/client.ts";
@@ -65,6 +65,10 @@ Deno.test("the HTTP app renders a failing readyz as 503 in the envelope", async 
       mediaLinks: createMediaLinks({ encryptionKey: new Uint8Array(32), publicBaseUrl: "" }),
       whatsappGraphUrl: "http://127.0.0.1:9",
       slackInbound: { process: () => Promise.resolve(), recover: () => Promise.resolve(0) },
+      slackMediaLinks: createMediaLinks({ encryptionKey: new Uint8Array(32), publicBaseUrl: "" }),
+      slackClients: () => {
+        throw new Error("unused");
+      },
       slack: {
         clientId: null,
         clientSecret: null,

@@ -376,3 +376,158 @@ Deno.test("Close on the root message closes the conversation; a Flow button in S
     "the root shows closed",
   );
 });
+
+/** A member's message in the conversation's thread, as Slack sends it. */
+function threadEvent(id: string, thread: string, event: Record<string, unknown>) {
+  return {
+    type: "event_callback",
+    team_id: TEAM,
+    event_id: id,
+    event_time: Math.floor(Date.now() / 1000),
+    event: { type: "message", channel: CHANNEL, thread_ts: thread, ...event },
+  };
+}
+
+async function agentMessages(env: Env, chatId: number, count: number) {
+  let rows: Record<string, unknown>[] = [];
+  for (let i = 0; i < 150; i++) {
+    rows = await env.db.sql`
+      SELECT id, message_type, content, payload, deleted_at IS NOT NULL AS deleted FROM messages
+      WHERE conversation_id = ${chatId} AND sender_type = 'agent' ORDER BY id`;
+    if (rows.length >= count) break;
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  return rows;
+}
+
+Deno.test("edits and deletions in Slack follow the mirrored message; the bot's own posts are ignored", async () => {
+  await using env = await setUp();
+  await install(env);
+  const chat = await createVisitorChat(env.server.baseUrl, env.app.publicId, "Hello");
+  const thread = await threadTs(env);
+  const events = `${env.server.baseUrl}/api/v1/slack/events`;
+  const send = async (body: unknown, options = {}) => {
+    const res = await env.slack.postEvent(events, body, options);
+    assert.equal(res.status, 200);
+    await res.body?.cancel();
+  };
+  // A first delivery that never reached Parley: Slack's retry is applied.
+  await send(
+    threadEvent("Ev10", thread, { user: "U2", text: "First try", ts: "1800000001.000001" }),
+    { retryNum: 1 },
+  );
+  await send(
+    threadEvent("Ev11", thread, {
+      bot_id: "B1",
+      text: "echo of our own post",
+      ts: "1800000001.000002",
+    }),
+  );
+  await send(
+    threadEvent("Ev12", thread, {
+      user: "U2",
+      text: "top-level",
+      ts: "1800000001.000003",
+      thread_ts: undefined,
+    }),
+  );
+  let rows = await agentMessages(env, chat.chatId, 1);
+  assert.deepEqual(rows.map((row) => row.content), ["First try"]);
+
+  await send({
+    ...threadEvent("Ev13", thread, {
+      subtype: "message_changed",
+      message: {
+        user: "U2",
+        text: "First try, edited",
+        ts: "1800000001.000001",
+        thread_ts: thread,
+      },
+      previous_message: { user: "U2", text: "First try", ts: "1800000001.000001" },
+    }),
+  });
+  for (let i = 0; i < 150 && rows[0]?.content !== "First try, edited"; i++) {
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    rows = await agentMessages(env, chat.chatId, 1);
+  }
+  assert.equal(rows[0].content, "First try, edited");
+  await send(
+    threadEvent("Ev14", thread, { subtype: "message_deleted", deleted_ts: "1800000001.000001" }),
+  );
+  for (let i = 0; i < 150 && rows[0]?.deleted !== true; i++) {
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    rows = await agentMessages(env, chat.chatId, 1);
+  }
+  assert.equal(rows[0].deleted, true);
+  const history = await fetch(
+    `${env.server.baseUrl}/api/v1/widget/messages?chat_id=${chat.chatId}`,
+    {
+      headers: { authorization: `Bearer ${chat.token}` },
+    },
+  );
+  const seen = (await history.json()).data.map((message: { content: string }) => message.content);
+  assert.deepEqual(seen, ["Hello"]);
+});
+
+Deno.test("a file an agent attaches in Slack reaches the visitor through the signed media proxy", async () => {
+  await using env = await setUp();
+  await install(env);
+  const chat = await createVisitorChat(env.server.baseUrl, env.app.publicId, "Can I see it?");
+  const thread = await threadTs(env);
+  const bytes = new TextEncoder().encode("\x89PNG screenshot");
+  env.slack.addFile({ id: "F0SHOT", name: "shot.png", mimetype: "image/png", bytes });
+  const res = await env.slack.postEvent(
+    `${env.server.baseUrl}/api/v1/slack/events`,
+    threadEvent("Ev20", thread, {
+      subtype: "file_share",
+      user: "U3",
+      text: "",
+      ts: "1800000002.000001",
+      files: [{ id: "F0SHOT", name: "shot.png", mimetype: "image/png" }],
+    }),
+  );
+  await res.body?.cancel();
+  const [image] = await agentMessages(env, chat.chatId, 1);
+  assert.equal(image.message_type, "image");
+  const link = new URL((image.payload as { url: string }).url);
+  assert.equal(link.pathname, "/api/v1/slack/media/F0SHOT");
+  const proxied = await fetch(`${env.server.baseUrl}${link.pathname}${link.search}`);
+  assert.equal(proxied.status, 200);
+  assert.equal(proxied.headers.get("content-type"), "image/png");
+  assert.deepEqual(new Uint8Array(await proxied.arrayBuffer()), bytes);
+  const unsigned = await fetch(`${env.server.baseUrl}${link.pathname}`);
+  assert.equal(unsigned.status, 403);
+  await unsigned.body?.cancel();
+  const tampered = await fetch(`${env.server.baseUrl}/api/v1/slack/media/F0OTHER${link.search}`);
+  assert.equal(tampered.status, 403);
+  await tampered.body?.cancel();
+});
+
+Deno.test("the mirror keeps a conversation's order through Slack's 429", async () => {
+  await using env = await setUp();
+  await install(env);
+  const chat = await createVisitorChat(env.server.baseUrl, env.app.publicId, "one");
+  await waitUntil(() => posts(env.slack).length >= 2, "the root and the first message");
+  env.slack.queue("chat.postMessage", {
+    status: 429,
+    headers: { "retry-after": "1" },
+    body: { ok: false, error: "ratelimited" },
+  });
+  for (const content of ["two", "three", "four"]) {
+    const sent = await apiCall(env.server.baseUrl, "/messages", {
+      key: env.app.key,
+      json: { chat_id: chat.chatId, content },
+    });
+    assert.equal(sent.status, 200);
+  }
+  await waitUntil(
+    () => posts(env.slack).some((call) => call.params.text === "four"),
+    "all four mirrored",
+    10_000,
+  );
+  // The fake records the refused attempt too: the 429'd post comes again, then the rest in order.
+  const texts = posts(env.slack).filter((call) => call.params.thread_ts).map((call) =>
+    call.params.text
+  );
+  assert.deepEqual(texts, ["one", "two", "two", "three", "four"]);
+});

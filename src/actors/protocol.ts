@@ -131,6 +131,8 @@ export type SlackChange =
     text: string;
     /** A `note:` reply: stored, shown in Slack and the Open API, never sent to the visitor. */
     internal: boolean;
+    /** Files attached in Slack, as links to Parley's Slack media proxy. */
+    files: { url: string; filename: string; image: boolean }[];
     channelId: string;
     ts: string;
   }

@@ -26,25 +26,45 @@ export async function applySlackEvent(sql: Tx, command: SlackEventCommand): Prom
   if (fresh && change?.kind === "reply") {
     const link = { teamId, channelId: change.channelId, ts: change.ts };
     if (!(await isSlackMessageKnown(sql, link))) {
-      const { replies, queuedEvents } = await appendReplies(sql, [{
+      const reply = (
+        messageType: "text" | "image" | "file",
+        content: string,
+        payload: unknown,
+      ) => ({
         appId,
         chatId: change.chatId,
-        senderType: "agent",
+        senderType: "agent" as const,
         senderName: change.senderName,
-        messageType: "text",
-        content: change.text,
-        payload: null,
+        messageType,
+        content,
+        payload,
         internal: change.internal,
-      }]);
-      const [reply] = replies;
-      if (reply.kind === "stored") {
-        await saveMirroredMessage(sql, { appId, messageId: reply.messageId, ...link });
+      });
+      const files = change.files.map((file) => {
+        const document = { url: file.url, filename: file.filename };
+        return reply(file.image ? "image" : "file", JSON.stringify(document), document);
+      });
+      const { replies, queuedEvents } = await appendReplies(sql, [
+        ...(change.text.trim() === "" ? [] : [reply("text", change.text, null)]),
+        ...files,
+      ]);
+      const stored = replies.flatMap((one) => one.kind === "stored" ? [one] : []);
+      // The Slack message is the first stored one: the others are mirrored as it is, too.
+      for (const [index, one] of stored.entries()) {
+        if (index === 0) {
+          await saveMirroredMessage(sql, { appId, messageId: one.messageId, ...link });
+        } else {await saveMirroredMessage(sql, {
+            appId,
+            messageId: one.messageId,
+            ...link,
+            ts: `${link.ts}#${index}`,
+          });}
         changes.push({
           appId,
-          messageId: reply.messageId,
-          chatId: reply.chatId,
-          chatChanged: reply.reopened ? reply.chatId : undefined,
-          queuedEvents,
+          messageId: one.messageId,
+          chatId: one.chatId,
+          chatChanged: one.reopened ? one.chatId : undefined,
+          queuedEvents: index === 0 ? queuedEvents : 0,
         });
       }
     }

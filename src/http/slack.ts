@@ -20,11 +20,31 @@ import {
 } from "../channels/slack/installer.ts";
 import type { SlackInboundProcessor } from "../channels/slack/inbound_processor.ts";
 import { methodNotAllowed } from "./method_not_allowed.ts";
+import type { MediaLinks } from "../channels/media_links.ts";
+import type { WebClient } from "@slack/web-api";
+import { findInstallationByApp } from "../db/slack_installations.ts";
+
+/** Whether `url` is on one of Slack's file hosts (or, for tests, `SLACK_API_URL`'s host). */
+function isSlackFileHost(url: string, apiUrl: string): boolean {
+  let host: string;
+  try {
+    const parsed = new URL(url);
+    if (parsed.protocol !== "https:" && parsed.host !== new URL(apiUrl).host) return false;
+    host = parsed.host;
+  } catch {
+    return false;
+  }
+  return host === "files.slack.com" || host === new URL(apiUrl).host;
+}
 
 /** What the Slack routes need. */
 export interface SlackRoutesDeps extends SlackInstallerDeps {
   sql: Sql;
   slackInbound: SlackInboundProcessor;
+  /** Verifies links to the media proxy. */
+  slackMediaLinks: MediaLinks;
+  /** A Web API client for a bot token (sealed). */
+  slackClients(botTokenSealed: string): WebClient;
 }
 
 /** Largest request accepted from Slack (its events are small; files never come inline). */
@@ -100,6 +120,44 @@ export function slackRoutes(deps: SlackRoutesDeps): Hono {
     return c.body(null, 200);
   });
 
-  methodNotAllowed(routes, ["/install", "/callback", "/events", "/actions"]);
+  routes.get("/media/:fileId", async (c) => {
+    const fileId = c.req.param("fileId");
+    const appId = deps.slackMediaLinks.verify(fileId, c.req.query());
+    if (appId === null) throw new AppError(403, "Invalid or expired media link");
+    const installation = await findInstallationByApp(deps.sql, appId);
+    if (!installation) throw new AppError(404, "File not found");
+    let file;
+    try {
+      ({ file } = await deps.slackClients(installation.botTokenSealed).files.info({
+        file: fileId,
+      }));
+    } catch {
+      throw new AppError(404, "File not found");
+    }
+    const source = file?.url_private;
+    if (!source || !isSlackFileHost(source, deps.slack.apiUrl)) {
+      throw new AppError(404, "File not found");
+    }
+    // The bot token goes only to Slack's own file hosts.
+    const download = await fetch(source, {
+      headers: { authorization: `Bearer ${deps.secretBox.open(installation.botTokenSealed)}` },
+      redirect: "error",
+    }).catch(() => null);
+    if (!download?.ok) {
+      await download?.body?.cancel();
+      throw new AppError(502, "Slack did not answer");
+    }
+    const headers: Record<string, string> = {
+      "content-type": download.headers.get("content-type") ?? file?.mimetype ??
+        "application/octet-stream",
+      "cache-control": "private, max-age=300",
+      "x-content-type-options": "nosniff",
+    };
+    const length = download.headers.get("content-length");
+    if (length !== null) headers["content-length"] = length;
+    return new Response(download.body, { status: 200, headers });
+  });
+
+  methodNotAllowed(routes, ["/install", "/callback", "/events", "/actions", "/media/:fileId"]);
   return routes;
 }

@@ -16,7 +16,7 @@ import { AppError } from "../domain/app_error.ts";
 import { describeError, log } from "../log.ts";
 import { isValidMetaSignature } from "../channels/whatsapp/signature.ts";
 import type { InboundProcessor } from "../channels/whatsapp/inbound_processor.ts";
-import type { MediaLinks } from "../channels/whatsapp/media_links.ts";
+import type { MediaLinks } from "../channels/media_links.ts";
 import { downloadMedia, lookUpMedia } from "../channels/whatsapp/graph_client.ts";
 import { methodNotAllowed } from "./method_not_allowed.ts";
 

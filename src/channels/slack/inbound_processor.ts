@@ -22,6 +22,7 @@ import { parseSlackAction } from "../../domain/slack_blocks.ts";
 import { createLruCache } from "../../domain/lru_cache.ts";
 import { describeError, log } from "../../log.ts";
 import { CLOSE_ACTION_ID, parseChatBlockId } from "./mirror.ts";
+import type { MediaLinks } from "../media_links.ts";
 
 /** What the processor needs. */
 export interface SlackInboundDeps {
@@ -29,6 +30,8 @@ export interface SlackInboundDeps {
   ask(key: string, command: AppCommand): Promise<CommandResult>;
   /** A Web API client for a bot token (sealed). */
   clientFor(botTokenSealed: string): WebClient;
+  /** Signs links to the Slack media proxy. */
+  mediaLinks: MediaLinks;
 }
 
 /** The processor. */
@@ -92,7 +95,16 @@ export function createSlackInboundProcessor(deps: SlackInboundDeps): SlackInboun
     if (isOwn(installation, event) || typeof event.user !== "string") return null;
     if (typeof event.thread_ts !== "string" || event.thread_ts === event.ts) return null;
     const text = String(event.text ?? "").replaceAll("\u0000", "\uFFFD");
-    if (text.trim() === "") return null;
+    const files = (Array.isArray(event.files) ? event.files : []).flatMap((file: Json) =>
+      typeof file?.id === "string"
+        ? [{
+          url: deps.mediaLinks.link(installation.appId, file.id),
+          filename: String(file.name ?? file.title ?? file.id).replaceAll("\u0000", ""),
+          image: typeof file.mimetype === "string" && file.mimetype.startsWith("image/"),
+        }]
+        : []
+    );
+    if (text.trim() === "" && files.length === 0) return null;
     const thread = await findThreadConversation(deps.sql, {
       teamId: installation.teamId,
       channelId,
@@ -106,6 +118,7 @@ export function createSlackInboundProcessor(deps: SlackInboundDeps): SlackInboun
       senderName: await displayName(installation, event.user),
       text,
       internal,
+      files,
       channelId,
       ts: event.ts,
     };

@@ -15,7 +15,7 @@ import { buttonIdOfReply } from "../../domain/whatsapp_messages.ts";
 import { buttonsOffered, isMessageType, type MessageType } from "../../domain/message_kinds.ts";
 import { describeError, log } from "../../log.ts";
 import { type InboundItem, parseWhatsAppWebhook } from "./inbound.ts";
-import type { MediaLinks } from "./media_links.ts";
+import type { MediaLinks } from "../media_links.ts";
 
 /** What the processor needs. */
 export interface InboundProcessorDeps {

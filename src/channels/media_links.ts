@@ -1,8 +1,9 @@
 /**
- * Links to WhatsApp media through Parley's proxy (`/api/v1/whatsapp/media/{mediaId}`): Meta's own
- * media URLs need the channel's token and expire within minutes, so message payloads carry a
- * Parley link instead, signed (HMAC-SHA256 with a key derived from `PARLEY_ENCRYPTION_KEY`) for
- * one application and one media id, and expiring when Meta forgets the media (30 days).
+ * Links to channel media through Parley's proxies (`/api/v1/whatsapp/media/{id}`,
+ * `/api/v1/slack/media/{id}`): the platforms' own file URLs need the channel's token (and Meta's
+ * expire within minutes), so message payloads carry a Parley link instead, signed (HMAC-SHA256
+ * with a key derived from `PARLEY_ENCRYPTION_KEY`) for one proxy, one application and one media
+ * id, and expiring after 30 days (when Meta forgets inbound media).
  */
 import { createHmac, timingSafeEqual } from "node:crypto";
 import { Buffer } from "node:buffer";
@@ -26,6 +27,10 @@ export interface MediaLinksOptions {
   /** The secret-box key; the signing key is derived from it. */
   encryptionKey: Uint8Array;
   publicBaseUrl: string;
+  /** The proxy's path, before the media id. @default "/api/v1/whatsapp/media" */
+  path?: string;
+  /** What the signature is bound to besides the application and media (one key, many proxies). @default "whatsapp" */
+  purpose?: string;
   /** @default Date.now */
   now?: () => number;
 }
@@ -34,8 +39,10 @@ export interface MediaLinksOptions {
 export function createMediaLinks(options: MediaLinksOptions): MediaLinks {
   const key = createHmac("sha256", options.encryptionKey).update("parley media links v1").digest();
   const now = options.now ?? Date.now;
+  const path = options.path ?? "/api/v1/whatsapp/media";
+  const purpose = options.purpose ?? "whatsapp";
   const sign = (appId: number, mediaId: string, expires: number) =>
-    createHmac("sha256", key).update(`${appId}:${mediaId}:${expires}`).digest("hex");
+    createHmac("sha256", key).update(`${purpose}:${appId}:${mediaId}:${expires}`).digest("hex");
   return {
     link(appId, mediaId) {
       const expires = Math.floor(now() / 1000) + MEDIA_LINK_TTL_SECONDS;
@@ -44,9 +51,7 @@ export function createMediaLinks(options: MediaLinksOptions): MediaLinks {
         expires: String(expires),
         signature: sign(appId, mediaId, expires),
       });
-      return `${options.publicBaseUrl}/api/v1/whatsapp/media/${
-        encodeURIComponent(mediaId)
-      }?${query}`;
+      return `${options.publicBaseUrl}${path}/${encodeURIComponent(mediaId)}?${query}`;
     },
     verify(mediaId, query) {
       if (!/^[1-9][0-9]{0,15}$/.test(query.app ?? "")) return null;
