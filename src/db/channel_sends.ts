@@ -6,6 +6,7 @@
  * remembered, so a retry never sends them twice.
  */
 import type { Tx } from "./client.ts";
+import { claimedInConversationOrder } from "./channel_claims.ts";
 import type { MessageType } from "../domain/message_kinds.ts";
 
 /** A claimed send and what it needs. */
@@ -51,24 +52,7 @@ export async function claimChannelSends(
   options: { kind: "whatsapp"; limit: number; leaseSeconds: number },
 ): Promise<ClaimedSend[]> {
   const rows = await sql<ClaimedSendRow[]>`
-    WITH due AS (
-      SELECT o.app_id, o.id FROM outbox o
-      WHERE o.kind = ${options.kind} AND o.state = 'pending' AND o.run_at <= clock_timestamp()
-        AND (o.claimed_until IS NULL OR o.claimed_until < clock_timestamp())
-        AND NOT EXISTS (
-          SELECT 1 FROM outbox e
-          WHERE e.kind = ${options.kind} AND e.state = 'pending' AND e.app_id = o.app_id
-            AND e.id < o.id AND e.payload -> 'conversation_id' = o.payload -> 'conversation_id'
-        )
-      ORDER BY o.run_at
-      LIMIT ${options.limit}
-      FOR UPDATE SKIP LOCKED
-    ), claimed AS (
-      UPDATE outbox o
-      SET claimed_until = clock_timestamp() + make_interval(secs => ${options.leaseSeconds})
-      FROM due WHERE o.app_id = due.app_id AND o.id = due.id
-      RETURNING o.app_id, o.id, o.payload, o.attempts, o.claimed_until
-    )
+    ${claimedInConversationOrder(sql, options)}
     SELECT c.app_id, c.id, c.attempts, c.claimed_until,
       m.id AS message_id, m.conversation_id AS chat_id, m.message_type, m.content, m.payload,
       i.external_id AS recipient, w.phone_number_id, w.access_token_sealed,

@@ -5,6 +5,7 @@
  * what a post leaves behind: the thread of a conversation, the `ts` of each mirrored message.
  */
 import type { Tx } from "./client.ts";
+import { claimedInConversationOrder } from "./channel_claims.ts";
 import type { MessageType } from "../domain/message_kinds.ts";
 
 /** A claimed mirror send. */
@@ -45,24 +46,7 @@ export async function claimMirrorSends(
 ): Promise<ClaimedMirror[]> {
   // deno-lint-ignore no-explicit-any
   const rows = await sql<any[]>`
-    WITH due AS (
-      SELECT o.app_id, o.id FROM outbox o
-      WHERE o.kind = 'slack' AND o.state = 'pending' AND o.run_at <= clock_timestamp()
-        AND (o.claimed_until IS NULL OR o.claimed_until < clock_timestamp())
-        AND NOT EXISTS (
-          SELECT 1 FROM outbox e
-          WHERE e.kind = 'slack' AND e.state = 'pending' AND e.app_id = o.app_id
-            AND e.id < o.id AND e.payload -> 'conversation_id' = o.payload -> 'conversation_id'
-        )
-      ORDER BY o.run_at
-      LIMIT ${options.limit}
-      FOR UPDATE SKIP LOCKED
-    ), claimed AS (
-      UPDATE outbox o
-      SET claimed_until = clock_timestamp() + make_interval(secs => ${options.leaseSeconds})
-      FROM due WHERE o.app_id = due.app_id AND o.id = due.id
-      RETURNING o.app_id, o.id, o.topic, o.payload, o.attempts, o.claimed_until
-    )
+    ${claimedInConversationOrder(sql, { kind: "slack", ...options })}
     SELECT c.app_id, c.id, c.topic, c.attempts, c.claimed_until,
       conv.id AS chat_id, conv.status, conv.channel, cl.name AS visitor_name,
       cl.email AS visitor_email,
