@@ -103,7 +103,7 @@ export function whatsappRoutes(deps: WhatsAppRoutesDeps): Hono {
       // Meta wants its answer at once; the updates are applied after it (and again after a
       // crash: the stored delivery stays unprocessed until they are).
       setTimeout(() => {
-        deps.inbound.process(appId, deliveryId, raw).catch((error) =>
+        deps.inbound.process(appId, deliveryId, raw, channel.phoneNumberId).catch((error) =>
           log("error", "whatsapp delivery failed", { app_id: appId, ...describeError(error) })
         );
       }, 0);

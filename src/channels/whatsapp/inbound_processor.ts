@@ -26,15 +26,27 @@ export interface InboundProcessorDeps {
 
 /** The processor. */
 export interface InboundProcessor {
-  /** Applies stored delivery `deliveryId` of application `appId`, whose raw body is `body`. */
-  process(appId: number, deliveryId: number, body: Uint8Array): Promise<void>;
+  /**
+   * Applies stored delivery `deliveryId` of application `appId`, whose raw body is `body`;
+   * `phoneNumberId` is the channel's number when the caller knows it (else it is looked up).
+   */
+  process(
+    appId: number,
+    deliveryId: number,
+    body: Uint8Array,
+    phoneNumberId?: string,
+  ): Promise<void>;
   /** Applies deliveries a crash left unprocessed for over a minute; resolves to their count. */
   recover(): Promise<number>;
 }
 
 /** Creates the processor. */
 export function createInboundProcessor(deps: InboundProcessorDeps): InboundProcessor {
-  async function entriesOf(appId: number, body: Uint8Array): Promise<WhatsAppInboundEntry[]> {
+  async function entriesOf(
+    appId: number,
+    body: Uint8Array,
+    knownNumber: string | undefined,
+  ): Promise<WhatsAppInboundEntry[]> {
     let document: unknown;
     try {
       document = JSON.parse(new TextDecoder().decode(body));
@@ -46,8 +58,8 @@ export function createInboundProcessor(deps: InboundProcessorDeps): InboundProce
     for (const skipped of parsed.skipped) {
       log("warn", "whatsapp update skipped", { app_id: appId, ...skipped });
     }
-    const channel = await findWhatsAppChannel(deps.sql, appId);
-    const ours = parsed.items.filter((item) => item.phoneNumberId === channel?.phoneNumberId);
+    const number = knownNumber ?? (await findWhatsAppChannel(deps.sql, appId))?.phoneNumberId;
+    const ours = parsed.items.filter((item) => item.phoneNumberId === number);
     if (ours.length < parsed.items.length) {
       log("warn", "whatsapp updates for another number skipped", {
         app_id: appId,
@@ -116,8 +128,13 @@ export function createInboundProcessor(deps: InboundProcessorDeps): InboundProce
     };
   }
 
-  async function process(appId: number, deliveryId: number, body: Uint8Array): Promise<void> {
-    const entries = await entriesOf(appId, body);
+  async function process(
+    appId: number,
+    deliveryId: number,
+    body: Uint8Array,
+    phoneNumberId?: string,
+  ): Promise<void> {
+    const entries = await entriesOf(appId, body, phoneNumberId);
     const result = await deps.ask(appActorKey(appId), {
       kind: "whatsapp.inbound",
       appId,
