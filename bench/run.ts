@@ -2,24 +2,30 @@
  * `deno task bench`: starts Parley on a fresh embedded database and a Hono hello-world server,
  * drives both with the same closed-loop load (64 connections) — the hello route, visitor
  * messages, Open API replies (POST /openapi/v1/messages) and Open API listings
- * (GET /openapi/v1/conversations), with one API key per application, and signed WhatsApp
- * webhook deliveries of one text message each from many customers (POST
- * /api/v1/whatsapp/webhook, whose latency is the ack's: updates are applied after the 200) —
- * and prints a table of requests/s, p50 and p99 per scenario, with each scenario's ratio to
- * hello and the CPU that the server, its PostgreSQL and the load generator spent per request
- * (from /proc; it drifts much less than requests/s on a shared machine). After the table: once
- * the WhatsApp load's backlog is applied, how long one 1,000-update delivery takes to be
- * acknowledged and applied (bench/whatsapp_load.ts); and how webhook deliveries of Open API
- * replies kept up. A fake Graph API (tests/support) stands in for WHATSAPP_GRAPH_URL.
+ * (GET /openapi/v1/conversations), with one API key per application; signed WhatsApp webhook
+ * deliveries of one text message each from many customers (POST /api/v1/whatsapp/webhook); and
+ * signed Slack Events API deliveries, each one member's reply in a thread that mirrors a visitor
+ * conversation, of an application installed through the real install flow (POST
+ * /api/v1/slack/events) — the latency of both channels' rows is the ack's: deliveries are stored,
+ * answered, and applied after the 200. It prints a table of requests/s, p50 and p99 per scenario,
+ * with each scenario's ratio to hello and the CPU that the server, its PostgreSQL and the load
+ * generator spent per request (from /proc; it drifts much less than requests/s on a shared
+ * machine). After the table: once the WhatsApp load's backlog is applied, how long one
+ * 1,000-update delivery takes to be acknowledged and applied (bench/whatsapp_load.ts); how long
+ * after the Slack load every stored Slack delivery was applied (bench/slack_load.ts); and how
+ * webhook deliveries of Open API replies kept up. A fake Graph API and a fake Slack
+ * (tests/support, the latter in this process) stand in for WHATSAPP_GRAPH_URL and SLACK_API_URL.
  *
  * Environment: BENCH_SECONDS (measured seconds per scenario, default 10), BENCH_VISITORS (default
  * 2000), BENCH_APPS (default 20, one API key each), BENCH_CONNECTIONS (default 64), WORKERS
  * (Parley's actor workers, default 1: group commits form within a worker, and on 2 cores one worker
  * batches best — see docs/architecture.md), BENCH_ONLY (a word; runs only the scenarios whose name
- * contains it, beside hello; `whatsapp` runs the WhatsApp ones), BENCH_WHATSAPP_CUSTOMERS (distinct
- * wa_ids of the WhatsApp load, default 2000), BENCH_WHATSAPP_RATE (deliveries/s signed ahead of the
- * WhatsApp load, default 5000; faster runs sign the rest as they go), BENCH_DENO_FLAGS (extra
- * `deno run` flags for Parley, e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof`).
+ * contains it, beside hello; `whatsapp` runs the WhatsApp ones, `slack` the Slack one),
+ * BENCH_WHATSAPP_CUSTOMERS (distinct wa_ids of the WhatsApp load, default 2000),
+ * BENCH_WHATSAPP_RATE (deliveries/s signed ahead of the WhatsApp load, default 5000; faster runs
+ * sign the rest as they go), BENCH_SLACK_THREADS (mirrored conversations the Slack events reply
+ * in, default 200), BENCH_SLACK_RATE (events/s signed ahead of the Slack load, default 5000),
+ * BENCH_DENO_FLAGS (extra `deno run` flags for Parley, e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof`).
  */
 import { freePort } from "../src/db/embedded.ts";
 import { type LoadRequest, type LoadResult, runLoad } from "./load.ts";
@@ -37,6 +43,15 @@ import {
   webhookRequests,
   WHATSAPP_SCENARIO,
 } from "./whatsapp_load.ts";
+import {
+  drainLine,
+  eventRequests,
+  measureDrain,
+  setUpSlack,
+  SLACK_SCENARIO,
+  slackEnv,
+  startBenchSlack,
+} from "./slack_load.ts";
 
 /** A scenario's outcome: the load's figures and the CPU each party spent per request. */
 interface Measured {
@@ -80,12 +95,16 @@ const connections = Number(Deno.env.get("BENCH_CONNECTIONS") ?? 64);
 const workers = Deno.env.get("WORKERS") ?? "1";
 const whatsappCustomers = Number(Deno.env.get("BENCH_WHATSAPP_CUSTOMERS") ?? 2000);
 const whatsappRate = Number(Deno.env.get("BENCH_WHATSAPP_RATE") ?? 5000);
+const slackThreads = Number(Deno.env.get("BENCH_SLACK_THREADS") ?? 200);
+const slackRate = Number(Deno.env.get("BENCH_SLACK_RATE") ?? 5000);
 const root = new URL("../", import.meta.url).pathname;
 
 const dataDir = await Deno.makeTempDir({ prefix: "parley-bench-" });
 const children: Deno.ChildProcess[] = [];
 // Inbound WhatsApp text never calls the Graph API, but nothing may reach Meta if it did.
 const graph = await startFakeGraphApi();
+// Parley's Slack app: its OAuth exchange, users.info and the mirror's posts.
+const fakeSlack = await startBenchSlack();
 const certificate = await selfSignedCertificate(["localhost"]);
 const caFile = `${dataDir}-ca.pem`;
 const keyFile = `${dataDir}-key.pem`;
@@ -102,6 +121,7 @@ try {
   const receiverUrl = `https://127.0.0.1:${receiverPort}/hook`;
   const receiverClient = Deno.createHttpClient({ caCerts: [certificate.cert] });
   const parleyPort = await freePort();
+  const parley = `http://127.0.0.1:${parleyPort}`;
   const parleyFlags = (Deno.env.get("BENCH_DENO_FLAGS") ?? "").split(" ").filter(Boolean);
   const parleyProcess = spawn(["run", "-A", ...parleyFlags, `${root}main.ts`], {
     PORT: String(parleyPort),
@@ -113,12 +133,12 @@ try {
     WEBHOOK_ALLOW_PRIVATE_HOSTS: "127.0.0.1/32",
     WEBHOOK_CA_FILE: caFile,
     WHATSAPP_GRAPH_URL: graph.url,
+    ...slackEnv(fakeSlack, parley),
   });
   children.push(parleyProcess);
   const helloPort = await freePort();
   const helloProcess = spawn(["run", "-A", `${root}bench/hello_server.ts`, String(helloPort)], {});
   children.push(helloProcess);
-  const parley = `http://127.0.0.1:${parleyPort}`;
   const hello = `http://127.0.0.1:${helloPort}`;
   await waitFor(`${parley}/healthz`);
   await waitFor(`${hello}/`);
@@ -190,6 +210,28 @@ try {
     console.error("running: a 1,000-update WhatsApp delivery");
     whatsappLine = batchLine(await measureBatch(whatsapp, parley));
   }
+  let slackLine = "";
+  if (!only || SLACK_SCENARIO.includes(only)) {
+    console.error(`setting up: ${slackThreads} Slack threads`);
+    await using slack = await setUpSlack(dataDir, parley, fakeSlack, slackThreads);
+    const requests = eventRequests(slack, slackRate * (seconds + load.warmupMs / 1000));
+    console.error(`running: ${SLACK_SCENARIO}`);
+    results.push(
+      await measure(
+        SLACK_SCENARIO,
+        parleyProcess,
+        true,
+        () => runLoad(requests.make, { ...load, port: parleyPort }),
+      ),
+    );
+    if (requests.signedLate() > 0) {
+      console.error(
+        `note: ${requests.signedLate()} Slack events were signed during the load ` +
+          `(raise BENCH_SLACK_RATE)`,
+      );
+    }
+    slackLine = drainLine(await measureDrain(slack));
+  }
   let webhookLine = "";
   const webhookScenario = "POST /openapi/v1/messages with webhooks";
   if (!only || webhookScenario.includes(only)) {
@@ -220,6 +262,7 @@ try {
   }
   printTable(results);
   if (whatsappLine) console.log(whatsappLine);
+  if (slackLine) console.log(slackLine);
   if (webhookLine) console.log(webhookLine);
 } finally {
   for (const child of children) {
@@ -231,6 +274,7 @@ try {
     await child.status;
   }
   await graph[Symbol.asyncDispose]();
+  await fakeSlack[Symbol.asyncDispose]();
   await Deno.remove(dataDir, { recursive: true }).catch(() => {});
   await Deno.remove(caFile).catch(() => {});
   await Deno.remove(keyFile).catch(() => {});
