@@ -327,11 +327,15 @@ Deno.test("each inbound kind is stored readably; media get a proxy link that str
   assert.match(rows[3].content, /unsupported/i);
   const link = new URL(rows[0].payload.url);
   assert.equal(rows[0].payload.caption, "my cat");
+  assert.equal(rows[0].payload.mime_type, "image/png");
   assert.equal(link.pathname, "/api/v1/whatsapp/media/1048576");
+  assert.match(link.search, /^\?exp=\d+&sig=[0-9a-f]{64}$/);
 
   const proxied = await fetch(`${env.server.baseUrl}${link.pathname}${link.search}`);
   assert.equal(proxied.status, 200);
   assert.equal(proxied.headers.get("content-type"), "image/png");
+  assert.equal(proxied.headers.get("content-disposition"), "inline");
+  assert.match(proxied.headers.get("content-security-policy") ?? "", /sandbox/);
   assert.deepEqual(new Uint8Array(await proxied.arrayBuffer()), bytes);
   // Meta's download URLs expire within minutes: the proxy looks the media up again.
   env.graph.expireMediaUrls();
@@ -342,8 +346,8 @@ Deno.test("each inbound kind is stored readably; media get a proxy link that str
   for (
     const search of [
       "",
-      link.search.replace(/signature=[0-9a-f]/, "signature=g"),
-      link.search.replace("app=", "app=9"),
+      link.search.replace(/sig=[0-9a-f]/, "sig=g"),
+      link.search.replace(/exp=\d/, "exp=9"),
     ]
   ) {
     const refused: Response = await fetch(`${env.server.baseUrl}${link.pathname}${search}`);

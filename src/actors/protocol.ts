@@ -85,6 +85,8 @@ export type WhatsAppInboundEntry =
     messageType: "text" | "image" | "file";
     content: string;
     payload: unknown;
+    /** The WhatsApp media id of an `image`/`file`, recorded for the media proxy. */
+    mediaId?: string;
   }
   | {
     /** A reply button or list row clicked on the message `messageId` of conversation `chatId`. */
@@ -132,7 +134,7 @@ export type SlackChange =
     /** A `note:` reply: stored, shown in Slack and the Open API, never sent to the visitor. */
     internal: boolean;
     /** Files attached in Slack, as links to Parley's Slack media proxy. */
-    files: { url: string; filename: string; image: boolean }[];
+    files: { id: string; url: string; filename: string; mimeType: string | null; image: boolean }[];
     channelId: string;
     ts: string;
   }

@@ -2,24 +2,21 @@
  * Links to channel media through Parley's proxies (`/api/v1/whatsapp/media/{id}`,
  * `/api/v1/slack/media/{id}`): the platforms' own file URLs need the channel's token (and Meta's
  * expire within minutes), so message payloads carry a Parley link instead, signed (HMAC-SHA256
- * with a key derived from `PARLEY_ENCRYPTION_KEY`) for one proxy, one application and one media
- * id, and expiring after 30 days (when Meta forgets inbound media).
+ * with a key derived from `PARLEY_ENCRYPTION_KEY`) for one proxy and one media
+ * id, and expiring after 24 hours.
  */
 import { createHmac, timingSafeEqual } from "node:crypto";
 import { Buffer } from "node:buffer";
 
-/** How long a link stays valid: Meta keeps inbound media for 30 days. */
-export const MEDIA_LINK_TTL_SECONDS = 30 * 24 * 3600;
+/** How long a link stays valid (CONTRACT §6.1). */
+export const MEDIA_LINK_TTL_SECONDS = 24 * 3600;
 
 /** Signs and checks media links. */
 export interface MediaLinks {
-  /** The proxy link of `mediaId` for application `appId`. */
-  link(appId: number, mediaId: string): string;
+  /** The proxy link of `mediaId`: `…/{mediaId}?exp=<unix>&sig=<hex>`. */
+  link(mediaId: string): string;
   /** Whether the query of a proxy request is a valid, unexpired link to `mediaId`. */
-  verify(
-    mediaId: string,
-    query: { app?: string; expires?: string; signature?: string },
-  ): number | null;
+  verify(mediaId: string, query: { exp?: string; sig?: string }): boolean;
 }
 
 /** Options of {@linkcode createMediaLinks}. */
@@ -29,40 +26,36 @@ export interface MediaLinksOptions {
   publicBaseUrl: string;
   /** The proxy's path, before the media id. @default "/api/v1/whatsapp/media" */
   path?: string;
-  /** What the signature is bound to besides the application and media (one key, many proxies). @default "whatsapp" */
+  /** What the signature is bound to besides the media (one key, many proxies). @default "whatsapp" */
   purpose?: string;
   /** @default Date.now */
   now?: () => number;
 }
 
-/** Creates the signer. */
+/**
+ * Creates the signer. A link names the media only; the proxy finds its application from where
+ * the media was stored (`channel_media`), so a link can never reach another application's media.
+ */
 export function createMediaLinks(options: MediaLinksOptions): MediaLinks {
   const key = createHmac("sha256", options.encryptionKey).update("parley media links v1").digest();
   const now = options.now ?? Date.now;
   const path = options.path ?? "/api/v1/whatsapp/media";
   const purpose = options.purpose ?? "whatsapp";
-  const sign = (appId: number, mediaId: string, expires: number) =>
-    createHmac("sha256", key).update(`${purpose}:${appId}:${mediaId}:${expires}`).digest("hex");
+  const sign = (mediaId: string, expires: number) =>
+    createHmac("sha256", key).update(`${purpose}:${mediaId}:${expires}`).digest("hex");
   return {
-    link(appId, mediaId) {
-      const expires = Math.floor(now() / 1000) + MEDIA_LINK_TTL_SECONDS;
-      const query = new URLSearchParams({
-        app: String(appId),
-        expires: String(expires),
-        signature: sign(appId, mediaId, expires),
-      });
+    link(mediaId) {
+      const exp = Math.floor(now() / 1000) + MEDIA_LINK_TTL_SECONDS;
+      const query = new URLSearchParams({ exp: String(exp), sig: sign(mediaId, exp) });
       return `${options.publicBaseUrl}${path}/${encodeURIComponent(mediaId)}?${query}`;
     },
     verify(mediaId, query) {
-      if (!/^[1-9][0-9]{0,15}$/.test(query.app ?? "")) return null;
-      if (!/^[0-9]{1,12}$/.test(query.expires ?? "")) return null;
-      if (!/^[0-9a-f]{64}$/.test(query.signature ?? "")) return null;
-      const appId = Number(query.app);
-      const expires = Number(query.expires);
-      if (expires * 1000 < now()) return null;
-      const expected = Buffer.from(sign(appId, mediaId, expires), "hex");
-      const given = Buffer.from(query.signature!, "hex");
-      return timingSafeEqual(expected, given) ? appId : null;
+      if (!/^[0-9]{1,12}$/.test(query.exp ?? "")) return false;
+      if (!/^[0-9a-f]{64}$/.test(query.sig ?? "")) return false;
+      const exp = Number(query.exp);
+      if (exp * 1000 < now()) return false;
+      const expected = Buffer.from(sign(mediaId, exp), "hex");
+      return timingSafeEqual(expected, Buffer.from(query.sig!, "hex"));
     },
   };
 }

@@ -7,26 +7,38 @@ function queryOf(link: string) {
   return Object.fromEntries(new URL(link).searchParams);
 }
 
-Deno.test("createMediaLinks signs a link that verifies for its application and media only", () => {
+Deno.test("createMediaLinks signs a link that verifies for its media only, for 24 hours", () => {
   let clock = 1_800_000_000_000;
   const links = createMediaLinks({
     encryptionKey: KEY,
     publicBaseUrl: "https://p.example",
     now: () => clock,
   });
-  const link = links.link(7, "1234567890");
-  assert.ok(link.startsWith("https://p.example/api/v1/whatsapp/media/1234567890?app=7&expires="));
-  assert.equal(links.verify("1234567890", queryOf(link)), 7);
-  assert.equal(links.verify("999", queryOf(link)), null);
-  assert.equal(links.verify("1234567890", { ...queryOf(link), app: "8" }), null);
-  assert.equal(links.verify("1234567890", { ...queryOf(link), signature: "0".repeat(64) }), null);
-  assert.equal(links.verify("1234567890", {}), null);
+  const link = links.link("1234567890");
+  assert.match(
+    link,
+    /^https:\/\/p\.example\/api\/v1\/whatsapp\/media\/1234567890\?exp=\d+&sig=[0-9a-f]{64}$/,
+  );
+  assert.equal(links.verify("1234567890", queryOf(link)), true);
+  assert.equal(links.verify("999", queryOf(link)), false);
+  assert.equal(links.verify("1234567890", { ...queryOf(link), sig: "0".repeat(64) }), false);
+  assert.equal(
+    links.verify("1234567890", { ...queryOf(link), exp: String(Number(queryOf(link).exp) + 1) }),
+    false,
+  );
+  assert.equal(links.verify("1234567890", {}), false);
   clock += (MEDIA_LINK_TTL_SECONDS + 1) * 1000;
-  assert.equal(links.verify("1234567890", queryOf(link)), null);
+  assert.equal(links.verify("1234567890", queryOf(link)), false);
 });
 
-Deno.test("createMediaLinks links made with another key do not verify", () => {
+Deno.test("createMediaLinks links of another key or another proxy do not verify", () => {
   const mine = createMediaLinks({ encryptionKey: KEY, publicBaseUrl: "http://x" });
   const theirs = createMediaLinks({ encryptionKey: new Uint8Array(32), publicBaseUrl: "http://x" });
-  assert.equal(mine.verify("m", queryOf(theirs.link(1, "m"))), null);
+  const slack = createMediaLinks({
+    encryptionKey: KEY,
+    publicBaseUrl: "http://x",
+    purpose: "slack",
+  });
+  assert.equal(mine.verify("m", queryOf(theirs.link("m"))), false);
+  assert.equal(mine.verify("m", queryOf(slack.link("m"))), false);
 });

@@ -97,7 +97,8 @@ export async function appendReplies(
       SELECT app_id, chat_id,
         (array_agg(message_id ORDER BY n DESC) FILTER (WHERE actionable))[1] AS message_id,
         (array_agg(flow_node ORDER BY n DESC) FILTER (WHERE actionable))[1] AS flow_node
-      FROM result GROUP BY app_id, chat_id
+      -- Internal notes leave the conversation as the visitor sees it: neither reopened nor moved.
+      FROM result WHERE route <> 'internal' GROUP BY app_id, chat_id
     ), touched AS (
       UPDATE conversations c
       SET last_message_at = stamp.at, status = 'open', closed_at = NULL,
@@ -136,7 +137,7 @@ export async function appendReplies(
     if (!row) return { kind: "not_found" };
     if (row.outside_window || row.message_id === null) return { kind: "outside_window" };
     const chat = `${input.appId}:${input.chatId}`;
-    const first = row.status === "closed" && !reopened.has(chat);
+    const first = row.status === "closed" && !input.internal && !reopened.has(chat);
     if (first) reopened.add(chat);
     return { kind: "stored", messageId: row.message_id, chatId: input.chatId, reopened: first };
   });

@@ -9,6 +9,7 @@ import type { Tx } from "./client.ts";
 import type { SlackEventCommand } from "../actors/protocol.ts";
 import type { FlowEffect } from "./flow_runs.ts";
 import { appendReplies } from "./replies.ts";
+import { recordChannelMedia } from "./channel_media.ts";
 import { saveMirroredMessage } from "./slack_sends.ts";
 import {
   claimSlackEvent,
@@ -41,14 +42,28 @@ export async function applySlackEvent(sql: Tx, command: SlackEventCommand): Prom
         internal: change.internal,
       });
       const files = change.files.map((file) => {
-        const document = { url: file.url, filename: file.filename };
+        const document = { url: file.url, mime_type: file.mimeType, filename: file.filename };
         return reply(file.image ? "image" : "file", JSON.stringify(document), document);
       });
       const { replies, queuedEvents } = await appendReplies(sql, [
         ...(change.text.trim() === "" ? [] : [reply("text", change.text, null)]),
         ...files,
       ]);
-      const stored = replies.flatMap((one) => one.kind === "stored" ? [one] : []);
+      await recordChannelMedia(sql, "slack", appId, change.files.map((file) => file.id));
+      let stored = replies.flatMap((one) => one.kind === "stored" ? [one] : []);
+      if (stored.length === 0 && replies.some((one) => one.kind === "outside_window")) {
+        // WhatsApp's 24-hour window has closed: the reply is kept as a note saying so, rather
+        // than lost (the agent sees it in the thread; a template can reopen the conversation).
+        const kept = await appendReplies(sql, [{
+          ...reply(
+            "text",
+            `[Not delivered: outside WhatsApp's 24-hour window] ${change.text}`,
+            null,
+          ),
+          internal: true,
+        }]);
+        stored = kept.replies.flatMap((one) => one.kind === "stored" ? [one] : []);
+      }
       // The Slack message is the first stored one: the others are mirrored as it is, too.
       for (const [index, one] of stored.entries()) {
         if (index === 0) {

@@ -5,6 +5,7 @@
  * messages made in Slack.
  */
 import type { Tx } from "./client.ts";
+import { MAX_APPLY_ATTEMPTS } from "./whatsapp_inbound.ts";
 
 /** Stores a request's raw bytes before it is acknowledged; returns its id. */
 export async function insertSlackDelivery(
@@ -22,6 +23,17 @@ export async function markSlackDeliveryProcessed(sql: Tx, id: number): Promise<v
   await sql`UPDATE slack_deliveries SET processed_at = clock_timestamp() WHERE id = ${id}`;
 }
 
+/** Counts a failed application of a stored request, with why. */
+export async function recordSlackDeliveryFailure(
+  sql: Tx,
+  id: number,
+  error: string,
+): Promise<void> {
+  await sql`
+    UPDATE slack_deliveries SET attempts = attempts + 1, last_error = ${error.slice(0, 1000)}
+    WHERE id = ${id}`;
+}
+
 /** Requests left unapplied for `olderThanSeconds` (a crash came between ack and apply). */
 export async function findUnprocessedSlackDeliveries(
   sql: Tx,
@@ -30,7 +42,7 @@ export async function findUnprocessedSlackDeliveries(
 ): Promise<{ id: number; kind: "event" | "action"; body: Uint8Array }[]> {
   return await sql<{ id: number; kind: "event" | "action"; body: Uint8Array }[]>`
     SELECT id, kind, body FROM slack_deliveries
-    WHERE processed_at IS NULL
+    WHERE processed_at IS NULL AND attempts < ${MAX_APPLY_ATTEMPTS}
       AND received_at < clock_timestamp() - make_interval(secs => ${olderThanSeconds})
     ORDER BY received_at LIMIT ${limit}`;
 }

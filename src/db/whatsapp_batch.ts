@@ -7,6 +7,7 @@
 import type { Tx } from "./client.ts";
 import type { WhatsAppInboundCommand } from "../actors/protocol.ts";
 import type { FlowEffect, FlowTrigger } from "./flow_runs.ts";
+import { recordChannelMedia } from "./channel_media.ts";
 import {
   applyWhatsAppStatus,
   markWhatsAppDeliveryProcessed,
@@ -35,6 +36,7 @@ export async function applyWhatsAppDelivery(
       case "message": {
         const stored = await storeWhatsAppMessage(sql, appId, entry);
         if (!stored) return false;
+        if (entry.mediaId) await recordChannelMedia(sql, "whatsapp", appId, [entry.mediaId]);
         changes.push({
           appId,
           messageId: stored.messageId,
@@ -47,7 +49,30 @@ export async function applyWhatsAppDelivery(
       }
       case "click": {
         const stored = await storeWhatsAppClick(sql, appId, entry);
-        if (!stored) return false;
+        if (!stored) {
+          // A duplicate, or its conversation closed meanwhile: as plain text it opens a new one
+          // (and a duplicate's wamid keeps it a no-op).
+          const text = await storeWhatsAppMessage(sql, appId, {
+            kind: "message",
+            waId: entry.waId,
+            name: entry.name,
+            wamid: entry.wamid,
+            timestamp: entry.timestamp,
+            messageType: "text",
+            content: entry.title,
+            payload: null,
+          });
+          if (!text) return false;
+          changes.push({
+            appId,
+            messageId: text.messageId,
+            chatId: text.chatId,
+            chatChanged: text.started ? text.chatId : undefined,
+            queuedEvents: text.queuedEvents,
+          });
+          if (text.started) flowTriggers.push({ kind: "start", appId, chatId: text.chatId });
+          return true;
+        }
         changes.push({
           appId,
           messageId: stored.messageId,

@@ -145,7 +145,7 @@ export async function storeWhatsAppClick(
       FROM conversations c
       JOIN client_identities i ON i.app_id = c.app_id AND i.client_id = c.client_id
         AND i.channel = 'whatsapp' AND i.external_id = ${entry.waId}
-      WHERE c.app_id = ${appId} AND c.id = ${entry.chatId}
+      WHERE c.app_id = ${appId} AND c.id = ${entry.chatId} AND c.status = 'open'
         AND NOT EXISTS (
           SELECT 1 FROM messages WHERE app_id = ${appId} AND external_id = ${entry.wamid}
         )
@@ -263,6 +263,21 @@ export async function insertWhatsAppDelivery(
   return row.id;
 }
 
+/** How often recovery tries to apply a stored request before it leaves it for an operator. */
+export const MAX_APPLY_ATTEMPTS = 5;
+
+/** Counts a failed application of a stored delivery, with why. */
+export async function recordWhatsAppDeliveryFailure(
+  sql: Tx,
+  appId: number,
+  id: number,
+  error: string,
+): Promise<void> {
+  await sql`
+    UPDATE whatsapp_deliveries SET attempts = attempts + 1, last_error = ${error.slice(0, 1000)}
+    WHERE app_id = ${appId} AND id = ${id}`;
+}
+
 /** Deliveries still unprocessed after `olderThanSeconds` (a crash came between ack and apply). */
 export async function findUnprocessedWhatsAppDeliveries(
   sql: Tx,
@@ -271,7 +286,7 @@ export async function findUnprocessedWhatsAppDeliveries(
 ): Promise<{ appId: number; id: number; body: Uint8Array }[]> {
   const rows = await sql<{ app_id: number; id: number; body: Uint8Array }[]>`
     SELECT app_id, id, body FROM whatsapp_deliveries
-    WHERE processed_at IS NULL
+    WHERE processed_at IS NULL AND attempts < ${MAX_APPLY_ATTEMPTS}
       AND received_at < clock_timestamp() - make_interval(secs => ${olderThanSeconds})
     ORDER BY received_at LIMIT ${limit}`;
   return rows.map((row) => ({ appId: row.app_id, id: row.id, body: row.body }));

@@ -20,9 +20,11 @@ import {
 } from "../channels/slack/installer.ts";
 import type { SlackInboundProcessor } from "../channels/slack/inbound_processor.ts";
 import { methodNotAllowed } from "./method_not_allowed.ts";
+import { mediaResponse } from "./media_response.ts";
 import type { MediaLinks } from "../channels/media_links.ts";
 import type { WebClient } from "@slack/web-api";
 import { findInstallationByApp } from "../db/slack_installations.ts";
+import { findMediaApp } from "../db/channel_media.ts";
 
 /** Whether `url` is on one of Slack's file hosts (or, for tests, `SLACK_API_URL`'s host). */
 function isSlackFileHost(url: string, apiUrl: string): boolean {
@@ -122,9 +124,11 @@ export function slackRoutes(deps: SlackRoutesDeps): Hono {
 
   routes.get("/media/:fileId", async (c) => {
     const fileId = c.req.param("fileId");
-    const appId = deps.slackMediaLinks.verify(fileId, c.req.query());
-    if (appId === null) throw new AppError(403, "Invalid or expired media link");
-    const installation = await findInstallationByApp(deps.sql, appId);
+    if (!deps.slackMediaLinks.verify(fileId, c.req.query())) {
+      throw new AppError(403, "Invalid or expired media link");
+    }
+    const appId = await findMediaApp(deps.sql, "slack", fileId);
+    const installation = appId === null ? null : await findInstallationByApp(deps.sql, appId);
     if (!installation) throw new AppError(404, "File not found");
     let file;
     try {
@@ -147,15 +151,11 @@ export function slackRoutes(deps: SlackRoutesDeps): Hono {
       await download?.body?.cancel();
       throw new AppError(502, "Slack did not answer");
     }
-    const headers: Record<string, string> = {
-      "content-type": download.headers.get("content-type") ?? file?.mimetype ??
-        "application/octet-stream",
-      "cache-control": "private, max-age=300",
-      "x-content-type-options": "nosniff",
-    };
-    const length = download.headers.get("content-length");
-    if (length !== null) headers["content-length"] = length;
-    return new Response(download.body, { status: 200, headers });
+    return mediaResponse(
+      download.body,
+      download.headers.get("content-type") ?? file?.mimetype ?? "application/octet-stream",
+      download.headers.get("content-length"),
+    );
   });
 
   methodNotAllowed(routes, ["/install", "/callback", "/events", "/actions", "/media/:fileId"]);

@@ -11,6 +11,7 @@ import { Buffer } from "node:buffer";
 import type { Sql } from "../db/client.ts";
 import { findWhatsAppChannel } from "../db/whatsapp_channels.ts";
 import { insertWhatsAppDelivery } from "../db/whatsapp_inbound.ts";
+import { findMediaApp } from "../db/channel_media.ts";
 import type { SecretBox } from "../crypto/secret_box.ts";
 import { AppError } from "../domain/app_error.ts";
 import { describeError, log } from "../log.ts";
@@ -19,6 +20,7 @@ import type { InboundProcessor } from "../channels/whatsapp/inbound_processor.ts
 import type { MediaLinks } from "../channels/media_links.ts";
 import { downloadMedia, lookUpMedia } from "../channels/whatsapp/graph_client.ts";
 import { methodNotAllowed } from "./method_not_allowed.ts";
+import { mediaResponse } from "./media_response.ts";
 
 /** What the WhatsApp routes need. */
 export interface WhatsAppRoutesDeps {
@@ -113,9 +115,11 @@ export function whatsappRoutes(deps: WhatsAppRoutesDeps): Hono {
 
   routes.get("/media/:mediaId", async (c) => {
     const mediaId = c.req.param("mediaId");
-    const appId = deps.mediaLinks.verify(mediaId, c.req.query());
-    if (appId === null) throw new AppError(403, "Invalid or expired media link");
-    const channel = await channelOf(String(appId));
+    if (!deps.mediaLinks.verify(mediaId, c.req.query())) {
+      throw new AppError(403, "Invalid or expired media link");
+    }
+    const appId = await findMediaApp(deps.sql, "whatsapp", mediaId);
+    const channel = appId === null ? null : await channelOf(String(appId));
     if (!channel) throw new AppError(404, "Media not found");
     const access = { graphUrl: deps.whatsappGraphUrl, accessToken: channel.accessToken };
     // Meta's download URL expires within minutes: it is looked up for every request, and once
@@ -133,15 +137,12 @@ export function whatsappRoutes(deps: WhatsAppRoutesDeps): Hono {
         if (attempt === 0 && [401, 403, 404, 410].includes(download.failure.status)) continue;
         throw new AppError(502, "WhatsApp did not answer");
       }
-      const headers: Record<string, string> = {
-        "content-type": download.response.headers.get("content-type") ??
-          found.media.mimeType ?? "application/octet-stream",
-        "cache-control": "private, max-age=300",
-        "x-content-type-options": "nosniff",
-      };
-      const length = download.response.headers.get("content-length");
-      if (length !== null) headers["content-length"] = length;
-      return new Response(download.response.body, { status: 200, headers });
+      return mediaResponse(
+        download.response.body,
+        download.response.headers.get("content-type") ?? found.media.mimeType ??
+          "application/octet-stream",
+        download.response.headers.get("content-length"),
+      );
     }
     throw new AppError(502, "WhatsApp did not answer");
   });

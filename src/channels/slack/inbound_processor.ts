@@ -17,6 +17,7 @@ import {
   findThreadConversation,
   findUnprocessedSlackDeliveries,
   markSlackDeliveryProcessed,
+  recordSlackDeliveryFailure,
 } from "../../db/slack_inbound.ts";
 import { parseSlackAction } from "../../domain/slack_blocks.ts";
 import { createLruCache } from "../../domain/lru_cache.ts";
@@ -79,7 +80,12 @@ export function createSlackInboundProcessor(deps: SlackInboundDeps): SlackInboun
     if (event.subtype === "message_changed") {
       const message = event.message;
       if (!message || isOwn(installation, message) || typeof message.ts !== "string") return null;
-      return { kind: "edit", channelId, ts: message.ts, text: String(message.text ?? "") };
+      return {
+        kind: "edit",
+        channelId,
+        ts: message.ts,
+        text: storable(String(message.text ?? "")),
+      };
     }
     if (event.subtype === "message_deleted") {
       return typeof event.deleted_ts === "string"
@@ -94,12 +100,14 @@ export function createSlackInboundProcessor(deps: SlackInboundDeps): SlackInboun
     }
     if (isOwn(installation, event) || typeof event.user !== "string") return null;
     if (typeof event.thread_ts !== "string" || event.thread_ts === event.ts) return null;
-    const text = String(event.text ?? "").replaceAll("\u0000", "\uFFFD");
+    const text = storable(String(event.text ?? ""));
     const files = (Array.isArray(event.files) ? event.files : []).flatMap((file: Json) =>
       typeof file?.id === "string"
         ? [{
-          url: deps.mediaLinks.link(installation.appId, file.id),
-          filename: String(file.name ?? file.title ?? file.id).replaceAll("\u0000", ""),
+          id: file.id,
+          url: deps.mediaLinks.link(file.id),
+          filename: storable(String(file.name ?? file.title ?? file.id)),
+          mimeType: typeof file.mimetype === "string" ? file.mimetype : null,
           image: typeof file.mimetype === "string" && file.mimetype.startsWith("image/"),
         }]
         : []
@@ -142,7 +150,10 @@ export function createSlackInboundProcessor(deps: SlackInboundDeps): SlackInboun
       deliveryId: id,
       change,
     });
-    if (!result.ok) throw new Error(`Slack event ${body.event_id} failed: ${result.message}`);
+    if (!result.ok) {
+      await recordSlackDeliveryFailure(deps.sql, id, result.message);
+      throw new Error(`Slack event ${body.event_id} failed: ${result.message}`);
+    }
   }
 
   async function processAction(id: number, payload: Json): Promise<void> {
@@ -203,4 +214,9 @@ export function createSlackInboundProcessor(deps: SlackInboundDeps): SlackInboun
       return stale.length;
     },
   };
+}
+
+/** Slack text as PostgreSQL can store it (no NUL, no lone surrogate). */
+function storable(text: string): string {
+  return text.toWellFormed().replaceAll("\u0000", "\uFFFD");
 }

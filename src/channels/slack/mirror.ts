@@ -83,7 +83,10 @@ export function rootMessage(conversation: NonNullable<ClaimedMirror["conversatio
       }],
     });
   }
-  return { text: `${who} · ${conversation.channel} · ${conversation.status}`, blocks };
+  return {
+    text: `${escapeMrkdwn(who)} · ${conversation.channel} · ${conversation.status}`,
+    blocks,
+  };
 }
 
 /** The name a message is posted under. */

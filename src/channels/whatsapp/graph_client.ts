@@ -137,14 +137,44 @@ export async function lookUpMedia(
   };
 }
 
+/** Whether `url` is on Meta's media hosts (or, for tests, `WHATSAPP_GRAPH_URL`'s host). */
+function isMetaMediaHost(url: string, graphUrl: string): boolean {
+  try {
+    const { protocol, host, hostname } = new URL(url);
+    if (host === new URL(graphUrl).host) return true;
+    return protocol === "https:" &&
+      (/\.fbsbx\.com$/.test(hostname) || /\.whatsapp\.net$/.test(hostname) ||
+        /\.facebook\.com$/.test(hostname));
+  } catch {
+    return false;
+  }
+}
+
 /** Starts downloading media from its (short-lived) URL; the body is left to stream. */
 export async function downloadMedia(
   access: GraphAccess,
   url: string,
 ): Promise<{ ok: true; response: Response } | { ok: false; failure: GraphFailure }> {
+  if (!isMetaMediaHost(url, access.graphUrl)) {
+    return {
+      ok: false,
+      failure: {
+        status: 502,
+        code: null,
+        subcode: null,
+        message: "not a Meta host",
+        retryAfterMs: null,
+      },
+    };
+  }
   let response: Response;
   try {
-    response = await fetch(url, { headers: { authorization: `Bearer ${access.accessToken}` } });
+    // The token goes only to Meta's own hosts: no redirect is followed.
+    response = await fetch(url, {
+      headers: { authorization: `Bearer ${access.accessToken}` },
+      redirect: "error",
+      signal: AbortSignal.timeout(TIMEOUT_MS),
+    });
   } catch (error) {
     return { ok: false, failure: networkFailure(error) };
   }

@@ -9,7 +9,11 @@
 import type { Sql } from "../../db/client.ts";
 import { appActorKey, type AppCommand, type CommandResult } from "../../actors/protocol.ts";
 import type { WhatsAppInboundEntry } from "../../actors/protocol.ts";
-import { findClickTargets, findUnprocessedWhatsAppDeliveries } from "../../db/whatsapp_inbound.ts";
+import {
+  findClickTargets,
+  findUnprocessedWhatsAppDeliveries,
+  recordWhatsAppDeliveryFailure,
+} from "../../db/whatsapp_inbound.ts";
 import { findWhatsAppChannel } from "../../db/whatsapp_channels.ts";
 import { buttonIdOfReply } from "../../domain/whatsapp_messages.ts";
 import { buttonsOffered, isMessageType, type MessageType } from "../../domain/message_kinds.ts";
@@ -113,7 +117,8 @@ export function createInboundProcessor(deps: InboundProcessorDeps): InboundProce
     const { content } = item;
     if (content.messageType === "text") return textEntry(item, content.text);
     const payload: Record<string, unknown> = {
-      url: deps.mediaLinks.link(appId, content.media.id),
+      url: deps.mediaLinks.link(content.media.id),
+      mime_type: content.media.mimeType,
       ...(content.media.caption === null ? {} : { caption: storable(content.media.caption) }),
       ...(content.media.filename === null ? {} : { filename: storable(content.media.filename) }),
     };
@@ -125,6 +130,7 @@ export function createInboundProcessor(deps: InboundProcessorDeps): InboundProce
       messageType: content.messageType,
       content: JSON.stringify(payload),
       payload,
+      mediaId: content.media.id,
     };
   }
 
@@ -141,7 +147,10 @@ export function createInboundProcessor(deps: InboundProcessorDeps): InboundProce
       deliveryId,
       entries,
     });
-    if (!result.ok) throw new Error(`WhatsApp delivery ${deliveryId} failed: ${result.message}`);
+    if (!result.ok) {
+      await recordWhatsAppDeliveryFailure(deps.sql, appId, deliveryId, result.message);
+      throw new Error(`WhatsApp delivery ${deliveryId} failed: ${result.message}`);
+    }
   }
 
   return {
@@ -188,9 +197,10 @@ function textEntry(
 }
 
 /**
- * Customer text as PostgreSQL can store it: a NUL (which text columns refuse, and which would
- * fail the whole delivery's transaction) becomes U+FFFD.
+ * Customer text as PostgreSQL can store it: a NUL (which text columns refuse) and a lone
+ * surrogate (which jsonb refuses) would fail the whole delivery's transaction; both become
+ * U+FFFD.
  */
 function storable<T extends string | null>(text: T): T {
-  return (text === null ? null : text.replaceAll("\u0000", "\uFFFD")) as T;
+  return (text === null ? null : text.toWellFormed().replaceAll("\u0000", "\uFFFD")) as T;
 }
