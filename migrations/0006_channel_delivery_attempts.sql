@@ -16,3 +16,13 @@ CREATE TABLE channel_media (
   created_at timestamptz NOT NULL DEFAULT clock_timestamp(),
   PRIMARY KEY (channel, media_id)
 );
+
+-- A channel claim looks for an earlier pending send of the same conversation for every
+-- candidate: an index makes that a probe, however long an outage let the outbox grow.
+CREATE INDEX outbox_pending_by_conversation
+  ON outbox (kind, app_id, ((payload ->> 'conversation_id')::bigint), id)
+  WHERE state = 'pending';
+
+-- Status receipts and replies find an outbound message through its parts: with the
+-- conversation, the lookup of the message is exact on its index.
+ALTER TABLE whatsapp_sent_parts ADD COLUMN conversation_id bigint;

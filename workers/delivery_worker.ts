@@ -35,6 +35,11 @@ import { describeError, log, setLogLevel } from "../src/log.ts";
 
 /** Seconds a claimed delivery stays with this worker before another may take it. */
 const LEASE_SECONDS = 60;
+/**
+ * The same for channel sends, longer: a carousel is many posts, and Slack's client waits out
+ * `Retry-After` inside a call; a send must never outlast its lease and go out twice.
+ */
+const SEND_LEASE_SECONDS = 600;
 
 let sql: Sql | null = null;
 let loop: DeliveryLoop | null = null;
@@ -73,7 +78,7 @@ self.onmessage = async (event: MessageEvent<DeliveryWorkerMessage>) => {
       });
       sender = createDeliveryLoop({
         claim: (limit) =>
-          claimChannelSends(pool, { kind: "whatsapp", limit, leaseSeconds: LEASE_SECONDS }),
+          claimChannelSends(pool, { kind: "whatsapp", limit, leaseSeconds: SEND_LEASE_SECONDS }),
         attempt: (send) =>
           sendClaimed({
             graphUrl: message.whatsappGraphUrl,
@@ -81,14 +86,22 @@ self.onmessage = async (event: MessageEvent<DeliveryWorkerMessage>) => {
             recordPart: (claimed, part, wamid) =>
               recordSentPart(
                 pool,
-                { appId: claimed.appId, messageId: claimed.message!.id },
+                {
+                  appId: claimed.appId,
+                  chatId: claimed.message!.chatId,
+                  messageId: claimed.message!.id,
+                },
                 part,
                 wamid,
               ),
             recordOutcome: (claimed, outcome) =>
               recordSendOutcome(
                 pool,
-                { ...claimed, messageId: claimed.message?.id ?? null },
+                {
+                  ...claimed,
+                  messageId: claimed.message?.id ?? null,
+                  chatId: claimed.message?.chatId ?? null,
+                },
                 outcome,
               ),
             markAttention: (appId, reason) => markWhatsAppChannelAttention(pool, appId, reason),
@@ -98,7 +111,7 @@ self.onmessage = async (event: MessageEvent<DeliveryWorkerMessage>) => {
       });
       const slackClients = createSlackClients(secretBox, message.slackApiUrl);
       mirror = createDeliveryLoop({
-        claim: (limit) => claimMirrorSends(pool, { limit, leaseSeconds: LEASE_SECONDS }),
+        claim: (limit) => claimMirrorSends(pool, { limit, leaseSeconds: SEND_LEASE_SECONDS }),
         attempt: (send) =>
           sendMirror({
             clientFor: slackClients,

@@ -28,7 +28,9 @@ export function claimedInConversationOrder(
         AND NOT EXISTS (
           SELECT 1 FROM outbox e
           WHERE e.kind = ${options.kind} AND e.state = 'pending' AND e.app_id = o.app_id
-            AND e.id < o.id AND e.payload -> 'conversation_id' = o.payload -> 'conversation_id'
+            AND (e.payload ->> 'conversation_id')::bigint
+              = (o.payload ->> 'conversation_id')::bigint
+            AND e.id < o.id
         )
       ORDER BY o.run_at
       LIMIT ${options.limit}

@@ -93,19 +93,19 @@ export async function claimChannelSends(
 /** Remembers part `part` of a message as sent under `wamid` (the first part names the message). */
 export async function recordSentPart(
   sql: Tx,
-  send: { appId: number; messageId: number },
+  send: { appId: number; chatId: number; messageId: number },
   part: number,
   wamid: string,
 ): Promise<void> {
   await sql`
     WITH part AS (
-      INSERT INTO whatsapp_sent_parts (app_id, wamid, message_id, part)
-      VALUES (${send.appId}, ${wamid}, ${send.messageId}, ${part})
+      INSERT INTO whatsapp_sent_parts (app_id, wamid, message_id, part, conversation_id)
+      VALUES (${send.appId}, ${wamid}, ${send.messageId}, ${part}, ${send.chatId})
       ON CONFLICT DO NOTHING
     )
     UPDATE messages SET external_id = ${wamid}
-    WHERE app_id = ${send.appId} AND id = ${send.messageId} AND ${part}::int = 0
-      AND external_id IS NULL`;
+    WHERE app_id = ${send.appId} AND conversation_id = ${send.chatId}
+      AND id = ${send.messageId} AND ${part}::int = 0 AND external_id IS NULL`;
 }
 
 /** How a send attempt ended. */
@@ -121,7 +121,13 @@ export type SendOutcome =
  */
 export async function recordSendOutcome(
   sql: Tx,
-  send: { appId: number; id: number; claimedUntil: string; messageId: number | null },
+  send: {
+    appId: number;
+    id: number;
+    claimedUntil: string;
+    messageId: number | null;
+    chatId: number | null;
+  },
   outcome: SendOutcome,
 ): Promise<void> {
   const state = outcome.state === "sent"
@@ -141,14 +147,16 @@ export async function recordSendOutcome(
     ), sent AS (
       UPDATE messages m SET status = 'sent', updated_at = clock_timestamp()
       FROM finished
-      WHERE ${state} = 'succeeded' AND m.app_id = ${send.appId} AND m.id = ${send.messageId}
+      WHERE ${state} = 'succeeded' AND m.app_id = ${send.appId}
+        AND m.conversation_id = ${send.chatId} AND m.id = ${send.messageId}
         AND (m.status IS NULL OR m.status = 'pending')
     ), failed AS (
       UPDATE messages m SET status = 'failed', updated_at = clock_timestamp(),
         failure_code = ${outcome.state === "failed" ? outcome.code : null}::int,
         failure_title = ${outcome.state === "failed" ? outcome.error : null}::text
       FROM finished
-      WHERE ${state} = 'failed' AND m.app_id = ${send.appId} AND m.id = ${send.messageId}
+      WHERE ${state} = 'failed' AND m.app_id = ${send.appId}
+        AND m.conversation_id = ${send.chatId} AND m.id = ${send.messageId}
         AND m.status IS DISTINCT FROM 'failed'
       RETURNING m.id, m.conversation_id
     )

@@ -31,6 +31,9 @@ export async function queueSlackMirror(
     }
   }
   if (rows.length === 0) return 0;
+  // A conversation's posts in the order of its messages (the batch lists its commands' own
+  // messages before those of WhatsApp deliveries and Slack events), status changes after them.
+  rows.sort((a, b) => (a.messageId ?? Infinity) - (b.messageId ?? Infinity));
   const result = await sql`
     INSERT INTO outbox (app_id, kind, topic, payload)
     SELECT x.app_id, 'slack', CASE WHEN x.message_id IS NULL THEN 'chat' ELSE 'message' END,

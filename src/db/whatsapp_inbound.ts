@@ -208,12 +208,13 @@ export async function applyWhatsAppStatus(
   entry: StatusEntry,
 ): Promise<AppliedStatus | null> {
   const [row] = await sql<{ chat_id: number; message_id: number; queued: number }[]>`
-    WITH target AS (
-      SELECT m.id, m.conversation_id FROM messages m
-      WHERE m.app_id = ${appId} AND m.id = COALESCE(
-        (SELECT message_id FROM whatsapp_sent_parts
-          WHERE app_id = ${appId} AND wamid = ${entry.wamid}),
-        (SELECT id FROM messages WHERE app_id = ${appId} AND external_id = ${entry.wamid}))
+    WITH part AS (
+      SELECT message_id, conversation_id FROM whatsapp_sent_parts
+      WHERE app_id = ${appId} AND wamid = ${entry.wamid}
+    ), target AS (
+      SELECT m.id, m.conversation_id FROM messages m, part
+      WHERE m.app_id = ${appId} AND m.conversation_id = part.conversation_id
+        AND m.id = part.message_id
         AND m.sender_type <> 'visitor'
         AND array_position(ARRAY['pending', 'sent', 'delivered', 'read', 'failed'],
           COALESCE(m.status, 'pending'))
@@ -325,7 +326,8 @@ export async function findClickTargets(
     SELECT p.wamid, m.id AS message_id, m.conversation_id AS chat_id, m.message_type, m.payload,
       c.status, i.external_id AS wa_id
     FROM whatsapp_sent_parts p
-    JOIN messages m ON m.app_id = p.app_id AND m.id = p.message_id
+    JOIN messages m ON m.app_id = p.app_id AND m.conversation_id = p.conversation_id
+      AND m.id = p.message_id
     JOIN conversations c ON c.app_id = m.app_id AND c.id = m.conversation_id
     LEFT JOIN client_identities i ON i.app_id = c.app_id AND i.client_id = c.client_id
       AND i.channel = 'whatsapp'

@@ -76,11 +76,10 @@ export function createInboundProcessor(deps: InboundProcessorDeps): InboundProce
     const targets = new Map(
       (await findClickTargets(deps.sql, appId, contexts)).map((target) => [target.wamid, target]),
     );
-    return ours.map((item) => entryOf(appId, item, targets));
+    return ours.map((item) => entryOf(item, targets));
   }
 
   function entryOf(
-    appId: number,
     item: InboundItem,
     targets: Map<string, Awaited<ReturnType<typeof findClickTargets>>[number]>,
   ): WhatsAppInboundEntry {
