@@ -30,6 +30,7 @@ import {
   saveThread,
 } from "../src/db/slack_sends.ts";
 import { createSlackClients } from "../src/channels/slack/clients.ts";
+import { sweepChannelRecords } from "../src/db/channel_sweep.ts";
 import { sendMirror } from "../src/channels/slack/mirror.ts";
 import { describeError, log, setLogLevel } from "../src/log.ts";
 
@@ -127,6 +128,9 @@ self.onmessage = async (event: MessageEvent<DeliveryWorkerMessage>) => {
         sweep = setInterval(() => {
           deleteOldAttempts(pool).catch((error) =>
             log("warn", "delivery log sweep failed", describeError(error))
+          );
+          sweepChannelRecords(pool).catch((error) =>
+            log("warn", "channel sweep failed", describeError(error))
           );
         }, 3_600_000);
       }

@@ -1,0 +1,35 @@
+/**
+ * The channels' housekeeping: what is kept only as long as it can matter. Finished channel sends
+ * and applied raw requests go after 14 days (like webhook attempts), Slack event ids after 2 days
+ * (Slack retries for an hour), expired install tickets and OAuth states after a day.
+ */
+import type { Tx } from "./client.ts";
+
+/** Deletes what has outlived its use; resolves to the rows deleted. */
+export async function sweepChannelRecords(sql: Tx): Promise<number> {
+  const [row] = await sql<{ deleted: number }[]>`
+    WITH sends AS (
+      DELETE FROM outbox WHERE kind IN ('whatsapp', 'slack') AND state <> 'pending'
+        AND created_at < clock_timestamp() - interval '14 days'
+      RETURNING 1
+    ), whatsapp AS (
+      DELETE FROM whatsapp_deliveries WHERE processed_at < clock_timestamp() - interval '14 days'
+      RETURNING 1
+    ), slack AS (
+      DELETE FROM slack_deliveries WHERE processed_at < clock_timestamp() - interval '14 days'
+      RETURNING 1
+    ), events AS (
+      DELETE FROM slack_events WHERE received_at < clock_timestamp() - interval '2 days'
+      RETURNING 1
+    ), tickets AS (
+      DELETE FROM slack_install_tickets WHERE expires_at < clock_timestamp() - interval '1 day'
+      RETURNING 1
+    ), states AS (
+      DELETE FROM slack_oauth_states WHERE expires_at < clock_timestamp() - interval '1 day'
+      RETURNING 1
+    )
+    SELECT ((SELECT count(*) FROM sends) + (SELECT count(*) FROM whatsapp)
+      + (SELECT count(*) FROM slack) + (SELECT count(*) FROM events)
+      + (SELECT count(*) FROM tickets) + (SELECT count(*) FROM states))::int AS deleted`;
+  return row.deleted;
+}

@@ -1,0 +1,38 @@
+import assert from "node:assert/strict";
+import { createTestDatabase } from "./support/database.ts";
+import { insertApplication } from "../src/db/applications.ts";
+import { sweepChannelRecords } from "../src/db/channel_sweep.ts";
+
+Deno.test("sweepChannelRecords deletes only what has outlived its use", async () => {
+  await using db = await createTestDatabase();
+  const app = await insertApplication(db.sql, "Acme");
+  const old = new Date(Date.now() - 15 * 86_400_000).toISOString();
+  const body = new Uint8Array([123, 125]);
+  await db.sql`
+    INSERT INTO outbox (app_id, kind, topic, payload, state, created_at) VALUES
+      (${app.id}, 'whatsapp', 'send', '{}', 'succeeded', ${old}),
+      (${app.id}, 'whatsapp', 'send', '{}', 'pending', ${old}),
+      (${app.id}, 'slack', 'message', '{}', 'failed', clock_timestamp())`;
+  await db.sql`
+    INSERT INTO whatsapp_deliveries (app_id, body, processed_at) VALUES
+      (${app.id}, ${body}, ${old}), (${app.id}, ${body}, NULL),
+      (${app.id}, ${body}, clock_timestamp())`;
+  await db.sql`
+    INSERT INTO slack_deliveries (kind, body, processed_at) VALUES ('event', ${body}, ${old})`;
+  await db.sql`
+    INSERT INTO slack_events (team_id, event_id, received_at) VALUES
+      ('T', 'E1', clock_timestamp() - interval '3 days'), ('T', 'E2', clock_timestamp())`;
+  await db.sql`
+    INSERT INTO slack_install_tickets (token_hash, app_id, expires_at) VALUES
+      (${new Uint8Array([1])}, ${app.id}, clock_timestamp() - interval '2 days'),
+      (${new Uint8Array([2])}, ${app.id}, clock_timestamp())`;
+  assert.equal(await sweepChannelRecords(db.sql), 5);
+  const [left] = await db.sql`
+    SELECT (SELECT count(*) FROM outbox) AS outbox,
+      (SELECT count(*) FROM whatsapp_deliveries) AS whatsapp,
+      (SELECT count(*) FROM slack_deliveries) AS slack,
+      (SELECT count(*) FROM slack_events) AS events,
+      (SELECT count(*) FROM slack_install_tickets) AS tickets`;
+  assert.deepEqual({ ...left }, { outbox: 2, whatsapp: 2, slack: 0, events: 1, tickets: 1 });
+  assert.equal(await sweepChannelRecords(db.sql), 0);
+});
