@@ -405,6 +405,12 @@ Deno.test("edits and deletions in Slack follow the mirrored message; the bot's o
   await install(env);
   const chat = await createVisitorChat(env.server.baseUrl, env.app.publicId, "Hello");
   const thread = await threadTs(env);
+  const frames: { type: string; message?: { id: number; content?: string } }[] = [];
+  const socket = new WebSocket(
+    `${env.server.baseUrl.replace("http", "ws")}/api/v1/widget/socket?token=${chat.token}`,
+  );
+  socket.onmessage = (event) => frames.push(JSON.parse(event.data));
+  await new Promise((resolve) => socket.onopen = resolve);
   const events = `${env.server.baseUrl}/api/v1/slack/events`;
   const send = async (body: unknown, options = {}) => {
     const res = await env.slack.postEvent(events, body, options);
@@ -459,6 +465,17 @@ Deno.test("edits and deletions in Slack follow the mirrored message; the bot's o
     rows = await agentMessages(env, chat.chatId, 1);
   }
   assert.equal(rows[0].deleted, true);
+  // The visitor's socket saw the reply, its edit and its deletion.
+  await waitUntil(() => frames.some((frame) => frame.type === "message.deleted"), "the deletion");
+  assert.deepEqual(
+    frames.filter((frame) => frame.message?.id === rows[0].id).map((frame) =>
+      `${frame.type} ${frame.message?.content ?? ""}`.trim()
+    ),
+    ["message.created First try", "message.updated First try, edited", "message.deleted"],
+  );
+  const closed = new Promise((resolve) => socket.onclose = resolve);
+  socket.close();
+  await closed;
   const history = await fetch(
     `${env.server.baseUrl}/api/v1/widget/messages?chat_id=${chat.chatId}`,
     {

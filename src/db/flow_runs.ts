@@ -24,6 +24,8 @@ export interface FlowEffect {
   chatChanged?: number;
   /** Webhook events queued. */
   queuedEvents?: number;
+  /** A message edited or deleted (pushed to the visitor's sockets). */
+  edited?: { chatId: number; messageId: number; deleted: boolean };
 }
 
 /**

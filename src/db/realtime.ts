@@ -57,6 +57,28 @@ export async function listClientMessagesInRange(
   return rows.map(toClientMessage);
 }
 
+/**
+ * The messages named by `[appId, chatId, messageId]` (edited ones), with their conversation's
+ * client; internal notes are left out, deleted ones come back with `deleted: true`.
+ */
+export async function listMessagesByIds(
+  sql: Tx,
+  keys: [number, number, number][],
+): Promise<(ClientMessage & { deleted: boolean })[]> {
+  if (keys.length === 0) return [];
+  const rows = await sql<(ClientMessageRow & { deleted: boolean })[]>`
+    SELECT m.app_id, c.client_id, m.id, m.conversation_id, m.sender_type, m.sender_name,
+      m.message_type, m.content, m.payload, m.internal, m.status, m.created_at,
+      m.deleted_at IS NOT NULL AS deleted
+    FROM unnest(${keys.map((k) => k[0])}::bigint[], ${keys.map((k) => k[1])}::bigint[],
+      ${keys.map((k) => k[2])}::bigint[]) AS k (app_id, chat_id, id)
+    JOIN messages m ON m.app_id = k.app_id AND m.conversation_id = k.chat_id AND m.id = k.id
+    JOIN conversations c ON c.app_id = m.app_id AND c.id = m.conversation_id
+    WHERE NOT m.internal
+    ORDER BY m.id`;
+  return rows.map((row) => ({ ...toClientMessage(row), deleted: row.deleted }));
+}
+
 /** The conversations named by `[appId, chatId]` pairs; unknown pairs are left out. */
 export async function listConversationsByIds(
   sql: Tx,

@@ -85,9 +85,25 @@ export async function applySlackEvent(sql: Tx, command: SlackEventCommand): Prom
     }
   } else if (fresh && change?.kind === "edit") {
     const edited = await editSlackMessage(sql, appId, { teamId, ...change });
-    if (edited) changes.push({ appId, queuedEvents: edited.queuedEvents });
+    if (edited) {
+      changes.push({
+        appId,
+        queuedEvents: edited.queuedEvents,
+        edited: { chatId: edited.chatId, messageId: edited.messageId, deleted: false },
+      });
+    }
   } else if (fresh && change?.kind === "delete") {
-    await deleteSlackMessage(sql, appId, { teamId, channelId: change.channelId, ts: change.ts });
+    const deleted = await deleteSlackMessage(sql, appId, {
+      teamId,
+      channelId: change.channelId,
+      ts: change.ts,
+    });
+    if (deleted) {
+      changes.push({
+        appId,
+        edited: { chatId: deleted.chatId, messageId: deleted.messageId, deleted: true },
+      });
+    }
   }
   await markSlackDeliveryProcessed(sql, command.deliveryId);
   return changes;

@@ -264,11 +264,20 @@ function replyOutcome(reply: AppendedReply): Outcome {
 }
 
 /** The notice of what a batch changed: its applications, message id range and conversations. */
-function changeNotice(
-  changes: { appId: number; messageId?: number; chatChanged?: number; queuedEvents?: number }[],
-): ChangeNotice | null {
+function changeNotice(changes: FlowEffect[]): ChangeNotice | null {
   const apps = new Set<number>();
   const queued = changes.some((change) => (change.queuedEvents ?? 0) > 0);
+  const edits = changes.flatMap((change): [number, number, number, 0 | 1][] =>
+    change.edited
+      ? [[
+        change.appId,
+        change.edited.chatId,
+        change.edited.messageId,
+        change.edited.deleted ? 1 : 0,
+      ]]
+      : []
+  );
+  edits.forEach(([appId]) => apps.add(appId));
   let min = Infinity;
   let max = -Infinity;
   const chats: [number, number][] = [];
@@ -289,5 +298,6 @@ function changeNotice(
   if (min <= max) notice.m = [min, max];
   if (chats.length > 0) notice.c = chats;
   if (queued) notice.w = 1;
+  if (edits.length > 0) notice.e = edits;
   return notice;
 }

@@ -21,6 +21,8 @@ export interface ChangeNotice {
   c?: [number, number][];
   /** Present when the transaction queued outbox work (webhook events, channel sends). */
   w?: 1;
+  /** Messages edited or deleted, as `[appId, chatId, messageId, 1 = deleted | 0 = edited]`. */
+  e?: [number, number, number, 0 | 1][];
 }
 
 /** Encodes a notice as one or more NOTIFY payloads, each under the size limit. */
@@ -29,6 +31,10 @@ export function encodeChangeNotice(notice: ChangeNotice): string[] {
   if (whole.length <= MAX_PAYLOAD_BYTES) return [whole];
   const payloads: string[] = [];
   const queued = notice.w ? { w: notice.w } : {};
+  for (let i = 0; i < (notice.e ?? []).length; i += 150) {
+    const edits = notice.e!.slice(i, i + 150);
+    payloads.push(JSON.stringify({ a: [...new Set(edits.map(([app]) => app))], e: edits }));
+  }
   if (notice.m) payloads.push(JSON.stringify({ a: notice.a, m: notice.m, ...queued }));
   let chats: [number, number][] = [];
   const flush = () => {

@@ -28,3 +28,23 @@ Deno.test("decodeChangeNotice refuses what is not a notice", () => {
   assert.equal(decodeChangeNotice('{"a":["x"]}'), null);
   assert.equal(decodeChangeNotice("null"), null);
 });
+
+Deno.test("encodeChangeNotice keeps every edit of a large notice, in parts under the limit", () => {
+  const edits = Array.from(
+    { length: 400 },
+    (
+      _,
+      i,
+    ): [number, number, number, 0 | 1] => [
+      1 + (i % 3),
+      10_000 + i,
+      1_000_000 + i,
+      (i % 2) as 0 | 1,
+    ],
+  );
+  const chats = Array.from({ length: 900 }, (_, i): [number, number] => [1, 2_000_000 + i]);
+  const payloads = encodeChangeNotice({ a: [1, 2, 3], c: chats, e: edits });
+  for (const payload of payloads) assert.ok(payload.length < 8_000);
+  const parts = payloads.map((payload) => decodeChangeNotice(payload)!);
+  assert.deepEqual(parts.flatMap((part) => part.e ?? []), edits);
+});

@@ -11,6 +11,7 @@ import {
   listClientMessagesInRange,
   listClientMessagesSince,
   listConversationsByIds,
+  listMessagesByIds,
   type WatchedClient,
 } from "../db/realtime.ts";
 import { type ChangeNotice, decodeChangeNotice } from "../domain/change_notice.ts";
@@ -42,7 +43,8 @@ export interface Visitor {
 
 /** A frame sent to visitor sockets (CONTRACT §3). */
 export type VisitorFrame =
-  | { type: "message.created"; chat_id: number; message: Message }
+  | { type: "message.created" | "message.updated"; chat_id: number; message: Message }
+  | { type: "message.deleted"; chat_id: number; message: { id: number; chat_id: number } }
   | { type: "chat.updated"; chat_id: number; chat: Conversation };
 
 /** The hub returned by {@linkcode createRealtimeHub}. */
@@ -130,15 +132,30 @@ export function createRealtimeHub(options: RealtimeHubOptions): RealtimeHub {
     // Sockets may have closed while the notice waited its turn: look again.
     const chats = distinctPairs((notice.c ?? []).filter(([appId]) => sockets.has(appId)));
     const clients = notice.m ? watchedClients(notice.a) : [];
-    const [conversations, messages] = await Promise.all([
+    const edits = (notice.e ?? []).filter(([appId]) => sockets.has(appId));
+    const [conversations, messages, edited] = await Promise.all([
       listConversationsByIds(sql, chats),
       notice.m ? listClientMessagesInRange(sql, clients, notice.m) : [],
+      listMessagesByIds(sql, edits.map(([appId, chatId, id]) => [appId, chatId, id])),
     ]);
     // State first: a new conversation's frame comes before its first message.
     for (const { appId, chat } of conversations) {
       push(appId, chat.client_id, { type: "chat.updated", chat_id: chat.id, chat });
     }
     pushMessages(messages);
+    for (const { appId, clientId, message, deleted } of edited) {
+      push(
+        appId,
+        clientId,
+        deleted
+          ? {
+            type: "message.deleted",
+            chat_id: message.chat_id,
+            message: { id: message.id, chat_id: message.chat_id },
+          }
+          : { type: "message.updated", chat_id: message.chat_id, message },
+      );
+    }
   }
 
   return {
@@ -161,7 +178,7 @@ export function createRealtimeHub(options: RealtimeHubOptions): RealtimeHub {
     handleNotice(payload) {
       if (stopped) return Promise.resolve();
       const notice = decodeChangeNotice(payload);
-      if (!notice || !isRange(notice.m)) {
+      if (!notice || !isRange(notice.m) || !isEdits(notice.e)) {
         onError(new TypeError(`Cannot handle the notice: it is not a change notice: ${payload}`));
         return Promise.resolve();
       }
@@ -225,6 +242,14 @@ function closeSocket(socket: WebSocket): void {
 function isRange(range: ChangeNotice["m"]): boolean {
   return range === undefined ||
     (Array.isArray(range) && range.length === 2 && range.every(Number.isSafeInteger));
+}
+
+function isEdits(edits: ChangeNotice["e"]): boolean {
+  return edits === undefined ||
+    (Array.isArray(edits) &&
+      edits.every((edit) =>
+        Array.isArray(edit) && edit.length === 4 && edit.every(Number.isSafeInteger)
+      ));
 }
 
 function distinctPairs(pairs: [number, number][]): [number, number][] {
