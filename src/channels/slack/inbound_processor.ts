@@ -49,6 +49,8 @@ type Json = any;
 /** Creates the processor. */
 export function createSlackInboundProcessor(deps: SlackInboundDeps): SlackInboundProcessor {
   const names = createLruCache<string, { name: string; until: number }>(10_000);
+  /** Per workspace, the last request being applied. */
+  const queues = new Map<string, Promise<void>>();
 
   /** A member's display name (cached 10 minutes); their id when Slack does not say. */
   async function displayName(installation: SlackInstallation, userId: string): Promise<string> {
@@ -198,8 +200,19 @@ export function createSlackInboundProcessor(deps: SlackInboundDeps): SlackInboun
     } catch {
       log("warn", "slack request is not JSON", { kind });
     }
-    if (kind === "event") await processEvent(id, parsed);
-    else await processAction(id, parsed);
+    // A workspace's requests are applied one after another, in the order they arrived: two
+    // replies typed in a thread must reach the visitor in that order.
+    const team = String(parsed?.team_id ?? parsed?.team?.id ?? "");
+    const previous = queues.get(team) ?? Promise.resolve();
+    const applied = previous.then(() =>
+      kind === "event" ? processEvent(id, parsed) : processAction(id, parsed)
+    );
+    const settled = applied.catch(() => {});
+    queues.set(team, settled);
+    settled.then(() => {
+      if (queues.get(team) === settled) queues.delete(team);
+    });
+    await applied;
   }
 
   return {

@@ -46,6 +46,8 @@ export interface InboundProcessor {
 
 /** Creates the processor. */
 export function createInboundProcessor(deps: InboundProcessorDeps): InboundProcessor {
+  /** Per application, the last delivery handed to the actor (or being prepared). */
+  const submitted = new Map<number, Promise<void>>();
   async function entriesOf(
     appId: number,
     body: Uint8Array,
@@ -139,13 +141,26 @@ export function createInboundProcessor(deps: InboundProcessorDeps): InboundProce
     body: Uint8Array,
     phoneNumberId?: string,
   ): Promise<void> {
-    const entries = await entriesOf(appId, body, phoneNumberId);
-    const result = await deps.ask(appActorKey(appId), {
-      kind: "whatsapp.inbound",
-      appId,
-      deliveryId,
-      entries,
+    // Deliveries are handed to the actor in the order they arrived (its mailbox keeps that
+    // order); only the preparation waits for the previous one, never its commit.
+    const previous = submitted.get(appId) ?? Promise.resolve();
+    const asked = previous.then(async () => {
+      const entries = await entriesOf(appId, body, phoneNumberId);
+      return {
+        answer: deps.ask(appActorKey(appId), {
+          kind: "whatsapp.inbound",
+          appId,
+          deliveryId,
+          entries,
+        }),
+      };
     });
+    const settled = asked.then(() => {}, () => {});
+    submitted.set(appId, settled);
+    settled.then(() => {
+      if (submitted.get(appId) === settled) submitted.delete(appId);
+    });
+    const result = await (await asked).answer;
     if (!result.ok) {
       await recordWhatsAppDeliveryFailure(deps.sql, appId, deliveryId, result.message);
       throw new Error(`WhatsApp delivery ${deliveryId} failed: ${result.message}`);
