@@ -8,6 +8,7 @@
  * otherwise: the bodies of the load are signed before the measured window
  * ({@linkcode webhookRequests}), and only a run faster than that pool signs as it goes.
  */
+import { whatsappWebhookBody } from "../tests/support/whatsapp_webhook.ts";
 import type { LoadRequest } from "./load.ts";
 import { executeCommand } from "../src/cli.ts";
 import { connect, type Sql } from "../src/db/client.ts";
@@ -81,30 +82,16 @@ function waIdOf(customer: number): string {
 function webhookBody(messages: { customer: number; wamid: string; text: string }[]): string {
   const now = String(Math.floor(Date.now() / 1000));
   const customers = [...new Set(messages.map((m) => m.customer))];
-  return JSON.stringify({
-    object: "whatsapp_business_account",
-    entry: [{
-      id: "102290129340398",
-      changes: [{
-        field: "messages",
-        value: {
-          messaging_product: "whatsapp",
-          metadata: { display_phone_number: "15550783881", phone_number_id: PHONE_NUMBER_ID },
-          contacts: customers.map((c) => ({
-            profile: { name: `Customer ${c}` },
-            wa_id: waIdOf(c),
-          })),
-          messages: messages.map((m) => ({
-            from: waIdOf(m.customer),
-            id: m.wamid,
-            timestamp: now,
-            type: "text",
-            text: { body: m.text },
-          })),
-        },
-      }],
-    }],
-  });
+  return JSON.stringify(whatsappWebhookBody(PHONE_NUMBER_ID, {
+    contacts: customers.map((c) => ({ profile: { name: `Customer ${c}` }, wa_id: waIdOf(c) })),
+    messages: messages.map((m) => ({
+      from: waIdOf(m.customer),
+      id: m.wamid,
+      timestamp: now,
+      type: "text",
+      text: { body: m.text },
+    })),
+  }));
 }
 
 function signedRequest(appId: number, body: string): LoadRequest {

@@ -8,6 +8,7 @@ import { waitUntil } from "./support/realtime.ts";
 import { executeCommand } from "../src/cli.ts";
 import { createSecretBox } from "../src/crypto/secret_box.ts";
 import { metaSignature } from "../src/channels/whatsapp/signature.ts";
+import { whatsappWebhookBody } from "./support/whatsapp_webhook.ts";
 
 const PHONE_NUMBER_ID = "106540352242922";
 const ACCESS_TOKEN = "EAAG-test-token";
@@ -56,23 +57,9 @@ async function setUp(): Promise<Env> {
 function webhookBody(
   messages: unknown[],
   statuses: unknown[] = [],
-  contacts = [{ profile: { name: "Kerry Fisher" }, wa_id: CUSTOMER }],
+  contacts: unknown[] = [{ profile: { name: "Kerry Fisher" }, wa_id: CUSTOMER }],
 ) {
-  return {
-    object: "whatsapp_business_account",
-    entry: [{
-      id: "102290129340398",
-      changes: [{
-        field: "messages",
-        value: {
-          messaging_product: "whatsapp",
-          metadata: { display_phone_number: "15550783881", phone_number_id: PHONE_NUMBER_ID },
-          ...(messages.length > 0 ? { contacts, messages } : {}),
-          ...(statuses.length > 0 ? { statuses } : {}),
-        },
-      }],
-    }],
-  };
+  return whatsappWebhookBody(PHONE_NUMBER_ID, { messages, statuses, contacts });
 }
 
 let nextWamid = 0;
