@@ -4,18 +4,28 @@
  * that turn a thread reply into an agent message, and the edits and deletions of mirrored
  * messages made in Slack.
  */
+import { Buffer } from "node:buffer";
 import type { Tx } from "./client.ts";
 import { MAX_APPLY_ATTEMPTS } from "./whatsapp_inbound.ts";
 
-/** Stores a request's raw bytes before it is acknowledged; returns its id. */
-export async function insertSlackDelivery(
+/**
+ * Stores requests' raw bytes before they are acknowledged, in one statement; returns their ids
+ * in order.
+ */
+export async function insertSlackDeliveries(
   sql: Tx,
-  kind: "event" | "action",
-  body: Uint8Array,
-): Promise<number> {
-  const [row] = await sql<{ id: number }[]>`
-    INSERT INTO slack_deliveries (kind, body) VALUES (${kind}, ${body}) RETURNING id`;
-  return row.id;
+  deliveries: { kind: "event" | "action"; body: Uint8Array }[],
+): Promise<number[]> {
+  const rows = await sql<{ id: number }[]>`
+    INSERT INTO slack_deliveries (kind, body)
+    SELECT d.kind, decode(d.body, 'base64')
+    FROM unnest(${deliveries.map((d) => d.kind)}::text[],
+      ${deliveries.map((d) => Buffer.from(d.body).toString("base64"))}::text[])
+      WITH ORDINALITY AS d (kind, body, n)
+    ORDER BY d.n
+    RETURNING id`;
+  // Ids are drawn in insertion order.
+  return rows.map((row) => row.id).sort((a, b) => a - b);
 }
 
 /** Marks a stored request applied. */

@@ -5,6 +5,7 @@
  * runs pipelined in the actors' batch; every statement is idempotent by WhatsApp's ids, because
  * Meta delivers the same update again for days when it misses an answer.
  */
+import { Buffer } from "node:buffer";
 import type { Tx } from "./client.ts";
 import type { WhatsAppInboundEntry } from "../actors/protocol.ts";
 
@@ -253,15 +254,24 @@ export async function markWhatsAppDeliveryProcessed(
     WHERE app_id = ${appId} AND id = ${deliveryId}`;
 }
 
-/** Stores a webhook delivery's raw bytes before it is acknowledged; returns its id. */
-export async function insertWhatsAppDelivery(
+/**
+ * Stores webhook deliveries' raw bytes before they are acknowledged, in one statement; returns
+ * their ids in order.
+ */
+export async function insertWhatsAppDeliveries(
   sql: Tx,
-  appId: number,
-  body: Uint8Array,
-): Promise<number> {
-  const [row] = await sql<{ id: number }[]>`
-    INSERT INTO whatsapp_deliveries (app_id, body) VALUES (${appId}, ${body}) RETURNING id`;
-  return row.id;
+  deliveries: { appId: number; body: Uint8Array }[],
+): Promise<number[]> {
+  const rows = await sql<{ id: number }[]>`
+    INSERT INTO whatsapp_deliveries (app_id, body)
+    SELECT d.app_id, decode(d.body, 'base64')
+    FROM unnest(${deliveries.map((d) => d.appId)}::bigint[],
+      ${deliveries.map((d) => Buffer.from(d.body).toString("base64"))}::text[])
+      WITH ORDINALITY AS d (app_id, body, n)
+    ORDER BY d.n
+    RETURNING id`;
+  // Ids are drawn in insertion order.
+  return rows.map((row) => row.id).sort((a, b) => a - b);
 }
 
 /** How often recovery tries to apply a stored request before it leaves it for an operator. */

@@ -8,7 +8,8 @@ import { Hono } from "hono";
 import { getCookie, setCookie } from "hono/cookie";
 import { bodyLimit } from "hono/body-limit";
 import type { Sql } from "../db/client.ts";
-import { insertSlackDelivery } from "../db/slack_inbound.ts";
+import { insertSlackDeliveries } from "../db/slack_inbound.ts";
+import { createBatchedWriter } from "../db/batched_writer.ts";
 import { AppError } from "../domain/app_error.ts";
 import { describeError, log } from "../log.ts";
 import { isValidSlackRequest } from "../channels/slack/signature.ts";
@@ -54,6 +55,11 @@ const MAX_SLACK_BODY_BYTES = 1024 * 1024;
 
 /** Routes under `/api/v1/slack`. */
 export function slackRoutes(deps: SlackRoutesDeps): Hono {
+  // Requests arriving together are stored in one statement.
+  const storeDelivery = createBatchedWriter(
+    (rows: { kind: "event" | "action"; body: Uint8Array }[]) =>
+      insertSlackDeliveries(deps.sql, rows),
+  );
   const routes = new Hono();
   const secure = deps.publicBaseUrl.startsWith("https:");
 
@@ -96,7 +102,7 @@ export function slackRoutes(deps: SlackRoutesDeps): Hono {
 
   /** Stores a verified request and applies it after the answer. */
   async function receive(kind: "event" | "action", raw: Uint8Array) {
-    const id = await insertSlackDelivery(deps.sql, kind, raw);
+    const id = await storeDelivery({ kind, body: raw });
     setTimeout(() => {
       deps.slackInbound.process(kind, id, raw).catch((error) =>
         log("error", "slack request failed", { kind, ...describeError(error) })

@@ -10,7 +10,8 @@ import { timingSafeEqual } from "node:crypto";
 import { Buffer } from "node:buffer";
 import type { Sql } from "../db/client.ts";
 import { findWhatsAppChannel } from "../db/whatsapp_channels.ts";
-import { insertWhatsAppDelivery } from "../db/whatsapp_inbound.ts";
+import { insertWhatsAppDeliveries } from "../db/whatsapp_inbound.ts";
+import { createBatchedWriter } from "../db/batched_writer.ts";
 import { findMediaApp } from "../db/channel_media.ts";
 import type { SecretBox } from "../crypto/secret_box.ts";
 import { AppError } from "../domain/app_error.ts";
@@ -71,6 +72,10 @@ export function whatsappRoutes(deps: WhatsAppRoutesDeps): Hono {
     return channel;
   }
 
+  // Deliveries arriving together are stored in one statement.
+  const storeDelivery = createBatchedWriter((rows: { appId: number; body: Uint8Array }[]) =>
+    insertWhatsAppDeliveries(deps.sql, rows)
+  );
   const routes = new Hono();
 
   routes.get("/webhook/:appId", async (c) => {
@@ -101,7 +106,7 @@ export function whatsappRoutes(deps: WhatsAppRoutesDeps): Hono {
         throw new AppError(401, "Invalid signature");
       }
       const appId = Number(appIdText);
-      const deliveryId = await insertWhatsAppDelivery(deps.sql, appId, raw);
+      const deliveryId = await storeDelivery({ appId, body: raw });
       // Meta wants its answer at once; the updates are applied after it (and again after a
       // crash: the stored delivery stays unprocessed until they are).
       setTimeout(() => {

@@ -51,6 +51,23 @@ export function createSlackInboundProcessor(deps: SlackInboundDeps): SlackInboun
   const names = createLruCache<string, { name: string; until: number }>(10_000);
   /** Per workspace, the last request being applied. */
   const queues = new Map<string, Promise<void>>();
+  /** Installations by workspace, reused for 5 s (a re-install shows within that). */
+  const installations = new Map<
+    string,
+    { installation: SlackInstallation | null; until: number }
+  >();
+  /** Threads never move to another conversation: their mapping is kept. */
+  const threads = createLruCache<string, { appId: number; chatId: number }>(50_000);
+
+  async function installationOf(teamId: unknown): Promise<SlackInstallation | null> {
+    if (typeof teamId !== "string") return null;
+    const cached = installations.get(teamId);
+    if (cached && cached.until > Date.now()) return cached.installation;
+    const installation = await findInstallationByTeam(deps.sql, teamId);
+    if (installations.size > 10_000) installations.clear();
+    installations.set(teamId, { installation, until: Date.now() + 5_000 });
+    return installation;
+  }
 
   /** A member's display name (cached 10 minutes); their id when Slack does not say. */
   async function displayName(installation: SlackInstallation, userId: string): Promise<string> {
@@ -115,11 +132,16 @@ export function createSlackInboundProcessor(deps: SlackInboundDeps): SlackInboun
         : []
     );
     if (text.trim() === "" && files.length === 0) return null;
-    const thread = await findThreadConversation(deps.sql, {
-      teamId: installation.teamId,
-      channelId,
-      threadTs: event.thread_ts,
-    });
+    const threadKey = `${installation.teamId}:${channelId}:${event.thread_ts}`;
+    let thread = threads.get(threadKey) ?? null;
+    if (!thread) {
+      thread = await findThreadConversation(deps.sql, {
+        teamId: installation.teamId,
+        channelId,
+        threadTs: event.thread_ts,
+      });
+      if (thread) threads.set(threadKey, thread);
+    }
     if (!thread || thread.appId !== installation.appId) return null;
     const internal = /^\s*note:/i.test(text);
     return {
@@ -134,17 +156,17 @@ export function createSlackInboundProcessor(deps: SlackInboundDeps): SlackInboun
     };
   }
 
-  async function processEvent(id: number, body: Json): Promise<void> {
-    const teamId = body?.team_id;
-    const installation = typeof teamId === "string"
-      ? await findInstallationByTeam(deps.sql, teamId)
-      : null;
+  /**
+   * Prepares an event and hands it to the application's actor; resolves, once handed over, to
+   * the actor's answer (its mailbox keeps the order events were handed in).
+   */
+  async function submitEvent(id: number, body: Json): Promise<{ answer: Promise<void> }> {
+    const installation = await installationOf(body?.team_id);
     if (!installation || body?.type !== "event_callback" || typeof body.event_id !== "string") {
-      await markSlackDeliveryProcessed(deps.sql, id);
-      return;
+      return { answer: markSlackDeliveryProcessed(deps.sql, id) };
     }
     const change = await changeOf(installation, body.event);
-    const result = await deps.ask(appActorKey(installation.appId), {
+    const asked = deps.ask(appActorKey(installation.appId), {
       kind: "slack.event",
       appId: installation.appId,
       teamId: installation.teamId,
@@ -152,10 +174,13 @@ export function createSlackInboundProcessor(deps: SlackInboundDeps): SlackInboun
       deliveryId: id,
       change,
     });
-    if (!result.ok) {
-      await recordSlackDeliveryFailure(deps.sql, id, result.message);
-      throw new Error(`Slack event ${body.event_id} failed: ${result.message}`);
-    }
+    return {
+      answer: asked.then(async (result) => {
+        if (result.ok) return;
+        await recordSlackDeliveryFailure(deps.sql, id, result.message);
+        throw new Error(`Slack event ${body.event_id} failed: ${result.message}`);
+      }),
+    };
   }
 
   async function processAction(id: number, payload: Json): Promise<void> {
@@ -200,19 +225,22 @@ export function createSlackInboundProcessor(deps: SlackInboundDeps): SlackInboun
     } catch {
       log("warn", "slack request is not JSON", { kind });
     }
-    // A workspace's requests are applied one after another, in the order they arrived: two
-    // replies typed in a thread must reach the visitor in that order.
+    // A workspace's requests are handed on in the order they arrived — two replies typed in a
+    // thread must reach the visitor in that order — but only the preparation waits for the
+    // previous request, never its commit (events of one batch commit together).
     const team = String(parsed?.team_id ?? parsed?.team?.id ?? "");
     const previous = queues.get(team) ?? Promise.resolve();
-    const applied = previous.then(() =>
-      kind === "event" ? processEvent(id, parsed) : processAction(id, parsed)
+    const submitted = previous.then(() =>
+      kind === "event"
+        ? submitEvent(id, parsed)
+        : processAction(id, parsed).then(() => ({ answer: Promise.resolve() }))
     );
-    const settled = applied.catch(() => {});
+    const settled = submitted.then(() => {}, () => {});
     queues.set(team, settled);
     settled.then(() => {
       if (queues.get(team) === settled) queues.delete(team);
     });
-    await applied;
+    await (await submitted).answer;
   }
 
   return {
