@@ -24,6 +24,7 @@ import { createLruCache } from "../../domain/lru_cache.ts";
 import { describeError, log } from "../../log.ts";
 import { CLOSE_ACTION_ID, parseChatBlockId } from "./mirror.ts";
 import type { MediaLinks } from "../media_links.ts";
+import { createInFlightLimit } from "../in_flight_limit.ts";
 
 /** What the processor needs. */
 export interface SlackInboundDeps {
@@ -49,6 +50,8 @@ type Json = any;
 /** Creates the processor. */
 export function createSlackInboundProcessor(deps: SlackInboundDeps): SlackInboundProcessor {
   const names = createLruCache<string, { name: string; until: number }>(10_000);
+  /** Requests handed to the actors and not answered yet: at most 256. */
+  const inFlight = createInFlightLimit(256);
   /** Per workspace, the last request being applied. */
   const queues = new Map<string, Promise<void>>();
   /** Installations by workspace, reused for 5 s (a re-install shows within that). */
@@ -230,11 +233,19 @@ export function createSlackInboundProcessor(deps: SlackInboundDeps): SlackInboun
     // previous request, never its commit (events of one batch commit together).
     const team = String(parsed?.team_id ?? parsed?.team?.id ?? "");
     const previous = queues.get(team) ?? Promise.resolve();
-    const submitted = previous.then(() =>
-      kind === "event"
-        ? submitEvent(id, parsed)
-        : processAction(id, parsed).then(() => ({ answer: Promise.resolve() }))
-    );
+    const submitted = previous.then(async () => {
+      await inFlight.acquire();
+      try {
+        const handed = kind === "event"
+          ? await submitEvent(id, parsed)
+          : { answer: processAction(id, parsed) };
+        handed.answer.finally(() => inFlight.release()).catch(() => {});
+        return handed;
+      } catch (error) {
+        inFlight.release();
+        throw error;
+      }
+    });
     const settled = submitted.then(() => {}, () => {});
     queues.set(team, settled);
     settled.then(() => {

@@ -20,6 +20,7 @@ import { buttonsOffered, isMessageType, type MessageType } from "../../domain/me
 import { describeError, log } from "../../log.ts";
 import { type InboundItem, parseWhatsAppWebhook } from "./inbound.ts";
 import type { MediaLinks } from "../media_links.ts";
+import { createInFlightLimit } from "../in_flight_limit.ts";
 
 /** What the processor needs. */
 export interface InboundProcessorDeps {
@@ -46,6 +47,8 @@ export interface InboundProcessor {
 
 /** Creates the processor. */
 export function createInboundProcessor(deps: InboundProcessorDeps): InboundProcessor {
+  /** Deliveries handed to the actors and not answered yet: at most 256. */
+  const inFlight = createInFlightLimit(256);
   /** Per application, the last delivery handed to the actor (or being prepared). */
   const submitted = new Map<number, Promise<void>>();
   async function entriesOf(
@@ -145,15 +148,21 @@ export function createInboundProcessor(deps: InboundProcessorDeps): InboundProce
     // order); only the preparation waits for the previous one, never its commit.
     const previous = submitted.get(appId) ?? Promise.resolve();
     const asked = previous.then(async () => {
-      const entries = await entriesOf(appId, body, phoneNumberId);
-      return {
-        answer: deps.ask(appActorKey(appId), {
+      await inFlight.acquire();
+      try {
+        const entries = await entriesOf(appId, body, phoneNumberId);
+        const answer = deps.ask(appActorKey(appId), {
           kind: "whatsapp.inbound",
           appId,
           deliveryId,
           entries,
-        }),
-      };
+        });
+        answer.finally(() => inFlight.release()).catch(() => {});
+        return { answer };
+      } catch (error) {
+        inFlight.release();
+        throw error;
+      }
     });
     const settled = asked.then(() => {}, () => {});
     submitted.set(appId, settled);
