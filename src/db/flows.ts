@@ -9,13 +9,6 @@ export async function findFlow(sql: Tx, appId: number): Promise<Flow | null> {
   return row?.definition ?? null;
 }
 
-/** The Flows of the applications among `appIds` that have one. */
-export async function findFlows(sql: Tx, appIds: number[]): Promise<Map<number, Flow>> {
-  const rows = await sql<{ app_id: number; definition: Flow }[]>`
-    SELECT app_id, definition FROM flows WHERE app_id = ANY (${appIds}::bigint[])`;
-  return new Map(rows.map((row) => [row.app_id, row.definition]));
-}
-
 /**
  * Stores an application's Flow, replacing the one it had; `null` removes it. Conversations
  * waiting on a node of the old Flow go on with the new one when it has that node and button.

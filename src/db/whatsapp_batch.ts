@@ -11,6 +11,7 @@ import { recordChannelMedia } from "./channel_media.ts";
 import {
   applyWhatsAppStatus,
   markWhatsAppDeliveryProcessed,
+  type StoredInbound,
   storeWhatsAppClick,
   storeWhatsAppMessage,
 } from "./whatsapp_inbound.ts";
@@ -31,20 +32,24 @@ export async function applyWhatsAppDelivery(
   const { appId } = command;
   const changes: FlowEffect[] = [];
   const flowTriggers: FlowTrigger[] = [];
+  /** A customer's message stored: for the notice, and the Flow when it opened the conversation. */
+  const noteStored = (stored: StoredInbound) => {
+    changes.push({
+      appId,
+      messageId: stored.messageId,
+      chatId: stored.chatId,
+      chatChanged: stored.started ? stored.chatId : undefined,
+      queuedEvents: stored.queuedEvents,
+    });
+    if (stored.started) flowTriggers.push({ kind: "start", appId, chatId: stored.chatId });
+  };
   const steps = command.entries.map(async (entry): Promise<boolean> => {
     switch (entry.kind) {
       case "message": {
         const stored = await storeWhatsAppMessage(sql, appId, entry);
         if (!stored) return false;
         if (entry.mediaId) await recordChannelMedia(sql, "whatsapp", appId, [entry.mediaId]);
-        changes.push({
-          appId,
-          messageId: stored.messageId,
-          chatId: stored.chatId,
-          chatChanged: stored.started ? stored.chatId : undefined,
-          queuedEvents: stored.queuedEvents,
-        });
-        if (stored.started) flowTriggers.push({ kind: "start", appId, chatId: stored.chatId });
+        noteStored(stored);
         return true;
       }
       case "click": {
@@ -63,14 +68,7 @@ export async function applyWhatsAppDelivery(
             payload: null,
           });
           if (!text) return false;
-          changes.push({
-            appId,
-            messageId: text.messageId,
-            chatId: text.chatId,
-            chatChanged: text.started ? text.chatId : undefined,
-            queuedEvents: text.queuedEvents,
-          });
-          if (text.started) flowTriggers.push({ kind: "start", appId, chatId: text.chatId });
+          noteStored(text);
           return true;
         }
         changes.push({

@@ -5,7 +5,6 @@
  * picked on the consent screen and stores the installation with its secrets sealed. Every
  * refusal is an `AppError` 400 and stores nothing.
  */
-import { WebClient } from "@slack/web-api";
 import type { Sql } from "../../db/client.ts";
 import {
   insertInstallTicket,
@@ -18,7 +17,7 @@ import {
 import type { SecretBox } from "../../crypto/secret_box.ts";
 import { randomHex, sha256Bytes } from "../../crypto/tokens.ts";
 import { AppError } from "../../domain/app_error.ts";
-import { slackErrorOf } from "./web_client.ts";
+import { createSlackWebClient, slackErrorOf } from "./web_client.ts";
 
 /** The bot scopes Parley asks for (CONTRACT §6.2). */
 export const SLACK_BOT_SCOPES = [
@@ -118,10 +117,7 @@ export async function completeInstall(
   const appId = await useOAuthState(deps.sql, sha256Bytes(query.state));
   if (appId === null) throw new AppError(400, "This install link is used or expired");
 
-  const anonymous = new WebClient(undefined, {
-    slackApiUrl: deps.slack.apiUrl,
-    retryConfig: { retries: 1 },
-  });
+  const anonymous = createSlackWebClient(undefined, deps.slack.apiUrl);
   let access;
   try {
     access = await anonymous.oauth.v2.access({
@@ -141,10 +137,7 @@ export async function completeInstall(
   if (!botToken || !teamId || !access.bot_user_id || !channelId) {
     throw new AppError(400, "Slack's answer lacks the bot token, workspace or channel");
   }
-  const bot = new WebClient(botToken, {
-    slackApiUrl: deps.slack.apiUrl,
-    retryConfig: { retries: 1 },
-  });
+  const bot = createSlackWebClient(botToken, deps.slack.apiUrl);
   let botId: string | null = null;
   try {
     const identity = await bot.auth.test();

@@ -40,7 +40,7 @@ export interface SlackErrorInfo {
  * timeout, and only errors logged — never a token, which the client redacts in any case. Make one
  * per token and reuse it: its queue is what spaces the calls of one workspace after a 429.
  */
-export function createSlackWebClient(token: string, apiUrl: string): WebClient {
+export function createSlackWebClient(token: string | undefined, apiUrl: string): WebClient {
   return new WebClient(token, {
     slackApiUrl: apiUrl,
     retryConfig: RETRY_CONFIG,
