@@ -4,6 +4,12 @@
  * the worker alone orders that key's writes). It also keeps the promise that nothing hangs: a
  * worker that crashes fails its pending asks with 500 at once and is replaced, and an ask that
  * outlives `askTimeoutMs` fails the same way.
+ *
+ * A `postMessage` costs both threads far more than the few commands it carries, so asks travel
+ * in groups: an ask to an idle worker leaves at the end of the tick, but while a worker has asks
+ * unanswered (it is committing), new ones wait until it answers or `coalesceMs` passes, whichever
+ * comes first. The worker could not start their batch sooner anyway: it forms the next one when
+ * a commit finishes.
  */
 import type { AppCommand, Ask, CommandResult, FromWorker, ToWorker } from "./protocol.ts";
 import { log, type LogLevel } from "../log.ts";
@@ -23,6 +29,8 @@ export interface ActorPoolOptions {
   askTimeoutMs?: number;
   /** How long {@linkcode ActorPool.stop} waits for a worker to drain before terminating it. @default 10_000 */
   stopTimeoutMs?: number;
+  /** Longest an ask waits to travel with others while its worker is busy. @default 1 */
+  coalesceMs?: number;
 }
 
 /** The running workers, addressed by actor key. */
@@ -47,8 +55,12 @@ interface Slot {
   worker: Worker | null;
   /** Asks sent to this slot's worker, in sending (and so deadline) order. */
   pending: Map<number, Pending>;
-  /** Asks of this tick not yet sent (they are in `pending` already). */
+  /** Asks not yet sent (they are in `pending` already). */
   outbox: Ask[];
+  /** When set, the outbox leaves then (or sooner, with the worker's next answer). */
+  flushTimer: ReturnType<typeof setTimeout> | undefined;
+  /** Whether the outbox leaves at the end of this tick. */
+  flushQueued: boolean;
   ready: boolean;
   /** Crashes since the last `ready`: a worker that cannot start is restarted ever more slowly. */
   crashes: number;
@@ -77,7 +89,7 @@ export function workerIndexFor(key: string, size: number): number {
 /** Spawns `size` workers, initialises them, and resolves once every one is ready. */
 export async function createActorPool(options: ActorPoolOptions): Promise<ActorPool> {
   const { size, databaseUrl, workerUrl = DEFAULT_WORKER_URL, logLevel = "info" } = options;
-  const { askTimeoutMs = 30_000, stopTimeoutMs = 10_000 } = options;
+  const { askTimeoutMs = 30_000, stopTimeoutMs = 10_000, coalesceMs = 1 } = options;
   if (!Number.isInteger(size) || size < 1) {
     throw new RangeError("Cannot create actor pool: size must be a positive integer");
   }
@@ -87,16 +99,20 @@ export async function createActorPool(options: ActorPoolOptions): Promise<ActorP
   if (!(askTimeoutMs > 0) || !(stopTimeoutMs > 0)) {
     throw new RangeError("Cannot create actor pool: timeouts must be positive");
   }
+  if (!(coalesceMs >= 0)) {
+    throw new RangeError("Cannot create actor pool: coalesceMs must not be negative");
+  }
 
   let state: "starting" | "running" | "stopping" | "stopped" = "starting";
   let nextId = 1;
-  let flushScheduled = false;
   let stopping: Promise<void> | null = null;
   const slots: Slot[] = Array.from({ length: size }, (_, index) => ({
     index,
     worker: null,
     pending: new Map(),
     outbox: [],
+    flushTimer: undefined,
+    flushQueued: false,
     ready: false,
     crashes: 0,
     restartTimer: undefined,
@@ -141,6 +157,8 @@ export async function createActorPool(options: ActorPoolOptions): Promise<ActorP
           slot.pending.delete(id);
           pending?.resolve(result); // a late reply to a timed-out ask finds nothing
         }
+        // A commit finished: the worker forms its next batch now, from what it has.
+        flush(slot);
         break;
       case "stopped":
         slot.stopped?.resolve();
@@ -153,6 +171,8 @@ export async function createActorPool(options: ActorPoolOptions): Promise<ActorP
     worker?.terminate();
     slot.worker = null;
     slot.outbox = [];
+    clearTimeout(slot.flushTimer);
+    slot.flushTimer = undefined;
     failPending(slot);
     if (slot.starting) {
       slot.starting.reject(
@@ -182,32 +202,38 @@ export async function createActorPool(options: ActorPoolOptions): Promise<ActorP
     if (!slot.worker) return Promise.resolve(INTERNAL_ERROR);
     const id = nextId++;
     const { promise, resolve } = Promise.withResolvers<CommandResult>();
+    // Asks sent earlier and still unanswered mean the worker is busy committing.
+    const busy = slot.pending.size > slot.outbox.length;
     slot.pending.set(id, { resolve, deadline: performance.now() + askTimeoutMs });
     slot.outbox.push({ id, key, command });
-    if (!flushScheduled) {
-      flushScheduled = true;
-      queueMicrotask(flush);
+    if (!busy || coalesceMs === 0) {
+      if (!slot.flushQueued) {
+        slot.flushQueued = true;
+        queueMicrotask(() => flush(slot));
+      }
+    } else {
+      slot.flushTimer ??= setTimeout(() => flush(slot), coalesceMs);
     }
     return promise;
   }
 
-  /** Sends each worker the asks of this tick in one message. */
-  function flush(): void {
-    flushScheduled = false;
-    for (const slot of slots) {
-      if (slot.outbox.length === 0) continue;
-      const asks = slot.outbox;
-      slot.outbox = [];
-      try {
-        if (!slot.worker) throw new Error("Worker is gone");
-        send(slot.worker, { type: "ask", asks });
-      } catch (error) {
-        logError("Cannot send commands to actor worker", slot.index, error);
-        for (const { id } of asks) {
-          const pending = slot.pending.get(id);
-          slot.pending.delete(id);
-          pending?.resolve(INTERNAL_ERROR);
-        }
+  /** Sends the slot's waiting asks to its worker in one message. */
+  function flush(slot: Slot): void {
+    slot.flushQueued = false;
+    clearTimeout(slot.flushTimer);
+    slot.flushTimer = undefined;
+    if (slot.outbox.length === 0) return;
+    const asks = slot.outbox;
+    slot.outbox = [];
+    try {
+      if (!slot.worker) throw new Error("Worker is gone");
+      send(slot.worker, { type: "ask", asks });
+    } catch (error) {
+      logError("Cannot send commands to actor worker", slot.index, error);
+      for (const { id } of asks) {
+        const pending = slot.pending.get(id);
+        slot.pending.delete(id);
+        pending?.resolve(INTERNAL_ERROR);
       }
     }
   }
@@ -243,7 +269,7 @@ export async function createActorPool(options: ActorPoolOptions): Promise<ActorP
   function stop(): Promise<void> {
     stopping ??= (async () => {
       state = "stopping";
-      flush(); // asks made before stop() go ahead of the stop message
+      slots.forEach(flush); // asks made before stop() go ahead of the stop message
       await Promise.all(slots.map(stopSlot));
       clearInterval(sweepTimer);
       state = "stopped";

@@ -28,7 +28,13 @@ function keysOn(index: number, size: number, count = 1): string[] {
 }
 
 async function withPool(
-  options: { size: number; workerUrl: URL; askTimeoutMs?: number; stopTimeoutMs?: number },
+  options: {
+    size: number;
+    workerUrl: URL;
+    askTimeoutMs?: number;
+    stopTimeoutMs?: number;
+    coalesceMs?: number;
+  },
   body: (pool: ActorPool) => Promise<void>,
 ): Promise<void> {
   const pool = await createActorPool({ databaseUrl: DATABASE_URL, ...options });
@@ -68,6 +74,43 @@ Deno.test("createActorPool() sends every ask for one key to the same worker", as
       assert.deepEqual(valueOf(second[n]), valueOf(first[n]));
     });
     assert.equal(new Set(first.map((result) => valueOf(result).workerIndex)).size, 4);
+  });
+});
+
+Deno.test("createActorPool() sends an idle worker's ask at once and a busy worker's asks together", async () => {
+  await withPool({ size: 1, workerUrl: ECHO_WORKER, coalesceMs: 2_000 }, async (pool) => {
+    const started = performance.now();
+    assert.equal(valueOf(await pool.ask("app:1", message("idle"))).askedWith, 1);
+    assert.ok(performance.now() - started < 1_000, "an idle worker's ask waited to coalesce");
+
+    const busy = pool.ask("app:1", message("delay:150"));
+    const later: Promise<CommandResult>[] = [];
+    for (let n = 0; n < 5; n++) {
+      await new Promise((resolve) => setTimeout(resolve, 10)); // separate ticks
+      later.push(pool.ask(`app:${n + 2}`, message(`later ${n}`)));
+    }
+    const answered = await Promise.all(later);
+    // One message carried all five, sent when the busy commit answered, not after coalesceMs.
+    assert.deepEqual(answered.map((result) => valueOf(result).askedWith), [5, 5, 5, 5, 5]);
+    assert.equal(valueOf(await busy).content, "delay:150");
+    assert.ok(performance.now() - started < 1_500, "the asks waited for coalesceMs");
+  });
+});
+
+Deno.test("createActorPool() sends a busy worker's asks after coalesceMs without an answer", async () => {
+  await withPool({ size: 1, workerUrl: ECHO_WORKER, coalesceMs: 20 }, async (pool) => {
+    const busy = pool.ask("app:1", message("delay:400"));
+    await new Promise((resolve) => setTimeout(resolve, 10));
+    const started = performance.now();
+    const [first, second] = await Promise.all([
+      pool.ask("app:2", message("a")),
+      pool.ask("app:3", message("b")),
+    ]);
+    // They did not wait for the 400 ms commit: the timer sent them, together.
+    assert.ok(performance.now() - started < 300, "the asks waited for the busy commit");
+    assert.equal(valueOf(first).askedWith, 2);
+    assert.equal(valueOf(second).askedWith, 2);
+    await busy;
   });
 });
 

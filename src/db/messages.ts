@@ -76,14 +76,10 @@ export async function appendVisitorMessages(
         ${inputs.map((i) => i.payload == null ? null : JSON.stringify(i.payload))}::text[]
       ) WITH ORDINALITY AS input (app_id, client_id, message_type, content, payload, n)
     ), sender AS (
+      SELECT DISTINCT app_id, client_id FROM input
+    ), open_chat AS (
       -- LATERAL keeps every lookup an index probe: a generic plan guesses 100 input rows
       -- and would otherwise hash whole tables.
-      SELECT i.app_id, i.client_id
-      FROM (SELECT DISTINCT app_id, client_id FROM input) i
-      CROSS JOIN LATERAL (
-        SELECT 1 FROM clients cl WHERE cl.app_id = i.app_id AND cl.id = i.client_id LIMIT 1
-      ) known
-    ), open_chat AS (
       SELECT s.app_id, s.client_id, c.id
       FROM sender s
       CROSS JOIN LATERAL (
@@ -93,13 +89,22 @@ export async function appendVisitorMessages(
         ORDER BY c.id DESC LIMIT 1
       ) c
     ), new_chat AS (
+      -- An open conversation proves its client exists (foreign key), so only a sender without
+      -- one is looked up: one probe less for most messages. An unknown client gets nothing.
       INSERT INTO conversations
         (app_id, client_id, channel, status, created_at, last_message_at, last_inbound_at)
       SELECT s.app_id, s.client_id, 'web', 'open', stamp.at, stamp.at, stamp.at
-      FROM sender s CROSS JOIN stamp
-      WHERE NOT EXISTS (
-        SELECT 1 FROM open_chat o WHERE o.app_id = s.app_id AND o.client_id = s.client_id
-      )
+      FROM (
+        SELECT * FROM sender s
+        WHERE NOT EXISTS (
+          SELECT 1 FROM open_chat o WHERE o.app_id = s.app_id AND o.client_id = s.client_id
+        )
+        OFFSET 0 -- filter first, then probe
+      ) s
+      CROSS JOIN LATERAL (
+        SELECT 1 FROM clients cl WHERE cl.app_id = s.app_id AND cl.id = s.client_id LIMIT 1
+      ) known
+      CROSS JOIN stamp
       RETURNING app_id, client_id, id
     ), chat AS (
       SELECT app_id, client_id, id, false AS new FROM open_chat

@@ -1,0 +1,59 @@
+import assert from "node:assert/strict";
+import { Hono } from "hono";
+import { bodySizeLimit } from "./body_size_limit.ts";
+import { AppError } from "../../domain/app_error.ts";
+
+function appWithLimit(maxBytes: number): Hono {
+  const app = new Hono();
+  app.use(bodySizeLimit(maxBytes));
+  app.post("/", async (c) => c.text(`got ${(await c.req.text()).length}`));
+  app.onError((error) =>
+    new Response(error.message, { status: error instanceof AppError ? error.status : 500 })
+  );
+  return app;
+}
+
+function streamOf(...chunks: string[]): ReadableStream<Uint8Array> {
+  const encoder = new TextEncoder();
+  return new ReadableStream({
+    start(controller) {
+      for (const chunk of chunks) controller.enqueue(encoder.encode(chunk));
+      controller.close();
+    },
+  });
+}
+
+Deno.test("bodySizeLimit() judges a declared length by the header", async () => {
+  const app = appWithLimit(10);
+  const fits = await app.request("/", {
+    method: "POST",
+    body: "0123456789",
+    headers: { "content-length": "10" },
+  });
+  assert.equal(fits.status, 200);
+  assert.equal(await fits.text(), "got 10");
+  const over = await app.request("/", {
+    method: "POST",
+    body: "x",
+    headers: { "content-length": "11" },
+  });
+  assert.equal(over.status, 413);
+  assert.equal(await over.text(), "Request body too large");
+});
+
+Deno.test("bodySizeLimit() counts a streamed body and hands it on whole", async () => {
+  const app = appWithLimit(10);
+  const fits = await app.request("/", { method: "POST", body: streamOf("01234", "56789") });
+  assert.equal(fits.status, 200);
+  assert.equal(await fits.text(), "got 10");
+  const over = await app.request("/", { method: "POST", body: streamOf("012345", "678901") });
+  assert.equal(over.status, 413);
+});
+
+Deno.test("bodySizeLimit() lets bodiless requests through and refuses a bad limit", async () => {
+  const app = appWithLimit(0);
+  app.get("/", (c) => c.text("fine"));
+  assert.equal(await (await app.request("/")).text(), "fine");
+  assert.throws(() => bodySizeLimit(-1), RangeError);
+  assert.throws(() => bodySizeLimit(1.5), RangeError);
+});
