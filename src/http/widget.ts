@@ -25,6 +25,7 @@ import { bodySizeLimit } from "./middleware/body_size_limit.ts";
 import { clientIp } from "./client_ip.ts";
 import { HISTORY_QUERY } from "./query_params.ts";
 import type { HitCounter } from "../rate_limit/hit_counter.ts";
+import { createBucketNames } from "../rate_limit/bucket_names.ts";
 
 /** What the widget routes need. */
 export interface WidgetDeps {
@@ -100,18 +101,7 @@ export function widgetRoutes(deps: WidgetDeps): Hono {
 
   const routes = new Hono();
 
-  // A token's bucket is a hash of it (the counts shared through PostgreSQL never hold tokens);
-  // hashing on every request cost the message route more than its validation, so it is cached
-  // beside the token → client cache, which holds tokens already.
-  const buckets = createLruCache<string, string>(50_000);
-  function bucketOfToken(token: string): string {
-    let bucket = buckets.get(token);
-    if (bucket === undefined) {
-      bucket = `widget:${sha256Hex(token).slice(0, 32)}`;
-      buckets.set(token, bucket);
-    }
-    return bucket;
-  }
+  const bucketOfToken = createBucketNames({ prefix: "widget:" });
 
   // Per visitor token; requests without one (visitor creation) per client IP.
   routes.use(rateLimit({

@@ -8,7 +8,7 @@ import { Hono } from "hono";
 import type { Context } from "hono";
 import type { Sql } from "../../db/client.ts";
 import type { AppCommand, CommandResult } from "../../actors/protocol.ts";
-import { sha256Hex } from "../../crypto/tokens.ts";
+import { createBucketNames } from "../../rate_limit/bucket_names.ts";
 import { AppError } from "../../domain/app_error.ts";
 import type { HitCounter } from "../../rate_limit/hit_counter.ts";
 import { clientIp } from "../client_ip.ts";
@@ -77,10 +77,11 @@ export function openApiRoutes(deps: OpenApiDeps): Hono<{ Variables: ApiKeyAuthVa
   ));
   const routes = new Hono<{ Variables: ApiKeyAuthVariables }>();
 
+  const bucketOfCredential = createBucketNames({ prefix: "api:" });
   routes.use(rateLimit({
     counter: deps.apiHitCounter,
     limit: deps.rateLimitPerMinute,
-    bucketOf: (c) => bucketOf(c, deps.trustProxy),
+    bucketOf: (c) => bucketOf(c, deps.trustProxy, bucketOfCredential),
   }));
   routes.get(
     "/openapi.json",
@@ -114,10 +115,14 @@ export function openApiRoutes(deps: OpenApiDeps): Hono<{ Variables: ApiKeyAuthVa
  * The rate-limit bucket (CONTRACT §2.3): the exact `Authorization` value when it is a Bearer
  * header, else the client IP. Hashed, so that no key is written to the counters table.
  */
-function bucketOf(c: Context, trustProxy: boolean): string {
+function bucketOf(
+  c: Context,
+  trustProxy: boolean,
+  bucketOfCredential: (authorization: string) => string,
+): string {
   const authorization = c.req.header("authorization");
   if (authorization !== undefined && bearerCredential(authorization) !== null) {
-    return `api:${sha256Hex(authorization).slice(0, 32)}`;
+    return bucketOfCredential(authorization);
   }
   return `api-ip:${clientIp(c, trustProxy)}`;
 }
