@@ -21,6 +21,11 @@ export function setLogLevel(level: LogLevel | "silent"): void {
   threshold = ORDER[level];
 }
 
+/** Whether a line of `level` would be written (to skip building fields nobody reads). */
+export function isLogged(level: LogLevel): boolean {
+  return ORDER[level] >= threshold;
+}
+
 /** Writes one log line when `level` is at or above the threshold. */
 export function log(level: LogLevel, msg: string, fields: Record<string, unknown> = {}): void {
   if (ORDER[level] < threshold) return;

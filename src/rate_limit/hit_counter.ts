@@ -19,7 +19,12 @@ export interface HitResult {
 
 /** A coalescing hit counter. */
 export interface HitCounter {
-  /** Counts one request in `bucket`. */
+  /** Counts one request in `bucket` (at once when the counts are in memory). */
+  hit(bucket: string): HitResult | Promise<HitResult>;
+}
+
+/** A hit counter whose every hit waits for its count in the database. */
+export interface DatabaseHitCounter extends HitCounter {
   hit(bucket: string): Promise<HitResult>;
 }
 
@@ -37,7 +42,7 @@ interface Waiter {
 const MAX_WRITES = 1;
 
 /** Creates a counter that writes through `addHits`. */
-export function createHitCounter(addHits: AddHits): HitCounter {
+export function createHitCounter(addHits: AddHits): DatabaseHitCounter {
   let pending = new Map<string, Waiter[]>();
   let writers = 0;
   let starting = false;

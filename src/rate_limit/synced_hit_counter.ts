@@ -68,10 +68,10 @@ export function createSyncedHitCounter(options: SyncedHitCounterOptions): Synced
     return entry;
   }
 
-  function hit(bucket: string): Promise<HitResult> {
+  function hit(bucket: string): HitResult {
     const entry = current(bucket);
     entry.unsynced++;
-    return Promise.resolve({ count: entry.known + entry.unsynced, resetAt: entry.resetAt });
+    return { count: entry.known + entry.unsynced, resetAt: entry.resetAt };
   }
 
   function sync(): Promise<void> {

@@ -4,7 +4,7 @@
  * without its query string, which may carry a token.
  */
 import type { MiddlewareHandler } from "hono";
-import { log } from "../../log.ts";
+import { isLogged, log } from "../../log.ts";
 
 /** Variables this middleware sets on the context. */
 export interface RequestLogVariables {
@@ -22,6 +22,7 @@ export function requestLog(): MiddlewareHandler<{ Variables: RequestLogVariables
     c.set("requestId", requestId);
     await next();
     c.res.headers.set("X-Request-Id", requestId);
+    if (!isLogged("info")) return;
     log("info", "request", {
       method: c.req.method,
       path: c.req.path,
