@@ -4,6 +4,7 @@ import { startTestServer, type TestServer } from "./support/server.ts";
 import { apiCall, createKeyedApp, createVisitorChat, type KeyedApp } from "./support/open_api.ts";
 import { type FakeSlack, startFakeSlack } from "./support/fake_slack.ts";
 import { waitUntil } from "./support/realtime.ts";
+import { eventually } from "./support/eventually.ts";
 import { executeCommand } from "../src/cli.ts";
 
 const CLIENT_ID = "123.456";
@@ -229,16 +230,15 @@ Deno.test("a visitor conversation is mirrored as a thread, and an agent's thread
     { retryNum: 1 },
   );
   await retry.body?.cancel();
-  let rows: Record<string, unknown>[] = [];
-  for (let i = 0; i < 150; i++) {
-    rows = await env.db.sql`
-      SELECT sender_type, sender_name, content, internal FROM messages
-      WHERE conversation_id = ${chat.chatId} AND sender_type = 'agent' ORDER BY id`;
-    if (rows.length >= 2) break;
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-  await new Promise((resolve) => setTimeout(resolve, 200));
-  rows = await env.db.sql`
+  await eventually(
+    () =>
+      env.db.sql`
+      SELECT 1 FROM messages WHERE conversation_id = ${chat.chatId} AND sender_type = 'agent'`,
+    (rows) => rows.length >= 2,
+    "both agent replies",
+  );
+  await new Promise((resolve) => setTimeout(resolve, 200)); // a double apply would show by now
+  const rows = await env.db.sql`
     SELECT sender_type, sender_name, content, internal FROM messages
     WHERE conversation_id = ${chat.chatId} AND sender_type = 'agent' ORDER BY id`;
   assert.deepEqual(rows.map((row) => ({ ...row })), [
@@ -261,12 +261,12 @@ Deno.test("a visitor conversation is mirrored as a thread, and an agent's thread
 
 /** The ts of the conversation's thread. */
 async function threadTs(env: Env): Promise<string> {
-  for (let i = 0; i < 100; i++) {
-    const [row] = await env.db.sql`SELECT thread_ts FROM slack_threads`;
-    if (row) return row.thread_ts;
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-  assert.fail("no thread");
+  const [row] = await eventually(
+    () => env.db.sql`SELECT thread_ts FROM slack_threads`,
+    (rows) => rows.length > 0,
+    "the thread",
+  );
+  return row.thread_ts;
 }
 
 Deno.test("forged, stale, future and unsigned Slack requests are refused and change nothing", async () => {
@@ -364,12 +364,11 @@ Deno.test("Close on the root message closes the conversation; a Flow button in S
     }],
   });
   await closed.body?.cancel();
-  for (let i = 0; i < 150; i++) {
-    const [row] = await env.db.sql`SELECT status FROM conversations WHERE id = ${chat.chatId}`;
-    if (row.status === "closed") break;
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-  const [row] = await env.db.sql`SELECT status FROM conversations WHERE id = ${chat.chatId}`;
+  const [row] = await eventually(
+    () => env.db.sql`SELECT status FROM conversations WHERE id = ${chat.chatId}`,
+    ([current]) => current.status === "closed",
+    "the conversation closed",
+  );
   assert.equal(row.status, "closed");
   await waitUntil(
     () => env.slack.calls.some((call) => call.method === "chat.update"),
@@ -388,16 +387,20 @@ function threadEvent(id: string, thread: string, event: Record<string, unknown>)
   };
 }
 
-async function agentMessages(env: Env, chatId: number, count: number) {
-  let rows: Record<string, unknown>[] = [];
-  for (let i = 0; i < 150; i++) {
-    rows = await env.db.sql`
+async function agentMessages(
+  env: Env,
+  chatId: number,
+  accept: (rows: Record<string, unknown>[]) => boolean,
+  what: string,
+) {
+  return await eventually(
+    () =>
+      env.db.sql`
       SELECT id, message_type, content, payload, deleted_at IS NOT NULL AS deleted FROM messages
-      WHERE conversation_id = ${chatId} AND sender_type = 'agent' ORDER BY id`;
-    if (rows.length >= count) break;
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-  return rows;
+      WHERE conversation_id = ${chatId} AND sender_type = 'agent' ORDER BY id`,
+    accept,
+    what,
+  );
 }
 
 Deno.test("edits and deletions in Slack follow the mirrored message; the bot's own posts are ignored", async () => {
@@ -437,7 +440,7 @@ Deno.test("edits and deletions in Slack follow the mirrored message; the bot's o
       thread_ts: undefined,
     }),
   );
-  let rows = await agentMessages(env, chat.chatId, 1);
+  let rows = await agentMessages(env, chat.chatId, (current) => current.length >= 1, "the reply");
   assert.deepEqual(rows.map((row) => row.content), ["First try"]);
 
   await send({
@@ -452,18 +455,22 @@ Deno.test("edits and deletions in Slack follow the mirrored message; the bot's o
       previous_message: { user: "U2", text: "First try", ts: "1800000001.000001" },
     }),
   });
-  for (let i = 0; i < 150 && rows[0]?.content !== "First try, edited"; i++) {
-    await new Promise((resolve) => setTimeout(resolve, 20));
-    rows = await agentMessages(env, chat.chatId, 1);
-  }
+  rows = await agentMessages(
+    env,
+    chat.chatId,
+    (current) => current[0]?.content === "First try, edited",
+    "the edit",
+  );
   assert.equal(rows[0].content, "First try, edited");
   await send(
     threadEvent("Ev14", thread, { subtype: "message_deleted", deleted_ts: "1800000001.000001" }),
   );
-  for (let i = 0; i < 150 && rows[0]?.deleted !== true; i++) {
-    await new Promise((resolve) => setTimeout(resolve, 20));
-    rows = await agentMessages(env, chat.chatId, 1);
-  }
+  rows = await agentMessages(
+    env,
+    chat.chatId,
+    (current) => current[0]?.deleted === true,
+    "the deletion",
+  );
   assert.equal(rows[0].deleted, true);
   // The visitor's socket saw the reply, its edit and its deletion.
   await waitUntil(() => frames.some((frame) => frame.type === "message.deleted"), "the deletion");
@@ -504,7 +511,12 @@ Deno.test("a file an agent attaches in Slack reaches the visitor through the sig
     }),
   );
   await res.body?.cancel();
-  const [image] = await agentMessages(env, chat.chatId, 1);
+  const [image] = await agentMessages(
+    env,
+    chat.chatId,
+    (current) => current.length >= 1,
+    "the file's message",
+  );
   assert.equal(image.message_type, "image");
   const link = new URL((image.payload as { url: string }).url);
   assert.equal(link.pathname, "/api/v1/slack/media/F0SHOT");

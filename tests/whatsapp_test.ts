@@ -5,6 +5,7 @@ import { startTestServer, TEST_ENCRYPTION_KEY, type TestServer } from "./support
 import { apiCall, createKeyedApp, type KeyedApp } from "./support/open_api.ts";
 import { type FakeGraphApi, startFakeGraphApi } from "./support/fake_graph_api.ts";
 import { waitUntil } from "./support/realtime.ts";
+import { eventually } from "./support/eventually.ts";
 import { executeCommand } from "../src/cli.ts";
 import { createSecretBox } from "../src/crypto/secret_box.ts";
 import { metaSignature } from "../src/channels/whatsapp/signature.ts";
@@ -94,13 +95,13 @@ async function post(
 }
 
 async function processed(env: Env): Promise<void> {
-  for (let i = 0; i < 250; i++) {
-    const [row] = await env.db.sql`
-      SELECT count(*) FILTER (WHERE processed_at IS NULL) AS pending FROM whatsapp_deliveries`;
-    if (row.pending === 0) return;
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-  assert.fail("the delivery was not processed");
+  await eventually(
+    () =>
+      env.db.sql`
+      SELECT count(*) FILTER (WHERE processed_at IS NULL) AS pending FROM whatsapp_deliveries`,
+    ([row]) => row.pending === 0,
+    "the delivery to be processed",
+  );
 }
 
 function sends(graph: FakeGraphApi) {
@@ -181,13 +182,13 @@ Deno.test("a batch of 3 messages and 2 statuses is applied whole, and its redeli
     text: { body: "How can we help?" },
   });
   assert.equal(sent.authorization, `Bearer ${ACCESS_TOKEN}`);
-  let wamid = "";
-  for (let i = 0; i < 100 && wamid === ""; i++) {
-    const [row] = await env.db
-      .sql`SELECT external_id, status FROM messages WHERE id = ${reply.json.data.message_id}`;
-    if (row.status === "sent") wamid = row.external_id;
-    else await new Promise((resolve) => setTimeout(resolve, 20));
-  }
+  const [sentRow] = await eventually(
+    () =>
+      env.db.sql`SELECT external_id, status FROM messages WHERE id = ${reply.json.data.message_id}`,
+    ([row]) => row.status === "sent",
+    "the reply marked sent",
+  );
+  const wamid: string = sentRow.external_id;
   assert.match(wamid, /^wamid\./);
 
   const second = "15550001111";
@@ -242,12 +243,14 @@ Deno.test("statuses move forward only; failed is final and keeps Meta's error", 
     assert.equal(res.status, 200);
   }
   await waitUntil(() => sends(env.graph).length === 2, "both replies sent");
-  for (let i = 0; i < 100 && ids.length < 2; i++) {
-    const rows = await env.db.sql`
-      SELECT external_id FROM messages WHERE sender_type = 'bot' AND external_id IS NOT NULL ORDER BY id`;
-    if (rows.length === 2) ids.push(...rows.map((row) => row.external_id));
-    else await new Promise((resolve) => setTimeout(resolve, 20));
-  }
+  const sentRows = await eventually(
+    () =>
+      env.db.sql`
+      SELECT external_id FROM messages WHERE sender_type = 'bot' AND external_id IS NOT NULL ORDER BY id`,
+    (rows) => rows.length === 2,
+    "both wamids stored",
+  );
+  ids.push(...sentRows.map((row) => row.external_id));
   const ts = String(Math.floor(Date.now() / 1000));
   const status = (id: string, value: string, extra = {}) => ({
     id,
@@ -404,14 +407,12 @@ Deno.test("sends retry on 429 and 500, honour Retry-After, and fail at once on a
   });
   assert.equal(retried.status, 200);
   await waitUntil(() => sends(env.graph).length === 3, "three attempts", 20_000);
-  let status = "";
-  for (let i = 0; i < 100 && status !== "sent"; i++) {
-    const [current] = await env.db.sql`
-      SELECT status FROM messages WHERE id = ${retried.json.data.message_id}`;
-    status = current.status;
-    if (status !== "sent") await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-  assert.equal(status, "sent");
+  const [current] = await eventually(
+    () => env.db.sql`SELECT status FROM messages WHERE id = ${retried.json.data.message_id}`,
+    ([row]) => row.status === "sent",
+    "the retried message marked sent",
+  );
+  assert.equal(current.status, "sent");
   assert.ok(Date.now() - started >= 1_000, "the Retry-After second was honoured");
   const [outbox] = await env.db.sql`
     SELECT attempts, state FROM outbox WHERE kind = 'whatsapp'
@@ -428,13 +429,13 @@ Deno.test("sends retry on 429 and 500, honour Retry-After, and fail at once on a
   });
   assert.equal(refused.status, 200);
   await waitUntil(() => sends(env.graph).length === 4, "the refused attempt");
-  let failed: Record<string, unknown> = {};
-  for (let i = 0; i < 100; i++) {
-    [failed] = await env.db.sql`
-      SELECT status, failure_code FROM messages WHERE id = ${refused.json.data.message_id}`;
-    if (failed.status === "failed") break;
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
+  const [failed] = await eventually(
+    () =>
+      env.db.sql`
+      SELECT status, failure_code FROM messages WHERE id = ${refused.json.data.message_id}`,
+    ([row]) => row.status === "failed",
+    "the refused message marked failed",
+  );
   assert.deepEqual({ ...failed }, { status: "failed", failure_code: 131026 });
   await new Promise((resolve) => setTimeout(resolve, 2_500));
   assert.equal(sends(env.graph).length, 4, "no retry after a 400");
@@ -469,12 +470,12 @@ Deno.test("a Flow runs over WhatsApp: buttons go out as reply buttons, a button_
   const buttons = sends(env.graph)[0].body as { type: string; interactive: { type: string } };
   assert.equal(buttons.type, "interactive");
   assert.equal(buttons.interactive.type, "button");
-  let wamid = "";
-  for (let i = 0; i < 100 && wamid === ""; i++) {
-    const [row] = await env.db.sql`SELECT wamid FROM whatsapp_sent_parts`;
-    if (row) wamid = row.wamid;
-    else await new Promise((resolve) => setTimeout(resolve, 20));
-  }
+  const [part] = await eventually(
+    () => env.db.sql`SELECT wamid FROM whatsapp_sent_parts`,
+    (rows) => rows.length > 0,
+    "the sent part's wamid",
+  );
+  const wamid: string = part.wamid;
   const click = {
     from: CUSTOMER,
     id: "wamid.click.1",
@@ -526,13 +527,12 @@ Deno.test("a refused access token flags the channel and keeps the message for a 
     json: { chat_id: chat.id, content: "Are you there?" },
   });
   assert.equal(reply.status, 200);
-  let reason: string | null = null;
-  for (let i = 0; i < 150 && reason === null; i++) {
-    const [row] = await env.db.sql`SELECT attention_reason FROM whatsapp_channels`;
-    reason = row.attention_reason;
-    if (reason === null) await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-  assert.match(reason ?? "", /Session has expired \(code 190\)/);
+  const [channel] = await eventually(
+    () => env.db.sql`SELECT attention_reason FROM whatsapp_channels`,
+    ([row]) => row.attention_reason !== null,
+    "the channel flagged",
+  );
+  assert.match(channel.attention_reason, /Session has expired \(code 190\)/);
   const [message] = await env.db.sql`
     SELECT m.status, o.state FROM messages m
     JOIN outbox o ON o.kind = 'whatsapp' AND (o.payload ->> 'message_id')::bigint = m.id
@@ -574,12 +574,12 @@ Deno.test("a template's quick-reply button drives the Flow like a reply button",
   assert.equal(await post(env, webhookBody([textMessage("Where is my order?")])), 200);
   await waitUntil(() => sends(env.graph).length === 1, "the template sent");
   assert.equal((sends(env.graph)[0].body as { type: string }).type, "template");
-  let wamid = "";
-  for (let i = 0; i < 100 && wamid === ""; i++) {
-    const [row] = await env.db.sql`SELECT wamid FROM whatsapp_sent_parts`;
-    if (row) wamid = row.wamid;
-    else await new Promise((resolve) => setTimeout(resolve, 20));
-  }
+  const [part] = await eventually(
+    () => env.db.sql`SELECT wamid FROM whatsapp_sent_parts`,
+    (rows) => rows.length > 0,
+    "the sent part's wamid",
+  );
+  const wamid: string = part.wamid;
   const reply = {
     from: CUSTOMER,
     id: "wamid.template.reply",
