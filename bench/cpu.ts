@@ -58,3 +58,31 @@ export function cpuSecondsOfDescendants(pid: number): number {
   }
   return ticks / TICKS_PER_SECOND;
 }
+
+/**
+ * CPU seconds used so far by the threads of process `pid`, summed by thread name (`deno` is the
+ * main thread, `worker-N` the Web Workers in the order they started, `V8 DefaultWorke` V8's
+ * helper threads: garbage collection and compilation).
+ */
+export function cpuSecondsByThread(pid: number): Map<string, number> {
+  const byName = new Map<string, number>();
+  let entries: Deno.DirEntry[];
+  try {
+    entries = [...Deno.readDirSync(`/proc/${pid}/task`)];
+  } catch {
+    return byName; // gone, or not Linux
+  }
+  for (const entry of entries) {
+    let text: string;
+    try {
+      text = Deno.readTextFileSync(`/proc/${pid}/task/${entry.name}/stat`);
+    } catch {
+      continue; // the thread ended meanwhile
+    }
+    const name = text.slice(text.indexOf("(") + 1, text.lastIndexOf(")"));
+    const fields = text.slice(text.lastIndexOf(")") + 2).split(" ");
+    const seconds = (Number(fields[11]) + Number(fields[12])) / TICKS_PER_SECOND;
+    byName.set(name, (byName.get(name) ?? 0) + seconds);
+  }
+  return byName;
+}

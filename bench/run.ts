@@ -29,7 +29,7 @@
  */
 import { freePort } from "../src/db/embedded.ts";
 import { type LoadRequest, type LoadResult, runLoad } from "./load.ts";
-import { cpuSecondsOf, cpuSecondsOfDescendants } from "./cpu.ts";
+import { cpuSecondsByThread, cpuSecondsOf, cpuSecondsOfDescendants } from "./cpu.ts";
 import { executeCommand } from "../src/cli.ts";
 import { connect } from "../src/db/client.ts";
 import { openDatabase } from "../src/db/database.ts";
@@ -59,6 +59,8 @@ interface Measured {
   load: LoadResult;
   /** CPU µs per request of the server process, of PostgreSQL (null: none), of the load generator. */
   cpu: { server: number; postgres: number | null; load: number };
+  /** The server's CPU µs per request by thread name (see `cpuSecondsByThread`). */
+  threads: Map<string, number>;
 }
 
 /** Runs `load` while measuring the CPU of `server` (and its PostgreSQL, when it has one). */
@@ -72,12 +74,19 @@ async function measure(
     server: cpuSecondsOf(server.pid),
     postgres: cpuSecondsOfDescendants(server.pid),
     load: cpuSecondsOf(Deno.pid),
+    threads: cpuSecondsByThread(server.pid),
   };
   const result = await load();
   const perRequest = (seconds: number) => (seconds * 1e6) / Math.max(1, result.completed);
+  const threads = new Map<string, number>();
+  for (const [thread, seconds] of cpuSecondsByThread(server.pid)) {
+    const used = perRequest(seconds - (before.threads.get(thread) ?? 0));
+    if (used >= 0.5) threads.set(thread, used);
+  }
   return {
     name,
     load: result,
+    threads,
     cpu: {
       server: perRequest(cpuSecondsOf(server.pid) - before.server),
       postgres: withPostgres
@@ -414,6 +423,12 @@ function printTable(results: Measured[]): void {
   console.log(line(header));
   console.log(`|${widths.map((w) => "-".repeat(w + 2)).join("|")}|`);
   for (const row of rows) console.log(line(row));
+  console.log("\nServer CPU µs/req by thread (deno: main thread, worker-1: the actors' worker):");
+  for (const { name, threads } of results) {
+    const parts = [...threads].sort((a, b) => b[1] - a[1])
+      .map(([thread, used]) => `${thread} ${used.toFixed(0)}`);
+    console.log(`- ${name}: ${parts.join(", ")}`);
+  }
   console.log(
     `\n${connections} connections, ${seconds} s measured per scenario, ${visitorCount} visitors ` +
       `in ${appCount} applications (one API key each), WORKERS=${workers}`,
