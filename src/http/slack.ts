@@ -6,7 +6,7 @@
  */
 import { Hono } from "hono";
 import { getCookie, setCookie } from "hono/cookie";
-import { bodyLimit } from "hono/body-limit";
+import { bodySizeLimit } from "./middleware/body_size_limit.ts";
 import type { Sql } from "../db/client.ts";
 import { insertSlackDeliveries } from "../db/slack_inbound.ts";
 import { createBatchedWriter } from "../db/batched_writer.ts";
@@ -82,12 +82,7 @@ export function slackRoutes(deps: SlackRoutesDeps): Hono {
     return c.redirect(`${deps.publicBaseUrl}/dashboard`, 302);
   });
 
-  const limited = bodyLimit({
-    maxSize: MAX_SLACK_BODY_BYTES,
-    onError: () => {
-      throw new AppError(413, "Request body too large");
-    },
-  });
+  const limited = bodySizeLimit(MAX_SLACK_BODY_BYTES);
 
   /** The raw body of a request Slack signed; 401 for any other (or with no secret set). */
   async function verifiedBody(request: Request): Promise<Uint8Array> {

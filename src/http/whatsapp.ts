@@ -5,7 +5,7 @@
  * that serves customers' files to whoever holds a link Parley signed.
  */
 import { Hono } from "hono";
-import { bodyLimit } from "hono/body-limit";
+import { bodySizeLimit } from "./middleware/body_size_limit.ts";
 import { timingSafeEqual } from "node:crypto";
 import { Buffer } from "node:buffer";
 import type { Sql } from "../db/client.ts";
@@ -91,12 +91,7 @@ export function whatsappRoutes(deps: WhatsAppRoutesDeps): Hono {
 
   routes.post(
     "/webhook/:appId",
-    bodyLimit({
-      maxSize: MAX_WHATSAPP_BODY_BYTES,
-      onError: () => {
-        throw new AppError(413, "Request body too large");
-      },
-    }),
+    bodySizeLimit(MAX_WHATSAPP_BODY_BYTES),
     async (c) => {
       const appIdText = c.req.param("appId");
       const channel = await channelOf(appIdText);
