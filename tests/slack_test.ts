@@ -269,6 +269,20 @@ async function threadTs(env: Env): Promise<string> {
   return row.thread_ts;
 }
 
+Deno.test("a signed Slack request over 1 MiB is refused with 413 and stored nowhere", async () => {
+  await using env = await setUp();
+  const res = await env.slack.postEvent(`${env.server.baseUrl}/api/v1/slack/events`, {
+    type: "event_callback",
+    team_id: TEAM,
+    event_id: "EvBig",
+    event: { type: "message", text: "x".repeat(1024 * 1024) },
+  });
+  assert.equal(res.status, 413);
+  assert.equal((await res.json()).message, "Request body too large");
+  const [row] = await env.db.sql`SELECT count(*) AS n FROM slack_deliveries`;
+  assert.equal(row.n, 0);
+});
+
 Deno.test("forged, stale, future and unsigned Slack requests are refused and change nothing", async () => {
   await using env = await setUp();
   const url = `${env.server.baseUrl}/api/v1/slack/events`;

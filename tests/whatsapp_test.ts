@@ -6,6 +6,7 @@ import { apiCall, createKeyedApp, type KeyedApp } from "./support/open_api.ts";
 import { type FakeGraphApi, startFakeGraphApi } from "./support/fake_graph_api.ts";
 import { waitUntil } from "./support/realtime.ts";
 import { eventually } from "./support/eventually.ts";
+import { MAX_WHATSAPP_BODY_BYTES } from "../src/http/whatsapp.ts";
 import { executeCommand } from "../src/cli.ts";
 import { createSecretBox } from "../src/crypto/secret_box.ts";
 import { metaSignature } from "../src/channels/whatsapp/signature.ts";
@@ -147,6 +148,33 @@ Deno.test("POST /webhook refuses a wrong or missing signature and stores nothing
     SELECT (SELECT count(*) FROM whatsapp_deliveries) AS deliveries,
       (SELECT count(*) FROM messages) AS messages`;
   assert.deepEqual({ ...row }, { deliveries: 0, messages: 0 });
+});
+
+Deno.test("POST /webhook refuses a body over 8 MiB, declared or streamed, and stores nothing", async () => {
+  await using env = await setUp();
+  // Validly signed, so only the size refuses it.
+  const raw = JSON.stringify(webhookBody([textMessage("x".repeat(MAX_WHATSAPP_BODY_BYTES))]));
+  assert.equal(await post(env, null, { raw }), 413);
+  const bytes = new TextEncoder().encode(raw);
+  const streamed = await fetch(`${env.server.baseUrl}/api/v1/whatsapp/webhook/${env.app.appId}`, {
+    method: "POST",
+    headers: {
+      "content-type": "application/json",
+      "x-hub-signature-256": metaSignature(bytes, APP_SECRET),
+    },
+    body: new ReadableStream({
+      start(controller) {
+        for (let at = 0; at < bytes.length; at += 1 << 20) {
+          controller.enqueue(bytes.subarray(at, at + (1 << 20)));
+        }
+        controller.close();
+      },
+    }),
+  });
+  assert.equal(streamed.status, 413);
+  assert.equal((await streamed.json()).message, "Request body too large");
+  const [row] = await env.db.sql`SELECT count(*) AS deliveries FROM whatsapp_deliveries`;
+  assert.equal(row.deliveries, 0);
 });
 
 Deno.test("POST /webhook checks the signature over the raw bytes, \\u-escaped text included", async () => {
