@@ -15,3 +15,10 @@ Deno.test("createBucketNames() names a secret by its hash, never the secret itse
   assert.equal(bucketOf(secret), name);
   assert.notEqual(bucketOf("b"), bucketOf("c"));
 });
+
+Deno.test("createBucketNames() names a secret too long to remember the same way, every time", () => {
+  const bucketOf = createBucketNames({ prefix: "api:", maxRememberedLength: 10 });
+  const long = "Bearer " + "x".repeat(100);
+  assert.equal(bucketOf(long), `api:${sha256Hex(long).slice(0, 32)}`);
+  assert.equal(bucketOf(long), bucketOf(long));
+});
