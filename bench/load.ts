@@ -56,30 +56,45 @@ function encode(request: LoadRequest): Uint8Array {
   return encoder.encode(`${request.method} ${request.path} HTTP/1.1\r\n${head}\r\n${body}`);
 }
 
-/** Reads one response from `conn`; returns its status. `buffer` keeps leftover bytes. */
-async function readResponse(
-  conn: Deno.Conn,
-  state: { buffer: Uint8Array<ArrayBuffer> },
-): Promise<number> {
-  const chunk = new Uint8Array(65536);
+/** Where the blank line ending a response head starts in `bytes`, or -1. */
+function headEnd(bytes: Uint8Array): number {
+  for (let i = 0; i + 3 < bytes.length; i++) {
+    if (bytes[i] === 13 && bytes[i + 1] === 10 && bytes[i + 2] === 13 && bytes[i + 3] === 10) {
+      return i;
+    }
+  }
+  return -1;
+}
+
+/** A connection's read state: bytes received and not yet consumed, and one read buffer. */
+interface ReadState {
+  buffer: Uint8Array<ArrayBuffer>;
+  chunk: Uint8Array<ArrayBuffer>;
+}
+
+/**
+ * Reads one response from `conn`; returns its status. Works on bytes: only the head is decoded,
+ * and the read buffer is the connection's, so that the generator's own CPU (which shares the
+ * machine with the server) stays small and steady.
+ */
+async function readResponse(conn: Deno.Conn, state: ReadState): Promise<number> {
   for (;;) {
-    const text = decoder.decode(state.buffer);
-    const end = text.indexOf("\r\n\r\n");
+    const end = headEnd(state.buffer);
     if (end >= 0) {
-      const head = text.slice(0, end);
+      const head = decoder.decode(state.buffer.subarray(0, end));
       const status = Number(head.slice(9, 12));
       const length = Number(/\r\ncontent-length: *(\d+)/i.exec(head)?.[1] ?? 0);
-      const headBytes = encoder.encode(text.slice(0, end + 4)).length;
-      if (state.buffer.length >= headBytes + length) {
-        state.buffer = state.buffer.slice(headBytes + length);
+      const total = end + 4 + length;
+      if (state.buffer.length >= total) {
+        state.buffer = state.buffer.slice(total);
         return status;
       }
     }
-    const n = await conn.read(chunk);
+    const n = await conn.read(state.chunk);
     if (n === null) throw new Error("Connection closed");
     const merged = new Uint8Array(state.buffer.length + n);
     merged.set(state.buffer);
-    merged.set(chunk.subarray(0, n), state.buffer.length);
+    merged.set(state.chunk.subarray(0, n), state.buffer.length);
     state.buffer = merged;
   }
 }
@@ -102,7 +117,7 @@ export async function runLoad(
   let completed = 0;
   async function loop() {
     let conn: Deno.Conn | null = null;
-    const state = { buffer: new Uint8Array(0) };
+    const state: ReadState = { buffer: new Uint8Array(0), chunk: new Uint8Array(65536) };
     try {
       while (index < maxRequests && performance.now() < end) {
         conn ??= await Deno.connect({ hostname: "127.0.0.1", port: options.port });
