@@ -14,12 +14,22 @@ interface ProcStat {
   ticks: number;
 }
 
+/** Parses a `/proc/.../stat` line: the command name, the parent pid and utime + stime. */
+function parseStat(text: string): { name: string; ppid: number; ticks: number } {
+  // The command name is in parentheses and may hold spaces: fields start after the last ")".
+  const close = text.lastIndexOf(")");
+  const fields = text.slice(close + 2).split(" ");
+  return {
+    name: text.slice(text.indexOf("(") + 1, close),
+    ppid: Number(fields[1]),
+    ticks: Number(fields[11]) + Number(fields[12]),
+  };
+}
+
 function readStat(pid: number): ProcStat | null {
   try {
-    const text = Deno.readTextFileSync(`/proc/${pid}/stat`);
-    // The command name is in parentheses and may hold spaces: fields start after the last ")".
-    const fields = text.slice(text.lastIndexOf(")") + 2).split(" ");
-    return { pid, ppid: Number(fields[1]), ticks: Number(fields[11]) + Number(fields[12]) };
+    const { ppid, ticks } = parseStat(Deno.readTextFileSync(`/proc/${pid}/stat`));
+    return { pid, ppid, ticks };
   } catch {
     return null; // gone, or not Linux
   }
@@ -79,10 +89,8 @@ export function cpuSecondsByThread(pid: number): Map<string, number> {
     } catch {
       continue; // the thread ended meanwhile
     }
-    const name = text.slice(text.indexOf("(") + 1, text.lastIndexOf(")"));
-    const fields = text.slice(text.lastIndexOf(")") + 2).split(" ");
-    const seconds = (Number(fields[11]) + Number(fields[12])) / TICKS_PER_SECOND;
-    byName.set(name, (byName.get(name) ?? 0) + seconds);
+    const { name, ticks } = parseStat(text);
+    byName.set(name, (byName.get(name) ?? 0) + ticks / TICKS_PER_SECOND);
   }
   return byName;
 }

@@ -9,6 +9,7 @@ import { commitBatch } from "../../src/db/write_batch.ts";
 import type { CommandResult } from "../../src/actors/protocol.ts";
 import { createRealtimeHub, type RealtimeHub, type VisitorFrame } from "../../src/realtime/hub.ts";
 import { listenForChanges } from "../../src/realtime/listener.ts";
+import { eventually } from "./eventually.ts";
 
 /** Resolves once `condition` holds, polling; fails after `timeoutMs`. */
 export async function waitUntil(
@@ -16,11 +17,7 @@ export async function waitUntil(
   what: string,
   timeoutMs = 5_000,
 ): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!condition()) {
-    if (Date.now() > deadline) throw new Error(`Timed out waiting for ${what}`);
-    await delay(10);
-  }
+  await eventually(() => Promise.resolve(condition()), Boolean, what, timeoutMs);
 }
 
 /** Resolves after `ms` milliseconds. */

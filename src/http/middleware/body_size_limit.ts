@@ -35,24 +35,15 @@ export function bodySizeLimit(maxBytes: number = MAX_BODY_BYTES): MiddlewareHand
 }
 
 /** Reads `stream` whole, refusing it as soon as it passes `maxBytes`. */
-async function readLimited(
-  stream: ReadableStream<Uint8Array>,
-  maxBytes: number,
-): Promise<Uint8Array<ArrayBuffer>> {
-  const chunks: Uint8Array[] = [];
+async function readLimited(stream: ReadableStream<Uint8Array>, maxBytes: number): Promise<Blob> {
+  const chunks: Uint8Array<ArrayBuffer>[] = [];
   let size = 0;
   for await (const chunk of stream) {
     size += chunk.length;
     if (size > maxBytes) throw tooLarge();
-    chunks.push(chunk);
+    chunks.push(new Uint8Array(chunk));
   }
-  const body = new Uint8Array(size);
-  let offset = 0;
-  for (const chunk of chunks) {
-    body.set(chunk, offset);
-    offset += chunk.length;
-  }
-  return body;
+  return new Blob(chunks);
 }
 
 function tooLarge(): AppError {

@@ -36,25 +36,20 @@ export function rateLimit(options: RateLimitOptions): MiddlewareHandler {
     const { count, resetAt } = hit instanceof Promise ? await hit : hit;
     const remaining = Math.max(0, limit - count);
     const secondsToReset = Math.max(1, Math.ceil(resetAt - Date.now() / 1000));
-    const remainingText = String(remaining);
-    const resetText = String(resetAt);
-    const current = `"default";r=${remaining};t=${secondsToReset}`;
+    const headers: [string, string][] = [
+      ["X-RateLimit-Limit", limitText],
+      ["X-RateLimit-Remaining", String(remaining)],
+      ["X-RateLimit-Reset", String(resetAt)],
+      ["RateLimit-Policy", policy],
+      ["RateLimit", `"default";r=${remaining};t=${secondsToReset}`],
+    ];
     if (count > limit) {
       return errorResponse(429, "Rate limit exceeded", {
-        "X-RateLimit-Limit": limitText,
-        "X-RateLimit-Remaining": remainingText,
-        "X-RateLimit-Reset": resetText,
-        "RateLimit-Policy": policy,
-        "RateLimit": current,
+        ...Object.fromEntries(headers),
         "Retry-After": String(secondsToReset),
       });
     }
     await next();
-    const headers = c.res.headers;
-    headers.set("X-RateLimit-Limit", limitText);
-    headers.set("X-RateLimit-Remaining", remainingText);
-    headers.set("X-RateLimit-Reset", resetText);
-    headers.set("RateLimit-Policy", policy);
-    headers.set("RateLimit", current);
+    for (const [name, value] of headers) c.res.headers.set(name, value);
   };
 }
