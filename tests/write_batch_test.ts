@@ -229,3 +229,97 @@ Deno.test("commitBatch marks the notice of a batch that queued webhook events, a
   // close queued chat.ended.
   assert.deepEqual(notices.map((notice) => decodeChangeNotice(notice)?.w), [undefined, 1]);
 });
+
+Deno.test("commitBatch applies consecutive WhatsApp deliveries together, each wamid once", async () => {
+  await using db = await createTestDatabase();
+  const a = await insertApplication(db.sql, "A");
+  const b = await insertApplication(db.sql, "B");
+  // A known customer without a name, with an open conversation.
+  const [known] = await db.sql<{ id: number }[]>`
+    INSERT INTO clients (app_id, name) VALUES (${a.id}, NULL) RETURNING id`;
+  await db.sql`
+    INSERT INTO client_identities (app_id, channel, external_id, client_id)
+    VALUES (${a.id}, 'whatsapp', '111', ${known.id})`;
+  const [open] = await db.sql<{ id: number }[]>`
+    INSERT INTO conversations (app_id, client_id, channel, status, last_inbound_at)
+    VALUES (${a.id}, ${known.id}, 'whatsapp', 'open', '2026-11-01T00:00:00Z') RETURNING id`;
+  const deliveries = await db.sql<{ id: number }[]>`
+    INSERT INTO whatsapp_deliveries (app_id, body)
+    VALUES (${a.id}, '\\x00'), (${a.id}, '\\x00'), (${b.id}, '\\x00') RETURNING id`;
+  const text = (waId: string, name: string | null, wamid: string, timestamp: string) => ({
+    kind: "message" as const,
+    waId,
+    name,
+    wamid,
+    timestamp,
+    messageType: "text" as const,
+    content: `text of ${wamid}`,
+    payload: null,
+  });
+  const results = await commitBatch(db.sql, [
+    {
+      kind: "whatsapp.inbound",
+      appId: a.id,
+      deliveryId: deliveries[0].id,
+      entries: [
+        text("222", null, "w1", "2026-11-20T10:00:00Z"),
+        text("111", "Kim", "w2", "2026-11-20T10:00:01Z"),
+        text("222", "Lee", "w3", "2026-11-20T10:00:02Z"),
+      ],
+    },
+    {
+      kind: "whatsapp.inbound",
+      appId: a.id,
+      deliveryId: deliveries[1].id,
+      // w2 again (Meta's retry of an update), then a new message of the same customer.
+      entries: [
+        text("111", "Other", "w2", "2026-11-20T10:00:01Z"),
+        text("111", null, "w4", "2026-11-20T10:00:05Z"),
+      ],
+    },
+    {
+      kind: "whatsapp.inbound",
+      appId: b.id,
+      deliveryId: deliveries[2].id,
+      // The same customer and wamid in another application are another client and message.
+      entries: [text("222", "Lee", "w1", "2026-11-20T10:00:03Z")],
+    },
+  ]);
+  assert.deepEqual(results.map((r) => value<{ applied: number }>(r).applied), [3, 1, 1]);
+  const messages = await db.sql<
+    { app_id: number; external_id: string; conversation_id: number; platform_timestamp: string }[]
+  >`
+    SELECT app_id, external_id, conversation_id, platform_timestamp FROM messages ORDER BY id`;
+  assert.deepEqual(messages.map((m) => [m.app_id, m.external_id]), [
+    [a.id, "w1"],
+    [a.id, "w2"],
+    [a.id, "w3"],
+    [a.id, "w4"],
+    [b.id, "w1"],
+  ]);
+  const [w1, w2, w3, w4, otherW1] = messages;
+  assert.equal(w2.conversation_id, open.id);
+  assert.equal(w4.conversation_id, open.id);
+  assert.equal(w1.conversation_id, w3.conversation_id);
+  assert.notEqual(w1.conversation_id, open.id);
+  assert.notEqual(otherW1.conversation_id, w1.conversation_id);
+  assert.equal(w1.platform_timestamp, "2026-11-20T10:00:00.000000Z");
+  const clients = await db.sql<{ app_id: number; external_id: string; name: string | null }[]>`
+    SELECT i.app_id, i.external_id, c.name FROM client_identities i
+    JOIN clients c ON c.app_id = i.app_id AND c.id = i.client_id
+    ORDER BY i.app_id, i.external_id`;
+  // A profile name fills an empty one: the first name a customer's new messages carry.
+  assert.deepEqual(clients.map((c) => [c.app_id, c.external_id, c.name]), [
+    [a.id, "111", "Kim"],
+    [a.id, "222", "Lee"],
+    [b.id, "222", "Lee"],
+  ]);
+  const chats = await db.sql<{ id: number; last_inbound_at: string }[]>`
+    SELECT id, last_inbound_at FROM conversations WHERE app_id = ${a.id} ORDER BY id`;
+  assert.deepEqual(chats.map((c) => [c.id, c.last_inbound_at]), [
+    [open.id, "2026-11-20T10:00:05.000000Z"],
+    [w1.conversation_id, "2026-11-20T10:00:02.000000Z"],
+  ]);
+  const pending = await db.sql`SELECT id FROM whatsapp_deliveries WHERE processed_at IS NULL`;
+  assert.equal(pending.length, 0);
+});

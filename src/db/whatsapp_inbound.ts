@@ -19,100 +19,170 @@ export interface StoredInbound {
   messageId: number;
   /** Whether it opened the conversation. */
   started: boolean;
-  queuedEvents: number;
 }
 
+/** A customer's message to store, and the application it came to. */
+export type WhatsAppMessageInput = MessageEntry & { appId: number };
+
 /**
- * Stores a customer's message in one statement: the customer becomes (or is) the client known
- * by their `wa_id` (a profile name fills an empty name), the message goes into their open
- * WhatsApp conversation or a new one, keeps the platform's timestamp, moves the conversation's
- * last inbound time (which the 24-hour window counts from) and queues `chat.started` and
- * `message.received` for a subscribed webhook. A wamid already stored changes nothing.
+ * Stores customers' messages, in input order, in one statement: each customer becomes (or is)
+ * the client known by their `wa_id` (a profile name fills an empty name), each message goes into
+ * its customer's open WhatsApp conversation or a new one (all messages of one customer share
+ * it), keeps the platform's timestamp, moves the conversation's last inbound time (which the
+ * 24-hour window counts from) and queues `chat.started` and `message.received` for a subscribed
+ * webhook; a media id is recorded for the media proxy. A wamid already stored, or met earlier in
+ * the input, changes nothing: its result is null. One statement for a whole run of messages,
+ * because PostgreSQL's cost is per statement far more than per row.
  */
-export async function storeWhatsAppMessage(
+export async function storeWhatsAppMessages(
   sql: Tx,
-  appId: number,
-  entry: MessageEntry,
-): Promise<StoredInbound | null> {
-  const [row] = await sql<
-    { chat_id: number; message_id: number; started: boolean; queued: number }[]
+  inputs: WhatsAppMessageInput[],
+): Promise<{ stored: (StoredInbound | null)[]; queuedEvents: number }> {
+  const rows = await sql<
+    { n: number; chat_id: number; message_id: number; started: boolean; queued: number }[]
   >`
     WITH stamp AS (
-      SELECT clock_timestamp() AS at, ${entry.timestamp}::timestamptz AS sent_at
+      SELECT clock_timestamp() AS at
+    ), input AS (
+      SELECT * FROM unnest(
+        ${inputs.map((i) => i.appId)}::bigint[], ${inputs.map((i) => i.waId)}::text[],
+        ${inputs.map((i) => i.name)}::text[], ${inputs.map((i) => i.wamid)}::text[],
+        ${inputs.map((i) => i.timestamp)}::timestamptz[], ${
+    inputs.map((i) => i.messageType)
+  }::text[],
+        ${inputs.map((i) => i.content)}::text[],
+        ${inputs.map((i) => i.payload == null ? null : JSON.stringify(i.payload))}::text[],
+        ${inputs.map((i) => i.mediaId ?? null)}::text[]
+      ) WITH ORDINALITY
+        AS input (app_id, wa_id, name, wamid, sent_at, message_type, content, payload, media_id, n)
     ), fresh AS (
-      SELECT 1 WHERE NOT EXISTS (
-        SELECT 1 FROM messages WHERE app_id = ${appId} AND external_id = ${entry.wamid}
-      )
+      -- The first of each wamid, unless it is stored. LATERAL keeps every lookup an index probe:
+      -- a generic plan guesses 100 input rows and would otherwise hash whole tables.
+      SELECT DISTINCT ON (i.app_id, i.wamid) i.*
+      FROM input i
+      LEFT JOIN LATERAL (
+        SELECT 1 AS found FROM messages m
+        WHERE m.app_id = i.app_id AND m.external_id = i.wamid LIMIT 1
+      ) stored ON true
+      WHERE stored.found IS NULL
+      ORDER BY i.app_id, i.wamid, i.n
+    ), sender AS (
+      SELECT app_id, wa_id, max(sent_at) AS last_sent,
+        (array_agg(name ORDER BY n) FILTER (WHERE name IS NOT NULL))[1] AS name
+      FROM fresh GROUP BY app_id, wa_id
     ), known AS (
-      SELECT client_id FROM client_identities
-      WHERE app_id = ${appId} AND channel = 'whatsapp' AND external_id = ${entry.waId}
+      -- Every step carries its sender's columns along: a join back to sender would be a
+      -- nested loop over both (a generic plan guesses one row each).
+      SELECT s.app_id, s.wa_id, s.name, s.last_sent, k.client_id
+      FROM sender s
+      CROSS JOIN LATERAL (
+        SELECT client_id FROM client_identities ci
+        WHERE ci.app_id = s.app_id AND ci.channel = 'whatsapp' AND ci.external_id = s.wa_id
+        LIMIT 1
+      ) k
+    ), missing AS (
+      SELECT s.app_id, s.wa_id, s.name, s.last_sent,
+        row_number() OVER (ORDER BY s.app_id, s.wa_id) AS k
+      FROM sender s
+      WHERE NOT EXISTS (SELECT 1 FROM known k WHERE k.app_id = s.app_id AND k.wa_id = s.wa_id)
     ), new_client AS (
       INSERT INTO clients (app_id, name)
-      SELECT ${appId}, ${entry.name} FROM fresh WHERE NOT EXISTS (SELECT 1 FROM known)
+      SELECT app_id, name FROM missing ORDER BY k
       RETURNING id
+    ), created AS (
+      -- The k-th id drawn belongs to the k-th missing customer: zipped as arrays.
+      SELECT * FROM unnest(
+        ARRAY(SELECT app_id FROM missing ORDER BY k), ARRAY(SELECT wa_id FROM missing ORDER BY k),
+        ARRAY(SELECT last_sent FROM missing ORDER BY k), ARRAY(SELECT id FROM new_client ORDER BY id)
+      ) AS created (app_id, wa_id, last_sent, client_id)
     ), new_identity AS (
       INSERT INTO client_identities (app_id, channel, external_id, client_id)
-      SELECT ${appId}, 'whatsapp', ${entry.waId}, id FROM new_client
-      RETURNING client_id
-    ), client AS (
-      SELECT client_id FROM known UNION ALL SELECT client_id FROM new_identity
+      SELECT app_id, 'whatsapp', wa_id, client_id FROM created
     ), named AS (
-      UPDATE clients c SET name = ${entry.name}
-      FROM known k, fresh
-      WHERE c.app_id = ${appId} AND c.id = k.client_id AND c.name IS NULL
-        AND ${entry.name}::text IS NOT NULL
+      UPDATE clients c SET name = k.name
+      FROM known k
+      WHERE c.app_id = k.app_id AND c.id = k.client_id AND c.name IS NULL AND k.name IS NOT NULL
+    ), client AS (
+      SELECT app_id, wa_id, last_sent, client_id FROM known
+      UNION ALL
+      SELECT app_id, wa_id, last_sent, client_id FROM created
     ), open_chat AS (
-      SELECT c.id FROM conversations c, client, fresh
-      WHERE c.app_id = ${appId} AND c.client_id = client.client_id AND c.channel = 'whatsapp'
-        AND c.status = 'open'
-      ORDER BY c.id DESC LIMIT 1
+      SELECT cl.app_id, cl.wa_id, cl.last_sent, c.id
+      FROM client cl
+      CROSS JOIN LATERAL (
+        SELECT id FROM conversations c
+        WHERE c.app_id = cl.app_id AND c.client_id = cl.client_id AND c.channel = 'whatsapp'
+          AND c.status = 'open'
+        ORDER BY c.id DESC LIMIT 1
+      ) c
     ), new_chat AS (
       INSERT INTO conversations
         (app_id, client_id, channel, status, created_at, last_message_at, last_inbound_at)
-      SELECT ${appId}, client.client_id, 'whatsapp', 'open', stamp.at, stamp.at, stamp.sent_at
-      FROM client, stamp, fresh
-      WHERE NOT EXISTS (SELECT 1 FROM open_chat)
-      RETURNING id
+      SELECT cl.app_id, cl.client_id, 'whatsapp', 'open', stamp.at, stamp.at, cl.last_sent
+      FROM client cl CROSS JOIN stamp
+      WHERE NOT EXISTS (
+        SELECT 1 FROM open_chat o WHERE o.app_id = cl.app_id AND o.wa_id = cl.wa_id
+      )
+      RETURNING app_id, client_id, id
     ), chat AS (
-      SELECT id, false AS started FROM open_chat UNION ALL SELECT id, true FROM new_chat
+      SELECT app_id, wa_id, id, false AS new FROM open_chat
+      UNION ALL
+      SELECT n.app_id, cl.wa_id, n.id, true
+      FROM new_chat n JOIN client cl ON cl.app_id = n.app_id AND cl.client_id = n.client_id
+    ), placed AS (
+      -- Fresh inputs numbered in input order; message ids are drawn in this order.
+      SELECT f.n, f.app_id, f.message_type, f.content, f.payload, f.wamid, f.sent_at, f.media_id,
+        chat.id AS chat_id,
+        chat.new AND f.n = min(f.n) OVER (PARTITION BY f.app_id, f.wa_id) AS started,
+        row_number() OVER (ORDER BY f.n) AS k
+      FROM fresh f JOIN chat ON chat.app_id = f.app_id AND chat.wa_id = f.wa_id
     ), message AS (
       INSERT INTO messages (app_id, conversation_id, sender_type, message_type, content, payload,
         external_id, platform_timestamp, created_at)
-      SELECT ${appId}, chat.id, 'visitor', ${entry.messageType}, ${entry.content},
-        ${entry.payload === null ? null : JSON.stringify(entry.payload)}::text::jsonb,
-        ${entry.wamid}, stamp.sent_at, stamp.at
-      FROM chat, stamp
-      RETURNING id, conversation_id
+      SELECT p.app_id, p.chat_id, 'visitor', p.message_type, p.content, p.payload::jsonb,
+        p.wamid, p.sent_at, stamp.at
+      FROM placed p CROSS JOIN stamp
+      ORDER BY p.k
+      RETURNING id
+    ), result AS (
+      SELECT * FROM unnest(
+        ARRAY(SELECT n FROM placed ORDER BY k), ARRAY(SELECT app_id FROM placed ORDER BY k),
+        ARRAY(SELECT chat_id FROM placed ORDER BY k), ARRAY(SELECT started FROM placed ORDER BY k),
+        ARRAY(SELECT id FROM message ORDER BY id)
+      ) AS result (n, app_id, chat_id, started, message_id)
     ), touched AS (
       UPDATE conversations c SET last_message_at = stamp.at,
-        last_inbound_at = GREATEST(c.last_inbound_at, stamp.sent_at)
-      FROM open_chat o, stamp
-      WHERE c.app_id = ${appId} AND c.id = o.id
+        last_inbound_at = GREATEST(c.last_inbound_at, o.last_sent)
+      FROM open_chat o CROSS JOIN stamp
+      WHERE c.app_id = o.app_id AND c.id = o.id
+    ), media AS (
+      INSERT INTO channel_media (channel, media_id, app_id)
+      SELECT 'whatsapp', media_id, app_id FROM placed WHERE media_id IS NOT NULL
+      ON CONFLICT DO NOTHING
     ), events AS (
       INSERT INTO outbox (app_id, kind, topic, payload)
-      SELECT ${appId}, 'webhook', topic.name,
-        jsonb_build_object('conversation_id', m.conversation_id, 'message_id', m.id)
-      FROM message m, chat
+      SELECT r.app_id, 'webhook', topic.name,
+        jsonb_build_object('conversation_id', r.chat_id, 'message_id', r.message_id)
+      FROM result r
       CROSS JOIN LATERAL (VALUES (1, 'chat.started'), (2, 'message.received')) AS topic (i, name)
       CROSS JOIN LATERAL (
         SELECT 1 FROM webhooks w
-        WHERE w.app_id = ${appId} AND w.enabled AND topic.name = ANY (w.events) LIMIT 1
+        WHERE w.app_id = r.app_id AND w.enabled AND topic.name = ANY (w.events) LIMIT 1
       ) subscribed
-      WHERE topic.name <> 'chat.started' OR chat.started
-      ORDER BY topic.i
+      WHERE topic.name <> 'chat.started' OR r.started
+      ORDER BY r.n, topic.i
       RETURNING 1
     )
-    SELECT m.conversation_id AS chat_id, m.id AS message_id, chat.started,
-      (SELECT count(*) FROM events)::int AS queued
-    FROM message m, chat`;
-  return row
-    ? {
-      chatId: row.chat_id,
-      messageId: row.message_id,
-      started: row.started,
-      queuedEvents: row.queued,
-    }
-    : null;
+    SELECT n, chat_id, message_id, started, (SELECT count(*) FROM events)::int AS queued
+    FROM result`;
+  const byInput = new Map(rows.map((row) => [row.n, row]));
+  return {
+    stored: inputs.map((_, index) => {
+      const row = byInput.get(index + 1);
+      return row ? { chatId: row.chat_id, messageId: row.message_id, started: row.started } : null;
+    }),
+    queuedEvents: rows[0]?.queued ?? 0,
+  };
 }
 
 /** What storing a click did; null when its wamid was already stored. */
@@ -243,15 +313,17 @@ export async function applyWhatsAppStatus(
   return row ? { chatId: row.chat_id, messageId: row.message_id, queuedEvents: row.queued } : null;
 }
 
-/** Marks a stored webhook delivery processed (in the transaction that applied it). */
-export async function markWhatsAppDeliveryProcessed(
+/** Marks stored webhook deliveries processed (in the transaction that applied them). */
+export async function markWhatsAppDeliveriesProcessed(
   sql: Tx,
-  appId: number,
-  deliveryId: number,
+  deliveries: { appId: number; deliveryId: number }[],
 ): Promise<void> {
+  // Delivery ids are unique across applications: the pairs need no join (which a generic plan
+  // could turn into a scan of the whole table), two index conditions find exactly them.
   await sql`
     UPDATE whatsapp_deliveries SET processed_at = clock_timestamp()
-    WHERE app_id = ${appId} AND id = ${deliveryId}`;
+    WHERE app_id = ANY (${[...new Set(deliveries.map((d) => d.appId))]}::bigint[])
+      AND id = ANY (${deliveries.map((d) => d.deliveryId)}::bigint[])`;
 }
 
 /**

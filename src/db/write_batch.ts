@@ -5,7 +5,8 @@
  * changed with one NOTIFY, and commits. Every step is a single statement on purpose: the
  * server runs them in the order sent, so a command sees the effects of the ones before it
  * without a round trip per command. Consecutive visitor messages share one set-based
- * statement, and so do consecutive replies, because per-statement overhead, not rows, is what PostgreSQL spends its time on.
+ * statement, and so do consecutive replies and the messages of consecutive WhatsApp deliveries,
+ * because per-statement overhead, not rows, is what PostgreSQL spends its time on.
  * When the batch started conversations or accepted clicks of an application that has a Flow,
  * the Flow's steps follow in a second flight, and the Slack mirror of what changed is queued,
  * still before the NOTIFY and COMMIT.
@@ -16,6 +17,7 @@ import type {
   CommandResult,
   SendReplyCommand,
   SendVisitorMessageCommand,
+  WhatsAppInboundCommand,
 } from "../actors/protocol.ts";
 import { insertVisitor } from "./visitors.ts";
 import { appendVisitorMessages } from "./messages.ts";
@@ -27,7 +29,7 @@ import { loadBatchContext } from "./batch_context.ts";
 import { queueSlackMirror } from "./slack_mirror.ts";
 import { acceptAction, type AcceptedAction } from "./actions.ts";
 import { type FlowEffect, type FlowTrigger, runFlowSteps } from "./flow_runs.ts";
-import { applyWhatsAppDelivery } from "./whatsapp_batch.ts";
+import { applyWhatsAppDeliveries } from "./whatsapp_batch.ts";
 import { applySlackEvent } from "./slack_batch.ts";
 import { type ChangeNotice, CHANGES_CHANNEL, encodeChangeNotice } from "../domain/change_notice.ts";
 
@@ -107,16 +109,23 @@ export async function commitBatch(sql: Sql, commands: AppCommand[]): Promise<Com
   }
 }
 
-/** One statement of a batch: a run of visitor messages or replies, or any other command. */
+/**
+ * One step of a batch: a run of visitor messages or replies (one statement each), a run of
+ * WhatsApp deliveries (their messages set-based), or any other command.
+ */
 type Step =
   | { kind: "visitor.messages"; commands: SendVisitorMessageCommand[] }
   | { kind: "chat.replies"; commands: SendReplyCommand[] }
+  | { kind: "whatsapp.deliveries"; commands: WhatsAppInboundCommand[] }
   | {
     kind: "single";
-    command: Exclude<AppCommand, SendVisitorMessageCommand | SendReplyCommand>;
+    command: Exclude<
+      AppCommand,
+      SendVisitorMessageCommand | SendReplyCommand | WhatsAppInboundCommand
+    >;
   };
 
-/** Groups consecutive visitor messages and consecutive replies; keeps batch order. */
+/** Groups consecutive commands that share a step; keeps batch order. */
 function planSteps(commands: AppCommand[]): Step[] {
   const steps: Step[] = [];
   for (const command of commands) {
@@ -127,6 +136,9 @@ function planSteps(commands: AppCommand[]): Step[] {
     } else if (command.kind === "chat.reply") {
       if (last?.kind === "chat.replies") last.commands.push(command);
       else steps.push({ kind: "chat.replies", commands: [command] });
+    } else if (command.kind === "whatsapp.inbound") {
+      if (last?.kind === "whatsapp.deliveries") last.commands.push(command);
+      else steps.push({ kind: "whatsapp.deliveries", commands: [command] });
     } else {
       steps.push({ kind: "single", command });
     }
@@ -163,6 +175,15 @@ function execute(tx: Tx, step: Step): Promise<Outcome[]> {
       withQueued(queuedEvents, replies.map(replyOutcome))
     );
   }
+  if (step.kind === "whatsapp.deliveries") {
+    return applyWhatsAppDeliveries(tx, step.commands).then((deliveries) =>
+      deliveries.map((applied) => ({
+        result: { ok: true, value: { applied: applied.applied } },
+        changes: applied.changes,
+        flowTriggers: applied.flowTriggers,
+      }))
+    );
+  }
   const command = step.command;
   switch (command.kind) {
     case "visitor.create":
@@ -183,12 +204,6 @@ function execute(tx: Tx, step: Step): Promise<Outcome[]> {
       return applySlackEvent(tx, command).then((changes) => [{
         result: { ok: true, value: null },
         changes,
-      }]);
-    case "whatsapp.inbound":
-      return applyWhatsAppDelivery(tx, command).then((applied) => [{
-        result: { ok: true, value: { applied: applied.applied } },
-        changes: applied.changes,
-        flowTriggers: applied.flowTriggers,
       }]);
     case "visitor.action":
       return acceptAction(tx, command).then((accepted) => [actionOutcome(command, accepted)]);

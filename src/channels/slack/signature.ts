@@ -7,7 +7,8 @@
  * five minutes away from now in either direction so that a captured request cannot be replayed.
  */
 import { Buffer } from "node:buffer";
-import { createHmac, timingSafeEqual } from "node:crypto";
+import { timingSafeEqual } from "node:crypto";
+import { hmacSha256 } from "../../crypto/hmac_sha256.ts";
 
 /** `v0=` and 64 hex digits; Slack writes them lowercase, any case is accepted. */
 const SIGNATURE_HEADER = /^v0=([0-9a-f]{64})$/i;
@@ -18,7 +19,7 @@ const MAX_SKEW_SECONDS = 5 * 60;
 
 /** The HMAC-SHA256 of Slack's base string for `raw` sent at `timestamp`. */
 function digestOf(raw: Uint8Array, timestamp: string, signingSecret: string): Buffer {
-  return createHmac("sha256", signingSecret).update(`v0:${timestamp}:`).update(raw).digest();
+  return hmacSha256(signingSecret, `v0:${timestamp}:`, raw);
 }
 
 /**

@@ -6,14 +6,15 @@
  * bytes. The comparison is constant-time so that a forger learns nothing from response timing.
  */
 import { Buffer } from "node:buffer";
-import { createHmac, timingSafeEqual } from "node:crypto";
+import { timingSafeEqual } from "node:crypto";
+import { hmacSha256 } from "../../crypto/hmac_sha256.ts";
 
 /** `sha256=` and 64 hex digits; Meta writes them lowercase, any case is accepted. */
 const SIGNATURE_HEADER = /^sha256=([0-9a-f]{64})$/i;
 
 /** The HMAC-SHA256 of `raw` keyed with `appSecret`. */
 function digestOf(raw: Uint8Array, appSecret: string): Buffer {
-  return createHmac("sha256", appSecret).update(raw).digest();
+  return hmacSha256(appSecret, raw);
 }
 
 /**
