@@ -1,9 +1,13 @@
 /**
- * A closed-loop HTTP/1.1 load generator on raw keep-alive TCP connections: `connections`
- * loops, each sending its next request as soon as the previous answered, for a fixed time
- * after a warm-up. It speaks just enough HTTP (Content-Length bodies) to stay cheap, so that
- * on a small machine the CPU goes to the server under test, not to the client. Bounded in
- * time and count; targets loopback only.
+ * An HTTP/1.1 load generator on raw keep-alive TCP connections, for a fixed time after a
+ * warm-up. Closed loop by default: `connections` loops, each sending its next request as soon
+ * as the previous answered — the server's saturation throughput, where latency is mostly the
+ * queue those loops keep full. Open loop with `ratePerSecond`: requests are due at a fixed rate
+ * and the connections take them in turn, each request's latency counted from when it was due
+ * (so a stalled server is charged for the requests it kept waiting, not only for the ones it
+ * answered) — the latency at a given load. It speaks just enough HTTP (Content-Length bodies)
+ * to stay cheap, so that on a small machine the CPU goes to the server under test, not to the
+ * client. Bounded in time and count; targets loopback only.
  */
 
 /** One request to make; `index` counts requests of the whole run. */
@@ -26,6 +30,8 @@ export interface LoadOptions {
   warmupMs?: number;
   /** Hard cap on requests, whatever the time. @default 2_000_000 */
   maxRequests?: number;
+  /** Requests due per second (open loop); absent, each connection sends as fast as answered. */
+  ratePerSecond?: number;
 }
 
 /** What a run measured. */
@@ -115,14 +121,22 @@ export async function runLoad(
   let errors = 0;
   let index = 0;
   let completed = 0;
+  const rate = options.ratePerSecond;
+  /** When request `i` is due: at once in a closed loop, on the schedule in an open one. */
+  const dueAt = (i: number) => rate === undefined ? performance.now() : started + i * 1000 / rate;
   async function loop() {
     let conn: Deno.Conn | null = null;
     const state: ReadState = { buffer: new Uint8Array(0), chunk: new Uint8Array(65536) };
     try {
-      while (index < maxRequests && performance.now() < end) {
+      while (index < maxRequests) {
+        const i = index++;
+        const due = dueAt(i);
+        if (due >= end || (rate === undefined && performance.now() >= end)) break;
+        const wait = due - performance.now();
+        if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
         conn ??= await Deno.connect({ hostname: "127.0.0.1", port: options.port });
-        const bytes = encode(make(index++));
-        const t0 = performance.now();
+        const bytes = encode(make(i));
+        const t0 = rate === undefined ? performance.now() : due;
         let ok = false;
         try {
           await conn.write(bytes);
@@ -135,7 +149,8 @@ export async function runLoad(
         }
         const t1 = performance.now();
         completed++;
-        if (t0 >= measureFrom && t1 <= end) {
+        // Open loop: every request due in the window counts, however late it was answered.
+        if (t0 >= measureFrom && (rate !== undefined || t1 <= end)) {
           latencies.push(t1 - t0);
           if (!ok) errors++;
         }

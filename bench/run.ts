@@ -25,6 +25,9 @@
  * BENCH_WHATSAPP_RATE (deliveries/s signed ahead of the WhatsApp load, default 5000; faster runs
  * sign the rest as they go), BENCH_SLACK_THREADS (mirrored conversations the Slack events reply
  * in, default 200), BENCH_SLACK_RATE (events/s signed ahead of the Slack load, default 5000),
+ * BENCH_WHATSAPP_ACK_RATE and BENCH_SLACK_ACK_RATE (the fixed rates, default 2000 and 1000, at
+ * which each channel's ack latency is also measured with an open-loop load, before its
+ * saturation run),
  * BENCH_DENO_FLAGS (extra `deno run` flags for Parley, e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof`).
  */
 import { freePort } from "../src/db/embedded.ts";
@@ -61,6 +64,8 @@ interface Measured {
   cpu: { server: number; postgres: number | null; load: number };
   /** The server's CPU µs per request by thread name (see `cpuSecondsByThread`). */
   threads: Map<string, number>;
+  /** Whether the load came at a fixed rate (open loop): its req/s is that rate, no ratio. */
+  fixedRate: boolean;
 }
 
 /** Runs `load` while measuring the CPU of `server` (and its PostgreSQL, when it has one). */
@@ -69,6 +74,7 @@ async function measure(
   server: Deno.ChildProcess,
   withPostgres: boolean,
   load: () => Promise<LoadResult>,
+  options: { fixedRate?: boolean } = {},
 ): Promise<Measured> {
   const before = {
     server: cpuSecondsOf(server.pid),
@@ -77,6 +83,7 @@ async function measure(
     threads: cpuSecondsByThread(server.pid),
   };
   const result = await load();
+  const fixedRate = options.fixedRate ?? false;
   const perRequest = (seconds: number) => (seconds * 1e6) / Math.max(1, result.completed);
   const threads = new Map<string, number>();
   for (const [thread, seconds] of cpuSecondsByThread(server.pid)) {
@@ -87,6 +94,7 @@ async function measure(
     name,
     load: result,
     threads,
+    fixedRate,
     cpu: {
       server: perRequest(cpuSecondsOf(server.pid) - before.server),
       postgres: withPostgres
@@ -106,6 +114,16 @@ const whatsappCustomers = Number(Deno.env.get("BENCH_WHATSAPP_CUSTOMERS") ?? 200
 const whatsappRate = Number(Deno.env.get("BENCH_WHATSAPP_RATE") ?? 5000);
 const slackThreads = Number(Deno.env.get("BENCH_SLACK_THREADS") ?? 200);
 const slackRate = Number(Deno.env.get("BENCH_SLACK_RATE") ?? 5000);
+/**
+ * The channels' ack latency is also measured at a fixed offered load (open loop), beside the
+ * saturation the closed loop finds: twice the most one WhatsApp business number can carry (Meta's
+ * Cloud API: 1,000 messages/s in and out, on an upgraded number), and the deliveries of 120
+ * Slack workspaces each at the Events API's cap (30,000 events an hour per workspace, ~8/s).
+ */
+const whatsappAckRate = Number(Deno.env.get("BENCH_WHATSAPP_ACK_RATE") ?? 2000);
+const slackAckRate = Number(Deno.env.get("BENCH_SLACK_ACK_RATE") ?? 1000);
+/** Where the fixed-rate loads' requests start: past any saturation run's. */
+const FIXED_RATE_FIRST = 100_000_000;
 const root = new URL("../", import.meta.url).pathname;
 
 const dataDir = await Deno.makeTempDir({ prefix: "parley-bench-" });
@@ -199,6 +217,23 @@ try {
   let whatsappLine = "";
   if (!only || WHATSAPP_SCENARIO.includes(only)) {
     await using whatsapp = await setUpWhatsApp(dataDir);
+    const atRate = `${WHATSAPP_SCENARIO.replace("(ack)", `(ack at ${whatsappAckRate}/s)`)}`;
+    console.error(`running: ${atRate}`);
+    const paced = webhookRequests(
+      whatsapp.appId,
+      whatsappCustomers,
+      whatsappAckRate * (seconds + load.warmupMs / 1000),
+      FIXED_RATE_FIRST,
+    );
+    results.push(
+      await measure(
+        atRate,
+        parleyProcess,
+        true,
+        () => runLoad(paced.make, { ...load, port: parleyPort, ratePerSecond: whatsappAckRate }),
+        { fixedRate: true },
+      ),
+    );
     // Enough signed ahead for the load's whole time at a rate it does not reach on 2 cores.
     const expected = whatsappRate * (seconds + load.warmupMs / 1000);
     const requests = webhookRequests(whatsapp.appId, whatsappCustomers, expected);
@@ -223,6 +258,22 @@ try {
   if (!only || SLACK_SCENARIO.includes(only)) {
     console.error(`setting up: ${slackThreads} Slack threads`);
     await using slack = await setUpSlack(dataDir, parley, fakeSlack, slackThreads);
+    const atRate = `${SLACK_SCENARIO.replace("(ack)", `(ack at ${slackAckRate}/s)`)}`;
+    console.error(`running: ${atRate}`);
+    const paced = eventRequests(
+      slack,
+      slackAckRate * (seconds + load.warmupMs / 1000),
+      FIXED_RATE_FIRST,
+    );
+    results.push(
+      await measure(
+        atRate,
+        parleyProcess,
+        true,
+        () => runLoad(paced.make, { ...load, port: parleyPort, ratePerSecond: slackAckRate }),
+        { fixedRate: true },
+      ),
+    );
     const requests = eventRequests(slack, slackRate * (seconds + load.warmupMs / 1000));
     console.error(`running: ${SLACK_SCENARIO}`);
     results.push(
@@ -400,13 +451,13 @@ async function createFixtures(
 
 function printTable(results: Measured[]): void {
   const baseline = results[0].load.rps;
-  const rows = results.map(({ name, load: r, cpu }) => [
+  const rows = results.map(({ name, load: r, cpu, fixedRate }) => [
     name,
     r.rps.toFixed(0),
     r.p50Ms.toFixed(2),
     r.p99Ms.toFixed(2),
     String(r.errors),
-    (r.rps / baseline).toFixed(2),
+    fixedRate ? "-" : (r.rps / baseline).toFixed(2),
     [cpu.server, cpu.postgres, cpu.load].map((v) => v === null ? "-" : v.toFixed(0)).join(" / "),
   ]);
   const header = [

@@ -246,18 +246,20 @@ function signedRequest(body: string): Signed {
 
 /**
  * The load's requests: the first `signed` made (and signed) now, any further one — or one signed
- * more than a minute before it is asked for — signed when asked for.
+ * more than a minute before it is asked for — signed when asked for. Request `index` is the
+ * load's `first + index`-th: loads with different `first` never repeat an event id or a ts.
  */
 export function eventRequests(
   bench: SlackBench,
   signed: number,
+  first = 0,
 ): { make: (index: number) => LoadRequest; signedAhead: number; signedLate: () => number } {
   // Message ts after every one the fake Slack gave (mirrored posts are a fraction of a second
   // past its start), increasing with the index.
   const baseSeconds = Math.floor(Date.now() / 1000) + 1;
   const pool: (Signed | undefined)[] = Array.from(
     { length: signed },
-    (_, i) => signedRequest(eventBody(bench, i, baseSeconds)),
+    (_, i) => signedRequest(eventBody(bench, first + i, baseSeconds)),
   );
   let late = 0;
   return {
@@ -268,7 +270,7 @@ export function eventRequests(
         return pooled.request;
       }
       late++;
-      return signedRequest(eventBody(bench, index, baseSeconds)).request;
+      return signedRequest(eventBody(bench, first + index, baseSeconds)).request;
     },
     signedAhead: pool.length,
     signedLate: () => late,

@@ -120,16 +120,21 @@ function webhookRequest(appId: number, index: number, customers: number): LoadRe
 
 /**
  * The load's requests: the first `signed` made (and signed) now, any further one when asked for.
- * Every request carries a wamid of its own.
+ * Every request carries a wamid of its own; request `index` is the load's `first + index`-th,
+ * so that loads with different `first` never repeat each other's wamids.
  */
 export function webhookRequests(
   appId: number,
   customers: number,
   signed: number,
+  first = 0,
 ): { make: (index: number) => LoadRequest; signedAhead: number } {
-  const pool = Array.from({ length: signed }, (_, i) => webhookRequest(appId, i, customers));
+  const pool = Array.from(
+    { length: signed },
+    (_, i) => webhookRequest(appId, first + i, customers),
+  );
   return {
-    make: (index) => pool[index] ?? webhookRequest(appId, index, customers),
+    make: (index) => pool[index] ?? webhookRequest(appId, first + index, customers),
     signedAhead: pool.length,
   };
 }

@@ -323,3 +323,76 @@ Deno.test("commitBatch applies consecutive WhatsApp deliveries together, each wa
   const pending = await db.sql`SELECT id FROM whatsapp_deliveries WHERE processed_at IS NULL`;
   assert.equal(pending.length, 0);
 });
+
+Deno.test("commitBatch applies consecutive Slack events together, each event and message once", async () => {
+  await using db = await createTestDatabase();
+  const app = await insertApplication(db.sql, "Acme");
+  const [created] = await commitBatch(db.sql, [
+    { kind: "visitor.create", appId: app.id, tokenHash: "h1", name: "Ann", email: null },
+  ]);
+  const clientId = value<{ client_id: number }>(created).client_id;
+  const [sent] = await commitBatch(db.sql, [
+    { kind: "visitor.message", appId: app.id, clientId, messageType: "text", content: "hi" },
+  ]);
+  const chatId = value<{ chat_id: number }>(sent).chat_id;
+  // A Slack message already mirrored (the visitor's, posted by Parley).
+  await db.sql`
+    INSERT INTO slack_messages (app_id, message_id, team_id, channel_id, ts)
+    VALUES (${app.id}, ${value<{ message_id: number }>(sent).message_id}, 'T1', 'C1', '100.1')`;
+  const deliveries = await db.sql<{ id: number }[]>`
+    INSERT INTO slack_deliveries (kind, body)
+    SELECT 'event', '\\x00' FROM generate_series(1, 6) RETURNING id`;
+  const reply = (ts: string, text: string, files: { id: string }[] = []) => ({
+    kind: "reply" as const,
+    chatId,
+    senderName: "Sam",
+    text,
+    internal: false,
+    files: files.map((file) => ({
+      id: file.id,
+      url: `https://parley.test/media/${file.id}`,
+      filename: `${file.id}.png`,
+      mimeType: "image/png",
+      image: true,
+    })),
+    channelId: "C1",
+    ts,
+  });
+  const event = (index: number, eventId: string, change: ReturnType<typeof reply> | null) => ({
+    kind: "slack.event" as const,
+    appId: app.id,
+    teamId: "T1",
+    eventId,
+    deliveryId: deliveries[index].id,
+    change,
+  });
+  const results = await commitBatch(db.sql, [
+    event(0, "Ev1", reply("200.1", "first")),
+    event(1, "Ev1", reply("200.1", "first")), // Slack's retry of Ev1
+    event(2, "Ev2", reply("200.1", "first")), // another event for the same message
+    event(3, "Ev3", reply("100.1", "echo")), // Parley's own post
+    event(4, "Ev4", null),
+    event(5, "Ev5", reply("300.1", "", [{ id: "F1" }, { id: "F2" }])),
+  ]);
+  assert.ok(results.every((result) => result.ok));
+  const replies = await db.sql<{ id: number; message_type: string; content: string }[]>`
+    SELECT id, message_type, content FROM messages
+    WHERE app_id = ${app.id} AND sender_type = 'agent' ORDER BY id`;
+  assert.deepEqual(replies.map((r) => r.message_type), ["text", "image", "image"]);
+  assert.equal(replies[0].content, "first");
+  const mirrored = await db.sql<{ message_id: number; ts: string }[]>`
+    SELECT message_id, ts FROM slack_messages WHERE app_id = ${app.id} AND ts <> '100.1'
+    ORDER BY message_id`;
+  assert.deepEqual(mirrored.map((m) => [m.message_id, m.ts]), [
+    [replies[0].id, "200.1"],
+    [replies[1].id, "300.1"],
+    [replies[2].id, "300.1#1"],
+  ]);
+  const media = await db.sql`
+    SELECT media_id FROM channel_media WHERE channel = 'slack' ORDER BY media_id`;
+  assert.deepEqual(media.map((m) => m.media_id), ["F1", "F2"]);
+  const claimed = await db.sql`SELECT event_id FROM slack_events ORDER BY event_id`;
+  assert.deepEqual(claimed.map((e) => e.event_id), ["Ev1", "Ev2", "Ev3", "Ev4", "Ev5"]);
+  const pending = await db.sql`SELECT id FROM slack_deliveries WHERE processed_at IS NULL`;
+  assert.equal(pending.length, 0);
+});

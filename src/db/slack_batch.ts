@@ -1,110 +1,195 @@
 /**
- * A Slack event inside the actors' write batch: applied at most once (its `event_id` is recorded
- * in the same transaction), a thread reply stored through the ordinary reply path (so it reaches
- * the visitor's socket, WhatsApp and webhooks like any agent message) with its Slack `ts`
- * remembered (so it is not mirrored back), edits and deletions applied to the mirrored message,
- * and the stored delivery marked applied.
+ * Slack events inside the actors' write batch. Each is applied at most once (its `event_id` is
+ * recorded in the same transaction); a thread reply is stored through the ordinary reply path
+ * (so it reaches the visitor's socket, WhatsApp and webhooks like any agent message) with its
+ * Slack `ts` remembered (so it is not mirrored back, nor stored twice); edits and deletions are
+ * applied to the mirrored message; the stored deliveries are marked applied.
+ *
+ * Consecutive events of a batch are applied together: their event ids are claimed, their
+ * messages looked up and their deliveries marked in one statement each, and a run of replies is
+ * stored with one set-based statement and remembered with one more — a handful of statements
+ * for the run instead of five per event.
  */
 import type { Tx } from "./client.ts";
-import type { SlackEventCommand } from "../actors/protocol.ts";
+import type { SlackChange, SlackEventCommand } from "../actors/protocol.ts";
 import type { FlowEffect } from "./flow_runs.ts";
-import { appendReplies } from "./replies.ts";
+import { type AppendedReply, appendReplies, type ReplyInput } from "./replies.ts";
 import { recordChannelMedia } from "./channel_media.ts";
-import { saveMirroredMessage } from "./slack_sends.ts";
+import { saveMirroredMessages } from "./slack_sends.ts";
 import {
-  claimSlackEvent,
+  claimSlackEvents,
   deleteSlackMessage,
   editSlackMessage,
-  isSlackMessageKnown,
-  markSlackDeliveryProcessed,
+  findKnownSlackMessages,
+  markSlackDeliveriesProcessed,
+  slackEventKey,
+  slackMessageKey,
 } from "./slack_inbound.ts";
 
-/** Applies a Slack event; resolves to what it changed (for the change notice). */
-export async function applySlackEvent(sql: Tx, command: SlackEventCommand): Promise<FlowEffect[]> {
-  const { appId, teamId, change } = command;
-  const changes: FlowEffect[] = [];
-  const fresh = await claimSlackEvent(sql, teamId, command.eventId);
-  if (fresh && change?.kind === "reply") {
-    const link = { teamId, channelId: change.channelId, ts: change.ts };
-    if (!(await isSlackMessageKnown(sql, link))) {
-      const reply = (
-        messageType: "text" | "image" | "file",
-        content: string,
-        payload: unknown,
-      ) => ({
-        appId,
-        chatId: change.chatId,
-        senderType: "agent" as const,
-        senderName: change.senderName,
-        messageType,
-        content,
-        payload,
-        internal: change.internal,
-      });
-      const files = change.files.map((file) => {
-        const document = { url: file.url, mime_type: file.mimeType, filename: file.filename };
-        return reply(file.image ? "image" : "file", JSON.stringify(document), document);
-      });
-      const { replies, queuedEvents } = await appendReplies(sql, [
-        ...(change.text.trim() === "" ? [] : [reply("text", change.text, null)]),
-        ...files,
-      ]);
-      await recordChannelMedia(sql, "slack", appId, change.files.map((file) => file.id));
-      let stored = replies.flatMap((one) => one.kind === "stored" ? [one] : []);
-      if (stored.length === 0 && replies.some((one) => one.kind === "outside_window")) {
-        // WhatsApp's 24-hour window has closed: the reply is kept as a note saying so, rather
-        // than lost (the agent sees it in the thread; a template can reopen the conversation).
-        const kept = await appendReplies(sql, [{
-          ...reply(
-            "text",
-            `[Not delivered: outside WhatsApp's 24-hour window] ${change.text}`,
-            null,
-          ),
-          internal: true,
-        }]);
-        stored = kept.replies.flatMap((one) => one.kind === "stored" ? [one] : []);
-      }
-      // The Slack message is the first stored one: the others are mirrored as it is, too.
-      for (const [index, one] of stored.entries()) {
-        if (index === 0) {
-          await saveMirroredMessage(sql, { appId, messageId: one.messageId, ...link });
-        } else {await saveMirroredMessage(sql, {
+type ReplyChange = Extract<SlackChange, { kind: "reply" }>;
+
+/** A reply to store: the command it came from, its change and the messages it makes. */
+interface PendingReply {
+  command: number;
+  appId: number;
+  teamId: string;
+  change: ReplyChange;
+  inputs: ReplyInput[];
+}
+
+/** Applies consecutive Slack events in order; resolves to what each changed. */
+export async function applySlackEvents(
+  sql: Tx,
+  commands: SlackEventCommand[],
+): Promise<FlowEffect[][]> {
+  const links = commands.flatMap((command) =>
+    command.change?.kind === "reply" ? [{ teamId: command.teamId, ...command.change }] : []
+  );
+  const claiming = claimSlackEvents(sql, commands);
+  const looking = findKnownSlackMessages(sql, links);
+  const marked = markSlackDeliveriesProcessed(sql, commands.map((command) => command.deliveryId));
+  const [claimed, known] = await Promise.all([claiming, looking]);
+
+  const changes: FlowEffect[][] = commands.map(() => []);
+  /** Steps in batch order: a run of replies, or one edit or deletion. */
+  const steps: (PendingReply[] | (() => Promise<void>))[] = [];
+  for (const [index, command] of commands.entries()) {
+    const { appId, teamId, change } = command;
+    // Only the first of an event id, and of a message, changes anything.
+    if (!claimed.delete(slackEventKey(teamId, command.eventId)) || change === null) continue;
+    if (change.kind === "reply") {
+      const key = slackMessageKey({ teamId, ...change });
+      if (known.has(key)) continue;
+      known.add(key);
+      const pending = { command: index, appId, teamId, change, inputs: replyInputs(appId, change) };
+      const last = steps.at(-1);
+      if (Array.isArray(last)) last.push(pending);
+      else steps.push([pending]);
+    } else if (change.kind === "edit") {
+      steps.push(async () => {
+        const edited = await editSlackMessage(sql, appId, { teamId, ...change });
+        if (edited) {
+          changes[index].push({
             appId,
-            messageId: one.messageId,
-            ...link,
-            ts: `${link.ts}#${index}`,
-          });}
-        changes.push({
-          appId,
-          messageId: one.messageId,
-          chatId: one.chatId,
-          chatChanged: one.reopened ? one.chatId : undefined,
-          queuedEvents: index === 0 ? queuedEvents : 0,
-        });
-      }
-    }
-  } else if (fresh && change?.kind === "edit") {
-    const edited = await editSlackMessage(sql, appId, { teamId, ...change });
-    if (edited) {
-      changes.push({
-        appId,
-        queuedEvents: edited.queuedEvents,
-        edited: { chatId: edited.chatId, messageId: edited.messageId, deleted: false },
+            queuedEvents: edited.queuedEvents,
+            edited: { chatId: edited.chatId, messageId: edited.messageId, deleted: false },
+          });
+        }
       });
-    }
-  } else if (fresh && change?.kind === "delete") {
-    const deleted = await deleteSlackMessage(sql, appId, {
-      teamId,
-      channelId: change.channelId,
-      ts: change.ts,
-    });
-    if (deleted) {
-      changes.push({
-        appId,
-        edited: { chatId: deleted.chatId, messageId: deleted.messageId, deleted: true },
+    } else {
+      steps.push(async () => {
+        const deleted = await deleteSlackMessage(sql, appId, {
+          teamId,
+          channelId: change.channelId,
+          ts: change.ts,
+        });
+        if (deleted) {
+          changes[index].push({
+            appId,
+            edited: { chatId: deleted.chatId, messageId: deleted.messageId, deleted: true },
+          });
+        }
       });
     }
   }
-  await markSlackDeliveryProcessed(sql, command.deliveryId);
+  // A step waits for the ones before it: an edit may name a reply stored just before.
+  for (const step of steps) {
+    if (Array.isArray(step)) await storeReplies(sql, step, changes);
+    else await step();
+  }
+  await marked;
   return changes;
+}
+
+/** The messages a Slack reply makes: its text (unless empty), then one per attached file. */
+function replyInputs(appId: number, change: ReplyChange): ReplyInput[] {
+  const reply = (messageType: "text" | "image" | "file", content: string, payload: unknown) => ({
+    appId,
+    chatId: change.chatId,
+    senderType: "agent" as const,
+    senderName: change.senderName,
+    messageType,
+    content,
+    payload,
+    internal: change.internal,
+  });
+  const files = change.files.map((file) => {
+    const document = { url: file.url, mime_type: file.mimeType, filename: file.filename };
+    return reply(file.image ? "image" : "file", JSON.stringify(document), document);
+  });
+  return [...(change.text.trim() === "" ? [] : [reply("text", change.text, null)]), ...files];
+}
+
+/**
+ * Stores a run of replies in one statement, records their files for the media proxy, and
+ * remembers each stored message's Slack `ts` (the first message of a reply under the reply's
+ * own, the others under `ts#n`).
+ */
+async function storeReplies(
+  sql: Tx,
+  run: PendingReply[],
+  changes: FlowEffect[][],
+): Promise<void> {
+  const inputs = run.flatMap((pending) => pending.inputs);
+  const stored = inputs.length > 0
+    ? appendReplies(sql, inputs)
+    : Promise.resolve({ replies: [], queuedEvents: 0 });
+  const media = new Map<number, string[]>();
+  for (const pending of run) {
+    const ids = media.get(pending.appId) ?? [];
+    ids.push(...pending.change.files.map((file) => file.id));
+    media.set(pending.appId, ids);
+  }
+  const recorded = Promise.all(
+    [...media].map(([appId, ids]) => recordChannelMedia(sql, "slack", appId, ids)),
+  );
+  const { replies, queuedEvents } = await stored;
+  await recorded;
+  let queued = queuedEvents;
+  let offset = 0;
+  const links = [];
+  for (const pending of run) {
+    const own = replies.slice(offset, offset + pending.inputs.length);
+    offset += pending.inputs.length;
+    let kept = own.flatMap((one) => one.kind === "stored" ? [one] : []);
+    if (kept.length === 0 && own.some((one) => one.kind === "outside_window")) {
+      // WhatsApp's 24-hour window has closed: the reply is kept as a note saying so, rather
+      // than lost (the agent sees it in the thread; a template can reopen the conversation).
+      const note = await appendReplies(sql, [{
+        ...replyInputs(pending.appId, pending.change)[0],
+        messageType: "text",
+        content: `[Not delivered: outside WhatsApp's 24-hour window] ${pending.change.text}`,
+        payload: null,
+        internal: true,
+      }]);
+      kept = note.replies.flatMap((one) => one.kind === "stored" ? [one] : []);
+      queued += note.queuedEvents;
+    }
+    for (const [index, one] of kept.entries()) {
+      links.push({
+        appId: pending.appId,
+        messageId: one.messageId,
+        teamId: pending.teamId,
+        channelId: pending.change.channelId,
+        ts: index === 0 ? pending.change.ts : `${pending.change.ts}#${index}`,
+      });
+      changes[pending.command].push(storedChange(pending.appId, one, queued));
+      queued = 0;
+    }
+  }
+  await saveMirroredMessages(sql, links);
+}
+
+function storedChange(
+  appId: number,
+  one: Extract<AppendedReply, { kind: "stored" }>,
+  queuedEvents: number,
+): FlowEffect {
+  return {
+    appId,
+    messageId: one.messageId,
+    chatId: one.chatId,
+    chatChanged: one.reopened ? one.chatId : undefined,
+    queuedEvents,
+  };
 }

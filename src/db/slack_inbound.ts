@@ -30,7 +30,13 @@ export async function insertSlackDeliveries(
 
 /** Marks a stored request applied. */
 export async function markSlackDeliveryProcessed(sql: Tx, id: number): Promise<void> {
-  await sql`UPDATE slack_deliveries SET processed_at = clock_timestamp() WHERE id = ${id}`;
+  await markSlackDeliveriesProcessed(sql, [id]);
+}
+
+/** Marks stored requests applied (in the transaction that applied them). */
+export async function markSlackDeliveriesProcessed(sql: Tx, ids: number[]): Promise<void> {
+  await sql`
+    UPDATE slack_deliveries SET processed_at = clock_timestamp() WHERE id = ANY (${ids}::bigint[])`;
 }
 
 /** Counts a failed application of a stored request, with why. */
@@ -59,10 +65,28 @@ export async function findUnprocessedSlackDeliveries(
 
 /** Records an event as applied; false when it already was (a retry, or a replay). */
 export async function claimSlackEvent(sql: Tx, teamId: string, eventId: string): Promise<boolean> {
-  const rows = await sql`
-    INSERT INTO slack_events (team_id, event_id) VALUES (${teamId}, ${eventId})
-    ON CONFLICT DO NOTHING RETURNING 1`;
-  return rows.length > 0;
+  return (await claimSlackEvents(sql, [{ teamId, eventId }])).has(slackEventKey(teamId, eventId));
+}
+
+/** The key of a workspace's event in {@linkcode claimSlackEvents}'s answer. */
+export function slackEventKey(teamId: string, eventId: string): string {
+  return `${teamId} ${eventId}`;
+}
+
+/**
+ * Records events as applied, in one statement; answers the keys ({@linkcode slackEventKey}) of
+ * those recorded now — not those recorded before, nor a repeat within `events`.
+ */
+export async function claimSlackEvents(
+  sql: Tx,
+  events: { teamId: string; eventId: string }[],
+): Promise<Set<string>> {
+  const rows = await sql<{ team_id: string; event_id: string }[]>`
+    INSERT INTO slack_events (team_id, event_id)
+    SELECT * FROM unnest(${events.map((e) => e.teamId)}::text[],
+      ${events.map((e) => e.eventId)}::text[])
+    ON CONFLICT DO NOTHING RETURNING team_id, event_id`;
+  return new Set(rows.map((row) => slackEventKey(row.team_id, row.event_id)));
 }
 
 /** The conversation a workspace thread mirrors, or null. */
@@ -82,10 +106,33 @@ export async function isSlackMessageKnown(
   sql: Tx,
   link: { teamId: string; channelId: string; ts: string },
 ): Promise<boolean> {
-  const rows = await sql`
-    SELECT 1 FROM slack_messages
-    WHERE team_id = ${link.teamId} AND channel_id = ${link.channelId} AND ts = ${link.ts}`;
-  return rows.length > 0;
+  return (await findKnownSlackMessages(sql, [link])).has(slackMessageKey(link));
+}
+
+/** The key of a Slack message in {@linkcode findKnownSlackMessages}'s answer. */
+export function slackMessageKey(link: { teamId: string; channelId: string; ts: string }): string {
+  return `${link.teamId} ${link.channelId} ${link.ts}`;
+}
+
+/** Which of these Slack messages mirror a Parley message already, by {@linkcode slackMessageKey}. */
+export async function findKnownSlackMessages(
+  sql: Tx,
+  links: { teamId: string; channelId: string; ts: string }[],
+): Promise<Set<string>> {
+  if (links.length === 0) return new Set();
+  const rows = await sql<{ team_id: string; channel_id: string; ts: string }[]>`
+    SELECT m.team_id, m.channel_id, m.ts
+    FROM unnest(${links.map((l) => l.teamId)}::text[], ${links.map((l) => l.channelId)}::text[],
+      ${links.map((l) => l.ts)}::text[]) AS link (team_id, channel_id, ts)
+    CROSS JOIN LATERAL (
+      SELECT team_id, channel_id, ts FROM slack_messages m
+      WHERE m.team_id = link.team_id AND m.channel_id = link.channel_id AND m.ts = link.ts
+    ) m`;
+  return new Set(
+    rows.map((row) =>
+      slackMessageKey({ teamId: row.team_id, channelId: row.channel_id, ts: row.ts })
+    ),
+  );
 }
 
 /** The conversation and visitor of an application's message, or null. */

@@ -114,9 +114,20 @@ export async function saveMirroredMessage(
   sql: Tx,
   link: { appId: number; messageId: number; teamId: string; channelId: string; ts: string },
 ): Promise<void> {
+  await saveMirroredMessages(sql, [link]);
+}
+
+/** Remembers which Slack messages mirror which Parley messages, in one statement. */
+export async function saveMirroredMessages(
+  sql: Tx,
+  links: { appId: number; messageId: number; teamId: string; channelId: string; ts: string }[],
+): Promise<void> {
+  if (links.length === 0) return;
   await sql`
     INSERT INTO slack_messages (app_id, message_id, team_id, channel_id, ts)
-    VALUES (${link.appId}, ${link.messageId}, ${link.teamId}, ${link.channelId}, ${link.ts})
+    SELECT * FROM unnest(${links.map((l) => l.appId)}::bigint[],
+      ${links.map((l) => l.messageId)}::bigint[], ${links.map((l) => l.teamId)}::text[],
+      ${links.map((l) => l.channelId)}::text[], ${links.map((l) => l.ts)}::text[])
     ON CONFLICT DO NOTHING`;
 }
 

@@ -5,8 +5,8 @@
  * changed with one NOTIFY, and commits. Every step is a single statement on purpose: the
  * server runs them in the order sent, so a command sees the effects of the ones before it
  * without a round trip per command. Consecutive visitor messages share one set-based
- * statement, and so do consecutive replies and the messages of consecutive WhatsApp deliveries,
- * because per-statement overhead, not rows, is what PostgreSQL spends its time on.
+ * statement, and so do consecutive replies, the messages of consecutive WhatsApp deliveries and
+ * the replies of consecutive Slack events, because per-statement overhead, not rows, is what PostgreSQL spends its time on.
  * When the batch started conversations or accepted clicks of an application that has a Flow,
  * the Flow's steps follow in a second flight, and the Slack mirror of what changed is queued,
  * still before the NOTIFY and COMMIT.
@@ -17,6 +17,7 @@ import type {
   CommandResult,
   SendReplyCommand,
   SendVisitorMessageCommand,
+  SlackEventCommand,
   WhatsAppInboundCommand,
 } from "../actors/protocol.ts";
 import { insertVisitor } from "./visitors.ts";
@@ -30,7 +31,7 @@ import { queueSlackMirror } from "./slack_mirror.ts";
 import { acceptAction, type AcceptedAction } from "./actions.ts";
 import { type FlowEffect, type FlowTrigger, runFlowSteps } from "./flow_runs.ts";
 import { applyWhatsAppDeliveries } from "./whatsapp_batch.ts";
-import { applySlackEvent } from "./slack_batch.ts";
+import { applySlackEvents } from "./slack_batch.ts";
 import { type ChangeNotice, CHANGES_CHANNEL, encodeChangeNotice } from "../domain/change_notice.ts";
 
 /** What one command did, for its caller and for the batch's change notice. */
@@ -111,17 +112,18 @@ export async function commitBatch(sql: Sql, commands: AppCommand[]): Promise<Com
 
 /**
  * One step of a batch: a run of visitor messages or replies (one statement each), a run of
- * WhatsApp deliveries (their messages set-based), or any other command.
+ * WhatsApp deliveries or of Slack events (their messages set-based), or any other command.
  */
 type Step =
   | { kind: "visitor.messages"; commands: SendVisitorMessageCommand[] }
   | { kind: "chat.replies"; commands: SendReplyCommand[] }
   | { kind: "whatsapp.deliveries"; commands: WhatsAppInboundCommand[] }
+  | { kind: "slack.events"; commands: SlackEventCommand[] }
   | {
     kind: "single";
     command: Exclude<
       AppCommand,
-      SendVisitorMessageCommand | SendReplyCommand | WhatsAppInboundCommand
+      SendVisitorMessageCommand | SendReplyCommand | WhatsAppInboundCommand | SlackEventCommand
     >;
   };
 
@@ -139,6 +141,9 @@ function planSteps(commands: AppCommand[]): Step[] {
     } else if (command.kind === "whatsapp.inbound") {
       if (last?.kind === "whatsapp.deliveries") last.commands.push(command);
       else steps.push({ kind: "whatsapp.deliveries", commands: [command] });
+    } else if (command.kind === "slack.event") {
+      if (last?.kind === "slack.events") last.commands.push(command);
+      else steps.push({ kind: "slack.events", commands: [command] });
     } else {
       steps.push({ kind: "single", command });
     }
@@ -184,6 +189,11 @@ function execute(tx: Tx, step: Step): Promise<Outcome[]> {
       }))
     );
   }
+  if (step.kind === "slack.events") {
+    return applySlackEvents(tx, step.commands).then((applied) =>
+      applied.map((changes) => ({ result: { ok: true, value: null }, changes }))
+    );
+  }
   const command = step.command;
   switch (command.kind) {
     case "visitor.create":
@@ -199,11 +209,6 @@ function execute(tx: Tx, step: Step): Promise<Outcome[]> {
     case "flow.set":
       return replaceFlow(tx, command.appId, command.flow).then((stored) => [{
         result: { ok: true, value: stored },
-      }]);
-    case "slack.event":
-      return applySlackEvent(tx, command).then((changes) => [{
-        result: { ok: true, value: null },
-        changes,
       }]);
     case "visitor.action":
       return acceptAction(tx, command).then((accepted) => [actionOutcome(command, accepted)]);

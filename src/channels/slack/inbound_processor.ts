@@ -25,6 +25,7 @@ import { describeError, log } from "../../log.ts";
 import { CLOSE_ACTION_ID, parseChatBlockId } from "./mirror.ts";
 import type { MediaLinks } from "../media_links.ts";
 import { createInFlightLimit } from "../in_flight_limit.ts";
+import { APPLY_WINDOW_MS, createApplyWindow } from "../apply_window.ts";
 
 /** What the processor needs. */
 export interface SlackInboundDeps {
@@ -34,6 +35,8 @@ export interface SlackInboundDeps {
   clientFor(botTokenSealed: string): WebClient;
   /** Signs links to the Slack media proxy. */
   mediaLinks: MediaLinks;
+  /** How long requests wait to be applied together (see apply_window.ts). @default 20 */
+  applyWindowMs?: number;
 }
 
 /** The processor. */
@@ -50,6 +53,7 @@ type Json = any;
 /** Creates the processor. */
 export function createSlackInboundProcessor(deps: SlackInboundDeps): SlackInboundProcessor {
   const names = createLruCache<string, { name: string; until: number }>(10_000);
+  const applyWindow = createApplyWindow(deps.applyWindowMs ?? APPLY_WINDOW_MS);
   /** Requests handed to the actors and not answered yet: at most 256. */
   const inFlight = createInFlightLimit(256);
   /** Per workspace, the last request being applied. */
@@ -230,10 +234,11 @@ export function createSlackInboundProcessor(deps: SlackInboundDeps): SlackInboun
     }
     // A workspace's requests are handed on in the order they arrived — two replies typed in a
     // thread must reach the visitor in that order — but only the preparation waits for the
-    // previous request, never its commit (events of one batch commit together).
+    // previous request, never its commit (events of one window commit together).
     const team = String(parsed?.team_id ?? parsed?.team?.id ?? "");
     const previous = queues.get(team) ?? Promise.resolve();
-    const submitted = previous.then(async () => {
+    const gathered = applyWindow.next();
+    const submitted = Promise.all([previous, gathered]).then(async () => {
       await inFlight.acquire();
       try {
         const handed = kind === "event"

@@ -21,12 +21,15 @@ import { describeError, log } from "../../log.ts";
 import { type InboundItem, parseWhatsAppWebhook } from "./inbound.ts";
 import type { MediaLinks } from "../media_links.ts";
 import { createInFlightLimit } from "../in_flight_limit.ts";
+import { APPLY_WINDOW_MS, createApplyWindow } from "../apply_window.ts";
 
 /** What the processor needs. */
 export interface InboundProcessorDeps {
   sql: Sql;
   ask(key: string, command: AppCommand): Promise<CommandResult>;
   mediaLinks: MediaLinks;
+  /** How long deliveries wait to be applied together (see apply_window.ts). @default 20 */
+  applyWindowMs?: number;
 }
 
 /** The processor. */
@@ -47,6 +50,7 @@ export interface InboundProcessor {
 
 /** Creates the processor. */
 export function createInboundProcessor(deps: InboundProcessorDeps): InboundProcessor {
+  const applyWindow = createApplyWindow(deps.applyWindowMs ?? APPLY_WINDOW_MS);
   /** Deliveries handed to the actors and not answered yet: at most 256. */
   const inFlight = createInFlightLimit(256);
   /** Per application, the last delivery handed to the actor (or being prepared). */
@@ -145,9 +149,11 @@ export function createInboundProcessor(deps: InboundProcessorDeps): InboundProce
     phoneNumberId?: string,
   ): Promise<void> {
     // Deliveries are handed to the actor in the order they arrived (its mailbox keeps that
-    // order); only the preparation waits for the previous one, never its commit.
+    // order), those of one window together; only the preparation waits for the previous one,
+    // never its commit.
     const previous = submitted.get(appId) ?? Promise.resolve();
-    const asked = previous.then(async () => {
+    const gathered = applyWindow.next();
+    const asked = Promise.all([previous, gathered]).then(async () => {
       await inFlight.acquire();
       try {
         const entries = await entriesOf(appId, body, phoneNumberId);
