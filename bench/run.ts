@@ -198,6 +198,18 @@ try {
       headers: { authorization: `Bearer ${chats[i % chats.length].key}` },
     })],
   ];
+  /** Measures an ack scenario at a fixed offered rate; its row is named after the rate. */
+  const measureAtRate = (scenario: string, rate: number, make: (i: number) => LoadRequest) => {
+    const name = scenario.replace("(ack)", `(ack at ${rate}/s)`);
+    console.error(`running: ${name}`);
+    return measure(
+      name,
+      parleyProcess,
+      true,
+      () => runLoad(make, { ...load, port: parleyPort, ratePerSecond: rate }),
+      { fixedRate: true },
+    );
+  };
   console.error("running: GET hello");
   const results: Measured[] = [
     await measure(
@@ -217,23 +229,13 @@ try {
   let whatsappLine = "";
   if (!only || WHATSAPP_SCENARIO.includes(only)) {
     await using whatsapp = await setUpWhatsApp(dataDir);
-    const atRate = `${WHATSAPP_SCENARIO.replace("(ack)", `(ack at ${whatsappAckRate}/s)`)}`;
-    console.error(`running: ${atRate}`);
     const paced = webhookRequests(
       whatsapp.appId,
       whatsappCustomers,
       whatsappAckRate * (seconds + load.warmupMs / 1000),
       FIXED_RATE_FIRST,
     );
-    results.push(
-      await measure(
-        atRate,
-        parleyProcess,
-        true,
-        () => runLoad(paced.make, { ...load, port: parleyPort, ratePerSecond: whatsappAckRate }),
-        { fixedRate: true },
-      ),
-    );
+    results.push(await measureAtRate(WHATSAPP_SCENARIO, whatsappAckRate, paced.make));
     // Enough signed ahead for the load's whole time at a rate it does not reach on 2 cores.
     const expected = whatsappRate * (seconds + load.warmupMs / 1000);
     const requests = webhookRequests(whatsapp.appId, whatsappCustomers, expected);
@@ -258,22 +260,12 @@ try {
   if (!only || SLACK_SCENARIO.includes(only)) {
     console.error(`setting up: ${slackThreads} Slack threads`);
     await using slack = await setUpSlack(dataDir, parley, fakeSlack, slackThreads);
-    const atRate = `${SLACK_SCENARIO.replace("(ack)", `(ack at ${slackAckRate}/s)`)}`;
-    console.error(`running: ${atRate}`);
     const paced = eventRequests(
       slack,
       slackAckRate * (seconds + load.warmupMs / 1000),
       FIXED_RATE_FIRST,
     );
-    results.push(
-      await measure(
-        atRate,
-        parleyProcess,
-        true,
-        () => runLoad(paced.make, { ...load, port: parleyPort, ratePerSecond: slackAckRate }),
-        { fixedRate: true },
-      ),
-    );
+    results.push(await measureAtRate(SLACK_SCENARIO, slackAckRate, paced.make));
     const requests = eventRequests(slack, slackRate * (seconds + load.warmupMs / 1000));
     console.error(`running: ${SLACK_SCENARIO}`);
     results.push(
