@@ -63,11 +63,6 @@ export async function findUnprocessedSlackDeliveries(
     ORDER BY received_at LIMIT ${limit}`;
 }
 
-/** Records an event as applied; false when it already was (a retry, or a replay). */
-export async function claimSlackEvent(sql: Tx, teamId: string, eventId: string): Promise<boolean> {
-  return (await claimSlackEvents(sql, [{ teamId, eventId }])).has(slackEventKey(teamId, eventId));
-}
-
 /** The key of a workspace's event in {@linkcode claimSlackEvents}'s answer. */
 export function slackEventKey(teamId: string, eventId: string): string {
   return `${teamId} ${eventId}`;
@@ -99,14 +94,6 @@ export async function findThreadConversation(
     WHERE team_id = ${thread.teamId} AND channel_id = ${thread.channelId}
       AND thread_ts = ${thread.threadTs}`;
   return row ? { appId: row.app_id, chatId: row.conversation_id } : null;
-}
-
-/** Whether a Slack message (channel, ts) is already a Parley message. */
-export async function isSlackMessageKnown(
-  sql: Tx,
-  link: { teamId: string; channelId: string; ts: string },
-): Promise<boolean> {
-  return (await findKnownSlackMessages(sql, [link])).has(slackMessageKey(link));
 }
 
 /** The key of a Slack message in {@linkcode findKnownSlackMessages}'s answer. */
