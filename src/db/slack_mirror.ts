@@ -34,20 +34,23 @@ export async function queueSlackMirror(
   // A conversation's posts in the order of its messages (the batch lists its commands' own
   // messages before those of WhatsApp deliveries and Slack events), status changes after them.
   rows.sort((a, b) => (a.messageId ?? Infinity) - (b.messageId ?? Infinity));
+  // The probe is a LATERAL with LIMIT 1 on purpose: as `NOT EXISTS` under the OR, PostgreSQL may
+  // hash the subquery instead, reading every message of the application ever mirrored, per batch.
   const result = await sql`
     INSERT INTO outbox (app_id, kind, topic, payload)
     SELECT x.app_id, 'slack', CASE WHEN x.message_id IS NULL THEN 'chat' ELSE 'message' END,
       jsonb_strip_nulls(
         jsonb_build_object('conversation_id', x.chat_id, 'message_id', x.message_id))
-    FROM unnest(${rows.map((row) => row.appId)}::bigint[], ${
-    rows.map((row) => row.chatId)
-  }::bigint[],
-      ${
-    rows.map((row) => row.messageId)
-  }::bigint[]) WITH ORDINALITY AS x (app_id, chat_id, message_id, n)
-    WHERE x.message_id IS NULL OR NOT EXISTS (
-      SELECT 1 FROM slack_messages s WHERE s.app_id = x.app_id AND s.message_id = x.message_id
-    )
+    FROM unnest(
+      ${rows.map((row) => row.appId)}::bigint[], ${rows.map((row) => row.chatId)}::bigint[],
+      ${rows.map((row) => row.messageId)}::bigint[]
+    ) WITH ORDINALITY AS x (app_id, chat_id, message_id, n)
+    LEFT JOIN LATERAL (
+      SELECT true AS found FROM slack_messages s
+      WHERE s.app_id = x.app_id AND s.message_id = x.message_id
+      LIMIT 1
+    ) mirrored ON true
+    WHERE mirrored.found IS NULL
     ORDER BY x.n`;
   return result.count;
 }
