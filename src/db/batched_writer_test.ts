@@ -25,3 +25,24 @@ Deno.test("createBatchedWriter fails only the batch whose statement failed", asy
   assert.equal(await second, "b");
   assert.equal(await write("c"), "c");
 });
+
+Deno.test("createBatchedWriter lingers for company when nothing is in flight, not when full", async () => {
+  const statements: number[][] = [];
+  const write = createBatchedWriter<number, number>((rows) => {
+    statements.push(rows);
+    return Promise.resolve(rows);
+  }, { lingerMs: 500, maxRows: 3 });
+  const first = write(1);
+  await new Promise((resolve) => setTimeout(resolve, 5));
+  // Still lingering: the second row joins the first's statement.
+  assert.deepEqual(statements, []);
+  const second = write(2);
+  assert.deepEqual(await Promise.all([first, second]), [1, 2]);
+  assert.deepEqual(statements, [[1, 2]]);
+  // A full batch goes at once (well before the linger ends), the row left over right after it,
+  // and a statement never exceeds maxRows.
+  const full = [3, 4, 5, 6].map((row) => write(row));
+  await new Promise((resolve) => setTimeout(resolve, 0));
+  assert.deepEqual(statements, [[1, 2], [3, 4, 5], [6]]);
+  assert.deepEqual(await Promise.all(full), [3, 4, 5, 6]);
+});

@@ -9,7 +9,7 @@ import { getCookie, setCookie } from "hono/cookie";
 import { bodySizeLimit } from "./middleware/body_size_limit.ts";
 import type { Sql } from "../db/client.ts";
 import { insertSlackDeliveries } from "../db/slack_inbound.ts";
-import { createBatchedWriter } from "../db/batched_writer.ts";
+import { createBatchedWriter, STORE_LINGER_MS } from "../db/batched_writer.ts";
 import { AppError } from "../domain/app_error.ts";
 import { describeError, log } from "../log.ts";
 import { isValidSlackRequest } from "../channels/slack/signature.ts";
@@ -59,6 +59,7 @@ export function slackRoutes(deps: SlackRoutesDeps): Hono {
   const storeDelivery = createBatchedWriter(
     (rows: { kind: "event" | "action"; body: Uint8Array }[]) =>
       insertSlackDeliveries(deps.sql, rows),
+    { lingerMs: STORE_LINGER_MS },
   );
   const routes = new Hono();
   const secure = deps.publicBaseUrl.startsWith("https:");
@@ -95,11 +96,11 @@ export function slackRoutes(deps: SlackRoutesDeps): Hono {
     return raw;
   }
 
-  /** Stores a verified request and applies it after the answer. */
-  async function receive(kind: "event" | "action", raw: Uint8Array) {
+  /** Stores a verified request and applies it after the answer (`document`: `raw` parsed). */
+  async function receive(kind: "event" | "action", raw: Uint8Array, document?: unknown) {
     const id = await storeDelivery({ kind, body: raw });
     setTimeout(() => {
-      deps.slackInbound.process(kind, id, raw).catch((error) =>
+      deps.slackInbound.process(kind, id, raw, document).catch((error) =>
         log("error", "slack request failed", { kind, ...describeError(error) })
       );
     }, 0);
@@ -114,7 +115,7 @@ export function slackRoutes(deps: SlackRoutesDeps): Hono {
       throw new AppError(400, "Invalid JSON body");
     }
     if (body?.type === "url_verification") return c.json({ challenge: body.challenge });
-    await receive("event", raw);
+    await receive("event", raw, body);
     return c.body(null, 200);
   });
 

@@ -11,7 +11,7 @@ import { Buffer } from "node:buffer";
 import type { Sql } from "../db/client.ts";
 import { findWhatsAppChannel } from "../db/whatsapp_channels.ts";
 import { insertWhatsAppDeliveries } from "../db/whatsapp_inbound.ts";
-import { createBatchedWriter } from "../db/batched_writer.ts";
+import { createBatchedWriter, STORE_LINGER_MS } from "../db/batched_writer.ts";
 import { findMediaApp } from "../db/channel_media.ts";
 import type { SecretBox } from "../crypto/secret_box.ts";
 import { AppError } from "../domain/app_error.ts";
@@ -73,8 +73,9 @@ export function whatsappRoutes(deps: WhatsAppRoutesDeps): Hono {
   }
 
   // Deliveries arriving together are stored in one statement.
-  const storeDelivery = createBatchedWriter((rows: { appId: number; body: Uint8Array }[]) =>
-    insertWhatsAppDeliveries(deps.sql, rows)
+  const storeDelivery = createBatchedWriter(
+    (rows: { appId: number; body: Uint8Array }[]) => insertWhatsAppDeliveries(deps.sql, rows),
+    { lingerMs: STORE_LINGER_MS },
   );
   const routes = new Hono();
 

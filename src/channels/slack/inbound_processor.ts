@@ -9,8 +9,13 @@
  */
 import type { WebClient } from "@slack/web-api";
 import type { Sql } from "../../db/client.ts";
-import { appActorKey, type AppCommand, type CommandResult } from "../../actors/protocol.ts";
-import type { SlackChange } from "../../actors/protocol.ts";
+import {
+  appActorKey,
+  type AppCommand,
+  type CommandResult,
+  type SlackChange,
+  type SlackEventCommand,
+} from "../../actors/protocol.ts";
 import { findInstallationByTeam, type SlackInstallation } from "../../db/slack_installations.ts";
 import {
   findMessageConversation,
@@ -41,8 +46,16 @@ export interface SlackInboundDeps {
 
 /** The processor. */
 export interface SlackInboundProcessor {
-  /** Applies stored request `id` whose raw body is `body`. */
-  process(kind: "event" | "action", id: number, body: Uint8Array): Promise<void>;
+  /**
+   * Applies stored request `id` whose raw body is `body`; `document` is that body already parsed,
+   * when the caller had to parse it anyway.
+   */
+  process(
+    kind: "event" | "action",
+    id: number,
+    body: Uint8Array,
+    document?: unknown,
+  ): Promise<void>;
   /** Applies requests left unapplied for over a minute; resolves to their count. */
   recover(): Promise<number>;
 }
@@ -163,31 +176,30 @@ export function createSlackInboundProcessor(deps: SlackInboundDeps): SlackInboun
     };
   }
 
-  /**
-   * Prepares an event and hands it to the application's actor; resolves, once handed over, to
-   * the actor's answer (its mailbox keeps the order events were handed in).
-   */
-  async function submitEvent(id: number, body: Json): Promise<{ answer: Promise<void> }> {
+  /** What the actor is to do with event request `id`: null when the request changes nothing. */
+  async function prepareEvent(id: number, body: Json): Promise<SlackEventCommand | null> {
     const installation = await installationOf(body?.team_id);
     if (!installation || body?.type !== "event_callback" || typeof body.event_id !== "string") {
-      return { answer: markSlackDeliveryProcessed(deps.sql, id) };
+      return null;
     }
-    const change = await changeOf(installation, body.event);
-    const asked = deps.ask(appActorKey(installation.appId), {
+    return {
       kind: "slack.event",
       appId: installation.appId,
       teamId: installation.teamId,
       eventId: body.event_id,
       deliveryId: id,
-      change,
-    });
-    return {
-      answer: asked.then(async (result) => {
-        if (result.ok) return;
-        await recordSlackDeliveryFailure(deps.sql, id, result.message);
-        throw new Error(`Slack event ${body.event_id} failed: ${result.message}`);
-      }),
+      change: await changeOf(installation, body.event),
     };
+  }
+
+  /** Hands a prepared event to its application's actor; the answer settles once applied. */
+  function submitEvent(id: number, command: SlackEventCommand | null): Promise<void> {
+    if (command === null) return markSlackDeliveryProcessed(deps.sql, id);
+    return deps.ask(appActorKey(command.appId), command).then(async (result) => {
+      if (result.ok) return;
+      await recordSlackDeliveryFailure(deps.sql, id, result.message);
+      throw new Error(`Slack event ${command.eventId} failed: ${result.message}`);
+    });
   }
 
   async function processAction(id: number, payload: Json): Promise<void> {
@@ -222,28 +234,40 @@ export function createSlackInboundProcessor(deps: SlackInboundDeps): SlackInboun
     await markSlackDeliveryProcessed(deps.sql, id);
   }
 
-  async function process(kind: "event" | "action", id: number, body: Uint8Array) {
-    const text = new TextDecoder().decode(body);
-    let parsed: Json = null;
-    try {
-      parsed = kind === "event"
-        ? JSON.parse(text)
-        : JSON.parse(new URLSearchParams(text).get("payload") ?? "null");
-    } catch {
-      log("warn", "slack request is not JSON", { kind });
+  async function process(
+    kind: "event" | "action",
+    id: number,
+    body: Uint8Array,
+    document?: unknown,
+  ) {
+    let parsed: Json = document ?? null;
+    if (document === undefined) {
+      const text = new TextDecoder().decode(body);
+      try {
+        parsed = kind === "event"
+          ? JSON.parse(text)
+          : JSON.parse(new URLSearchParams(text).get("payload") ?? "null");
+      } catch {
+        log("warn", "slack request is not JSON", { kind });
+      }
     }
     // A workspace's requests are handed on in the order they arrived — two replies typed in a
-    // thread must reach the visitor in that order — but only the preparation waits for the
-    // previous request, never its commit (events of one window commit together).
+    // thread must reach the visitor in that order — but handing over waits only for the previous
+    // request's hand-over, never its commit (events of one window commit together). An event is
+    // prepared as it arrives, so that the work is spread between the acknowledgements rather
+    // than done in one burst when the window closes.
     const team = String(parsed?.team_id ?? parsed?.team?.id ?? "");
+    const prepared = kind === "event" ? prepareEvent(id, parsed) : null;
+    prepared?.catch(() => {}); // awaited in turn below
     const previous = queues.get(team) ?? Promise.resolve();
     const gathered = applyWindow.next();
     const submitted = Promise.all([previous, gathered]).then(async () => {
+      const command = prepared && await prepared;
       await inFlight.acquire();
       try {
-        const handed = kind === "event"
-          ? await submitEvent(id, parsed)
-          : { answer: processAction(id, parsed) };
+        const handed = {
+          answer: prepared ? submitEvent(id, command ?? null) : processAction(id, parsed),
+        };
         handed.answer.finally(() => inFlight.release()).catch(() => {});
         return handed;
       } catch (error) {

@@ -149,14 +149,18 @@ export function createInboundProcessor(deps: InboundProcessorDeps): InboundProce
     phoneNumberId?: string,
   ): Promise<void> {
     // Deliveries are handed to the actor in the order they arrived (its mailbox keeps that
-    // order), those of one window together; only the preparation waits for the previous one,
-    // never its commit.
+    // order), those of one window together; handing over waits for the previous delivery's
+    // hand-over, never its commit. Each is prepared (parsed, its clicks looked up) as it arrives,
+    // so that the work is spread between the acknowledgements rather than done in one burst
+    // when the window closes; the actor checks again what a click may change.
+    const prepared = entriesOf(appId, body, phoneNumberId);
+    prepared.catch(() => {}); // awaited in turn below
     const previous = submitted.get(appId) ?? Promise.resolve();
     const gathered = applyWindow.next();
     const asked = Promise.all([previous, gathered]).then(async () => {
+      const entries = await prepared;
       await inFlight.acquire();
       try {
-        const entries = await entriesOf(appId, body, phoneNumberId);
         const answer = deps.ask(appActorKey(appId), {
           kind: "whatsapp.inbound",
           appId,
