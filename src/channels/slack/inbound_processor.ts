@@ -40,7 +40,7 @@ export interface SlackInboundDeps {
   clientFor(botTokenSealed: string): WebClient;
   /** Signs links to the Slack media proxy. */
   mediaLinks: MediaLinks;
-  /** How long requests wait to be applied together (see apply_window.ts). @default 20 */
+  /** How long requests wait to be applied together (see apply_window.ts). @default APPLY_WINDOW_MS */
   applyWindowMs?: number;
 }
 
@@ -257,17 +257,17 @@ export function createSlackInboundProcessor(deps: SlackInboundDeps): SlackInboun
     // prepared as it arrives, so that the work is spread between the acknowledgements rather
     // than done in one burst when the window closes.
     const team = String(parsed?.team_id ?? parsed?.team?.id ?? "");
-    const prepared = kind === "event" ? prepareEvent(id, parsed) : null;
-    prepared?.catch(() => {}); // awaited in turn below
+    const handOver: Promise<() => Promise<void>> = kind === "event"
+      ? prepareEvent(id, parsed).then((command) => () => submitEvent(id, command))
+      : Promise.resolve(() => processAction(id, parsed));
+    handOver.catch(() => {}); // awaited in turn below
     const previous = queues.get(team) ?? Promise.resolve();
     const gathered = applyWindow.next();
     const submitted = Promise.all([previous, gathered]).then(async () => {
-      const command = prepared && await prepared;
+      const start = await handOver;
       await inFlight.acquire();
       try {
-        const handed = {
-          answer: prepared ? submitEvent(id, command ?? null) : processAction(id, parsed),
-        };
+        const handed = { answer: start() };
         handed.answer.finally(() => inFlight.release()).catch(() => {});
         return handed;
       } catch (error) {

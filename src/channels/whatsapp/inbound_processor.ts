@@ -28,7 +28,7 @@ export interface InboundProcessorDeps {
   sql: Sql;
   ask(key: string, command: AppCommand): Promise<CommandResult>;
   mediaLinks: MediaLinks;
-  /** How long deliveries wait to be applied together (see apply_window.ts). @default 20 */
+  /** How long deliveries wait to be applied together (see apply_window.ts). @default APPLY_WINDOW_MS */
   applyWindowMs?: number;
 }
 
@@ -53,7 +53,7 @@ export function createInboundProcessor(deps: InboundProcessorDeps): InboundProce
   const applyWindow = createApplyWindow(deps.applyWindowMs ?? APPLY_WINDOW_MS);
   /** Deliveries handed to the actors and not answered yet: at most 256. */
   const inFlight = createInFlightLimit(256);
-  /** Per application, the last delivery handed to the actor (or being prepared). */
+  /** Per application, the last delivery handed to the actor (or waiting to be). */
   const submitted = new Map<number, Promise<void>>();
   async function entriesOf(
     appId: number,
