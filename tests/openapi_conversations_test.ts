@@ -105,7 +105,10 @@ Deno.test("GET /conversations limit defaults to 20, clamps to 1..50 and treats n
   assert.equal(await count("?limit=-5"), 1);
   assert.equal(await count("?limit=50"), 50);
   assert.equal(await count("?limit=51"), 50);
-  assert.equal(await count("?limit=99999999999999999999"), 20);
+  // An integer of any length is an integer: clamped, not the default.
+  assert.equal(await count("?limit=99999999999999999999"), 50);
+  assert.equal(await count("?limit=-99999999999999999999"), 1);
+  assert.equal(await count("?limit=007"), 7);
   for (const bad of ["abc", "1.5", "", "2e1", "0x10"]) {
     assert.equal(await count(`?limit=${bad}`), 20, `limit=${bad}`);
   }

@@ -91,6 +91,7 @@ Deno.test("POST /messages takes JSON and form bodies, chat_id as a number or a d
     { json: { chat_id: chat.chatId, content: "json number" } },
     { json: { chat_id: String(chat.chatId), content: "json string", message_type: "text" } },
     { json: { chat_id: chat.chatId, content: "**bold**", message_type: "markdown" } },
+    { json: { chat_id: `00${chat.chatId}`, content: "leading zeros" } },
     { form: { chat_id: String(chat.chatId), content: "form encoded & more" } },
     { form: { chat_id: String(chat.chatId), content: "_it_", message_type: "markdown" } },
   ];
@@ -104,6 +105,7 @@ Deno.test("POST /messages takes JSON and form bodies, chat_id as a number or a d
     ["json number", "text"],
     ["json string", "text"],
     ["**bold**", "markdown"],
+    ["leading zeros", "text"],
     ["form encoded & more", "text"],
     ["_it_", "markdown"],
   ]);
@@ -114,6 +116,15 @@ Deno.test("POST /messages takes JSON and form bodies, chat_id as a number or a d
     method: "POST",
   });
   assert.equal(charset.status, 200);
+  // Characters, not UTF-16 units: 10,000 emoji are 10,000 characters.
+  const emoji = await apiCall(server.baseUrl, "/messages", {
+    key: app.key,
+    json: { chat_id: chat.chatId, content: "😀".repeat(10_000) },
+  });
+  assert.equal(emoji.status, 200, JSON.stringify(emoji.json));
+  const stored = await db.sql`
+    SELECT char_length(content) AS n FROM messages WHERE id = ${emoji.json.data.message_id}`;
+  assert.equal(stored[0].n, 10_000);
 });
 
 Deno.test("POST /messages stores a rich message with its parsed payload", async () => {
@@ -143,6 +154,7 @@ Deno.test("POST /messages answers every error row of the contract and writes not
   const chat = await createVisitorChat(server.baseUrl, app.publicId);
   const id = chat.chatId;
   const required = "chat_id and content are required";
+  const notFound = "Conversation not found";
   const types =
     "message_type must be one of: text, markdown, card, buttons, carousel, form, image, file, template";
   const json = "application/json";
@@ -154,6 +166,9 @@ Deno.test("POST /messages answers every error row of the contract and writes not
     ["chat_id fraction", body({ chat_id: 1.5, content: "hi" }), 400, required],
     ["chat_id word", body({ chat_id: "abc", content: "hi" }), 400, required],
     ["chat_id signed", body({ chat_id: "+1", content: "hi" }), 400, required],
+    ["chat_id zeros", body({ chat_id: "000", content: "hi" }), 400, required],
+    ["chat_id beyond ours", body({ chat_id: "99999999999999999", content: "hi" }), 404, notFound],
+    ["chat_id number beyond 2^53", body({ chat_id: 2 ** 60, content: "hi" }), 404, notFound],
     ["chat_id array", body({ chat_id: [id], content: "hi" }), 400, required],
     ["no content", body({ chat_id: id }), 400, required],
     ["blank content", body({ chat_id: id, content: " \n\t " }), 400, required],
@@ -181,6 +196,12 @@ Deno.test("POST /messages answers every error row of the contract and writes not
     [
       "content too long",
       body({ chat_id: id, content: "x".repeat(10_001) }),
+      400,
+      "content is too long (max 10000 characters)",
+    ],
+    [
+      "content too long in characters",
+      body({ chat_id: id, content: "😀".repeat(10_001) }),
       400,
       "content is too long (max 10000 characters)",
     ],

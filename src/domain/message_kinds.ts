@@ -322,7 +322,7 @@ export function parseMessageContent(
   if (!isMessageType(messageType)) {
     throw new AppError(400, `message_type must be one of: ${MESSAGE_TYPES.join(", ")}`);
   }
-  if (content.length > MAX_CONTENT_LENGTH) {
+  if (characterCount(content) > MAX_CONTENT_LENGTH) {
     throw new AppError(400, `content is too long (max ${MAX_CONTENT_LENGTH} characters)`);
   }
   if (content.includes("\0")) throw new AppError(400, NUL_IN_CONTENT);
@@ -346,6 +346,25 @@ export function parseMessageContent(
   // An escaped NUL parses into one, which PostgreSQL cannot store in jsonb either.
   if (JSON.stringify(result.data).includes("\\u0000")) throw new AppError(400, NUL_IN_CONTENT);
   return { messageType, payload: result.data };
+}
+
+/**
+ * How many characters (Unicode code points) `text` holds: a character outside the Basic
+ * Multilingual Plane (most emoji) is one, though JavaScript counts its two UTF-16 halves.
+ */
+export function characterCount(text: string): number {
+  let count = text.length;
+  for (let i = 0; i < text.length - 1; i++) {
+    const unit = text.charCodeAt(i);
+    if (unit >= 0xd800 && unit <= 0xdbff) {
+      const next = text.charCodeAt(i + 1);
+      if (next >= 0xdc00 && next <= 0xdfff) {
+        count--;
+        i++;
+      }
+    }
+  }
+  return count;
 }
 
 /**

@@ -4,6 +4,7 @@ import { z } from "zod";
 import { AppError } from "./app_error.ts";
 import {
   buttonsOffered,
+  characterCount,
   isMessageType,
   MESSAGE_TYPES,
   parseMessageContent,
@@ -615,4 +616,15 @@ Deno.test("buttonsOffered reads a template's quick-reply payloads and nothing el
   assert.deepEqual(buttonsOffered("template", payload), [{ id: "yes", title: "yes" }]);
   assert.deepEqual(buttonsOffered("template", { name: "x", language: "en" }), []);
   assert.deepEqual(buttonsOffered("template", "not a document"), []);
+});
+
+Deno.test("characterCount() counts code points: a surrogate pair is one, a lone half is one", () => {
+  assert.equal(characterCount(""), 0);
+  assert.equal(characterCount("abc"), 3);
+  assert.equal(characterCount("😀😀"), 2);
+  assert.equal(characterCount("a😀b"), 3);
+  assert.equal(characterCount("\uD83D"), 1);
+  assert.equal(characterCount("\uDE00\uD83D"), 2);
+  assert.equal(characterCount("\uD83Dx"), 2);
+  assert.equal(characterCount("é"), 1);
 });

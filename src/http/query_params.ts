@@ -6,13 +6,13 @@
 import { z } from "zod";
 
 /**
- * A `limit` parameter: an integer clamped to `min..max`; absent or not an integer means
- * `fallback`. As a zod schema, so that it validates and documents itself.
+ * A `limit` parameter: an integer (of any length) clamped to `min..max`; absent or not an
+ * integer means `fallback`. As a zod schema, so that it validates and documents itself.
  */
 export function limitParam(fallback: number, min: number, max: number) {
   return z.preprocess(
     (value) =>
-      typeof value === "string" && /^-?[0-9]{1,16}$/.test(value)
+      typeof value === "string" && /^-?[0-9]+$/.test(value)
         ? Math.min(max, Math.max(min, Number(value)))
         : fallback,
     z.int().min(min).max(max),
@@ -23,13 +23,24 @@ export function limitParam(fallback: number, min: number, max: number) {
   });
 }
 
-/** A positive integer id in a path or query; anything else stays a string and fails. */
+/**
+ * A positive integer id in a path or query (leading zeros allowed); anything else — and an id
+ * too large to be one of ours — stays a string and fails.
+ */
 export function idParam(description: string) {
   return z.preprocess(
-    (value) =>
-      typeof value === "string" && /^[1-9][0-9]{0,15}$/.test(value) ? Number(value) : value,
+    (value) => typeof value === "string" && /^[0-9]+$/.test(value) ? safeId(value) ?? value : value,
     z.int().positive(),
   ).meta({ description });
+}
+
+/**
+ * The id a string of digits names, or null when it is beyond the ids Parley hands out (they stay
+ * exact in a JavaScript number, so no such row can exist).
+ */
+export function safeId(digits: string): number | null {
+  const id = Number(digits);
+  return Number.isSafeInteger(id) ? id : null;
 }
 
 /** An optional filter: one of `values`, or absent (an empty value counts as absent). */
@@ -50,8 +61,11 @@ export function filterParam<const T extends readonly [string, ...string[]]>(
 export const HISTORY_QUERY = z.object({
   limit: limitParam(50, 1, 200),
   before: z.preprocess(
+    // An id beyond ours has every message before it: the same as none.
     (value) =>
-      typeof value === "string" && /^[1-9][0-9]{0,15}$/.test(value) ? Number(value) : undefined,
+      typeof value === "string" && /^[0-9]+$/.test(value) && Number(value) > 0
+        ? safeId(value) ?? undefined
+        : undefined,
     z.int().positive().optional(),
   ).meta({ description: "Only messages with a smaller id (a message id)" }),
 });

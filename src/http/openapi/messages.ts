@@ -21,7 +21,11 @@ export interface MessageRoutesDeps {
 }
 
 const SEND_MESSAGE_BODY = z.object({
-  chat_id: z.union([z.int().positive(), z.string().regex(/^[1-9][0-9]{0,15}$/)]).meta({
+  chat_id: z.union([
+    // Any positive integer, even one beyond 2^53 (it names no conversation: 404, not 400).
+    z.number().positive().refine(Number.isInteger).meta({ type: "integer" }),
+    z.string().regex(/^[0-9]*[1-9][0-9]*$/),
+  ]).meta({
     description: "The conversation (a JSON integer or a string of digits)",
   }),
   content: z.string().regex(/\S/).max(MAX_CONTENT_LENGTH).meta({
@@ -68,10 +72,13 @@ export function messageRoutes(deps: MessageRoutesDeps): Hono<{ Variables: ApiKey
       body.message_type === undefined ? "text" : String(body.message_type),
       content,
     );
+    // A positive integer beyond the ids Parley hands out names no conversation of anyone's.
+    const chatId = Number(body.chat_id);
+    if (!Number.isSafeInteger(chatId)) throw new AppError(404, "Conversation not found");
     const result = await send({
       kind: "chat.reply",
       appId,
-      chatId: Number(body.chat_id),
+      chatId,
       senderType: "bot",
       senderName: null,
       messageType,
