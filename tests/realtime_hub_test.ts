@@ -46,7 +46,7 @@ Deno.test("hub pushes a committed message to the visitor's socket with the exact
   });
   const chat = await findConversation(db.sql, app.id, sent.chat_id);
   assert.deepEqual(visitor.frames, [
-    { type: "chat.updated", chat_id: sent.chat_id, chat },
+    { type: "chat.updated", chat_id: sent.chat_id, message: chat, chat },
     { type: "message.created", chat_id: sent.chat_id, message },
   ]);
   assert.equal(message.id, sent.message_id);
@@ -100,7 +100,9 @@ Deno.test("hub pushes chat.updated when a conversation closes", async () => {
 
   const chat = await findConversation(db.sql, app.id, sent.chat_id);
   assert.equal(chat?.status, "closed");
-  assert.deepEqual(visitor.frames, [{ type: "chat.updated", chat_id: sent.chat_id, chat }]);
+  assert.deepEqual(visitor.frames, [
+    { type: "chat.updated", chat_id: sent.chat_id, message: chat, chat },
+  ]);
 });
 
 Deno.test("hub pushes a message once when notices repeat or overlap its id, in notice order", async () => {

@@ -94,6 +94,9 @@ function parseNodeMessage(name: string, message: FlowMessage): FlowMessage {
   }
 }
 
+/** The one key a Flow cannot use for a node or a button it maps: objects keep it as their prototype. */
+const RESERVED_KEY = "__proto__";
+
 /**
  * Validates a Flow document (CONTRACT §4.1) and returns its stored form: every node's message
  * passes the same checks as a sent message; `start` and every target name a node or an exit;
@@ -105,6 +108,11 @@ function parseNodeMessage(name: string, message: FlowMessage): FlowMessage {
 export function parseFlow(input: unknown): Flow {
   if (typeof input !== "object" || input === null || Array.isArray(input)) {
     throw invalid("a Flow is a JSON object");
+  }
+  // A JSON object may hold a "__proto__" key, which no plain object can carry as a node name.
+  const rawNodes = (input as { nodes?: unknown }).nodes;
+  if (typeof rawNodes === "object" && rawNodes !== null && Object.hasOwn(rawNodes, RESERVED_KEY)) {
+    throw invalid(`nodes.${RESERVED_KEY} is a reserved name`);
   }
   const parsed = FLOW_DOCUMENT.safeParse(input, { error: describeIssue });
   if (!parsed.success) {
@@ -141,6 +149,9 @@ function checkNode(flow: Flow, name: string): void {
     throw invalid(`nodes.${name} has both "on" and "then"`);
   }
   const offered = buttonsOfNode(node).map((button) => button.id);
+  if (offered.includes(RESERVED_KEY)) {
+    throw invalid(`nodes.${name}: button id "${RESERVED_KEY}" is reserved in a Flow`);
+  }
   if (node.on !== undefined) {
     if (offered.length === 0) throw invalid(`nodes.${name}.on: the message offers no buttons`);
     for (const [buttonId, target] of Object.entries(node.on)) {

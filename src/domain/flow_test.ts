@@ -252,3 +252,20 @@ Deno.test("advanceFlow answers null for a node or button the Flow no longer has"
   assert.equal(advanceFlow(flow, "welcome", "gone"), null);
   assert.equal(advanceFlow(flow, "sales", "sales"), null);
 });
+
+Deno.test("parseFlow refuses __proto__ as a node name or a mapped button id, saying so", () => {
+  // As JSON.parse builds them: "__proto__" an own key, not the prototype.
+  const node = JSON.parse(
+    '{"start":"a","nodes":{"a":{"message":{"message_type":"text","content":"x"}},' +
+      '"__proto__":{"message":{"message_type":"text","content":"y"}}}}',
+  );
+  assert.equal(refusal(node), "Invalid flow: nodes.__proto__ is a reserved name");
+  const button = JSON.parse(
+    '{"start":"a","nodes":{"a":{"message":{"message_type":"buttons","content":' +
+      '{"text":"t","buttons":[{"id":"__proto__","title":"P"}]}},"on":{"__proto__":"close"}}}}',
+  );
+  assert.equal(
+    refusal(button),
+    'Invalid flow: nodes.a: button id "__proto__" is reserved in a Flow',
+  );
+});

@@ -45,7 +45,11 @@ export interface Visitor {
 export type VisitorFrame =
   | { type: "message.created" | "message.updated"; chat_id: number; message: Message }
   | { type: "message.deleted"; chat_id: number; message: { id: number; chat_id: number } }
-  | { type: "chat.updated"; chat_id: number; chat: Conversation };
+  /**
+   * The conversation rides under `message`, where the contract's frame shape carries its object,
+   * and under `chat`, which names it for what it is.
+   */
+  | { type: "chat.updated"; chat_id: number; message: Conversation; chat: Conversation };
 
 /** The hub returned by {@linkcode createRealtimeHub}. */
 export interface RealtimeHub {
@@ -140,7 +144,7 @@ export function createRealtimeHub(options: RealtimeHubOptions): RealtimeHub {
     ]);
     // State first: a new conversation's frame comes before its first message.
     for (const { appId, chat } of conversations) {
-      push(appId, chat.client_id, { type: "chat.updated", chat_id: chat.id, chat });
+      push(appId, chat.client_id, { type: "chat.updated", chat_id: chat.id, message: chat, chat });
     }
     pushMessages(messages);
     for (const { appId, clientId, message, deleted } of edited) {
