@@ -68,7 +68,10 @@ async function visitorOf(baseUrl: string, publicId: string) {
     token,
     frames,
     /** The messages pushed so far, in order. */
-    messages: () => frames.flatMap((frame) => frame.message ? [frame.message] : []),
+    messages: () =>
+      frames.flatMap((frame) =>
+        frame.type === "message.created" && frame.message ? [frame.message] : []
+      ),
     send: (content: string) => post("/messages", { content }),
     click: (chatId: number, messageId: number, actionId: string) =>
       post("/actions", { chat_id: chatId, message_id: messageId, action_id: actionId }),
