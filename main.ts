@@ -20,6 +20,11 @@ if (import.meta.main) {
     };
     Deno.addSignalListener("SIGINT", onSignal);
     Deno.addSignalListener("SIGTERM", onSignal);
+    // Without its database the instance cannot work: exit non-zero for a supervisor to restart.
+    parley.lost.then(() => {
+      signalled = true;
+      parley.stop().finally(() => Deno.exit(1));
+    });
   } catch (error) {
     log("error", "start failed", describeError(error));
     Deno.exit(1);

@@ -44,6 +44,12 @@ export interface RunningParley {
   port: number;
   /** Graceful shutdown; resolves when everything is closed. */
   stop(): Promise<void>;
+  /**
+   * Settles with the error if the embedded PostgreSQL this instance started exited and could not
+   * be started again (the instance then cannot work: stop it and exit non-zero). Never settles
+   * otherwise.
+   */
+  lost: Promise<Error>;
 }
 
 /** What tests may replace in an instance. */
@@ -79,7 +85,8 @@ export async function startParley(
     caCerts = [await Deno.readTextFile(config.webhookCaFile)];
   }
   const resolveHost = options.resolveHost ?? systemResolver;
-  const database = await openDatabase(config);
+  const lost = Promise.withResolvers<Error>();
+  const database = await openDatabase(config, lost.resolve);
   const sql = connect(database.url, { max: 10 });
   try {
     const applied = await migrate(sql);
@@ -215,6 +222,7 @@ export async function startParley(
   let stopping: Promise<void> | null = null;
   return {
     port: address.port,
+    lost: lost.promise,
     stop() {
       stopping ??= (async () => {
         log("info", "stopping");

@@ -15,13 +15,17 @@ export interface DatabaseLocation {
   close(): Promise<void>;
 }
 
-/** Resolves the database of `config`, starting the embedded server when needed. */
-export async function openDatabase(config: Pick<Config, "databaseUrl" | "dataDir">): Promise<
-  DatabaseLocation
-> {
+/**
+ * Resolves the database of `config`, starting the embedded server when needed. `onLost` hears
+ * when an embedded server this process started exited and could not be started again.
+ */
+export async function openDatabase(
+  config: Pick<Config, "databaseUrl" | "dataDir">,
+  onLost?: (error: Error) => void,
+): Promise<DatabaseLocation> {
   if (config.databaseUrl) {
     return { url: config.databaseUrl, embedded: false, close: () => Promise.resolve() };
   }
-  const server = await openEmbeddedPostgres({ dataDir: config.dataDir });
+  const server = await openEmbeddedPostgres({ dataDir: config.dataDir, onLost });
   return { url: server.url, embedded: server.owned, close: () => server.stop() };
 }

