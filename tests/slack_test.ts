@@ -574,3 +574,41 @@ Deno.test("the mirror keeps a conversation's order through Slack's 429", async (
   );
   assert.deepEqual(texts, ["one", "two", "two", "three", "four"]);
 });
+
+Deno.test("a malformed event in a mirrored thread changes nothing and holds nothing up", async () => {
+  await using env = await setUp();
+  await install(env);
+  const chat = await createVisitorChat(env.server.baseUrl, env.app.publicId, "Hello");
+  const thread = await threadTs(env);
+  const events = `${env.server.baseUrl}/api/v1/slack/events`;
+  const send = async (body: unknown) => {
+    const res = await env.slack.postEvent(events, body);
+    assert.equal(res.status, 200);
+    await res.body?.cancel();
+  };
+  // Signed, in a mapped thread, from a member — but without a ts, or with one of another type.
+  await send(threadEvent("Ev40", thread, { user: "U2", text: "no ts" }));
+  await send(threadEvent("Ev41", thread, { user: "U2", text: "numeric ts", ts: 1800000002 }));
+  await send(threadEvent("Ev42", thread, { user: "U2", text: "fine", ts: "1800000002.000003" }));
+  const rows = await agentMessages(env, chat.chatId, (current) => current.length >= 1, "a reply");
+  assert.deepEqual(rows.map((row) => row.content), ["fine"]);
+  // The application still commits at once: nothing holds its lock.
+  const started = performance.now();
+  const res = await fetch(`${env.server.baseUrl}/api/v1/widget/messages`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${chat.token}`, "content-type": "application/json" },
+    body: JSON.stringify({ content: "still here" }),
+  });
+  assert.equal(res.status, 200, await res.text());
+  assert.ok(performance.now() - started < 5_000);
+  const stuck = await env.db.sql`
+    SELECT count(*)::int AS n FROM pg_stat_activity WHERE state = 'idle in transaction'`;
+  assert.equal(stuck[0].n, 0);
+  // Every delivery was applied (the malformed ones as nothing), none left for recovery.
+  const unapplied = await eventually(
+    () => env.db.sql`SELECT count(*)::int AS n FROM slack_deliveries WHERE processed_at IS NULL`,
+    (result) => result[0].n === 0,
+    "every delivery applied",
+  );
+  assert.equal(unapplied[0].n, 0);
+});

@@ -396,3 +396,36 @@ Deno.test("commitBatch applies consecutive Slack events together, each event and
   const pending = await db.sql`SELECT id FROM slack_deliveries WHERE processed_at IS NULL`;
   assert.equal(pending.length, 0);
 });
+
+Deno.test("a batch whose statements fail after the first rolls back and leaves no rejection unhandled", async () => {
+  await using db = await createTestDatabase();
+  const app = await insertApplication(db.sql, "Acme");
+  const [delivery] = await db.sql<{ id: number }[]>`
+    INSERT INTO whatsapp_deliveries (app_id, body) VALUES (${app.id}, '\\x00') RETURNING id`;
+  // A message PostgreSQL refuses (text cannot hold NUL): its statement fails, and so does every
+  // statement sent after it in the aborted transaction (the mark of the delivery) — an unhandled
+  // one would fail this test, as it took an actor worker down.
+  await assert.rejects(commitBatch(db.sql, [{
+    kind: "whatsapp.inbound",
+    appId: app.id,
+    deliveryId: delivery.id,
+    entries: [{
+      kind: "message",
+      waId: "111",
+      name: null,
+      wamid: "w1",
+      timestamp: "2026-11-20T10:00:00Z",
+      messageType: "text",
+      content: "a\u0000b",
+      payload: null,
+    }],
+  }]));
+  await new Promise((resolve) => setTimeout(resolve, 50)); // any stray rejection surfaces here
+  const [idle] = await db.sql`
+    SELECT count(*)::int AS n FROM pg_stat_activity WHERE state = 'idle in transaction'`;
+  assert.equal(idle.n, 0);
+  const [created] = await commitBatch(db.sql, [
+    { kind: "visitor.create", appId: app.id, tokenHash: "h1", name: null, email: null },
+  ]);
+  assert.equal(created.ok, true);
+});

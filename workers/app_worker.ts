@@ -9,7 +9,7 @@ import { type CommitLoop, createCommitLoop, SHUTTING_DOWN } from "../src/actors/
 import type { CommandResult, FromWorker, Reply, ToWorker } from "../src/actors/protocol.ts";
 import { connectWorkerPool, type Sql } from "../src/db/client.ts";
 import { commitBatch } from "../src/db/write_batch.ts";
-import { setLogLevel } from "../src/log.ts";
+import { describeError, log, setLogLevel } from "../src/log.ts";
 
 let sql: Sql | null = null;
 let loop: CommitLoop | null = null;
@@ -31,6 +31,13 @@ function reply(id: number, result: CommandResult): void {
   }
   replies.push({ id, result });
 }
+
+// A rejection nobody awaited (a statement sent ahead in a transaction that already failed, say)
+// is logged, not left to end the thread: the work it belonged to has failed and been answered.
+self.addEventListener("unhandledrejection", (event) => {
+  event.preventDefault();
+  log("error", "unhandled rejection in the actor worker", describeError(event.reason));
+});
 
 self.onmessage = async (event: MessageEvent<ToWorker>) => {
   const message = event.data;

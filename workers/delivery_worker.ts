@@ -52,6 +52,13 @@ let sweep: ReturnType<typeof setInterval> | undefined;
 /** Keep-alive connections to receivers, shared by every attempt of this worker. */
 const connections = createConnectionPool();
 
+// A rejection nobody awaited (a statement sent ahead in a transaction that already failed, say)
+// is logged, not left to end the thread: the work it belonged to has failed and been answered.
+self.addEventListener("unhandledrejection", (event) => {
+  event.preventDefault();
+  log("error", "unhandled rejection in the delivery worker", describeError(event.reason));
+});
+
 self.onmessage = async (event: MessageEvent<DeliveryWorkerMessage>) => {
   const message = event.data;
   switch (message.type) {

@@ -83,6 +83,13 @@ export function connectWorkerPool(url: string, applicationName: string): Sql {
   return connect(url, {
     max: 4,
     applicationName,
-    settings: { enable_seqscan: "off", plan_cache_mode: "force_generic_plan" },
+    settings: {
+      enable_seqscan: "off",
+      plan_cache_mode: "force_generic_plan",
+      // A batch's statements are pipelined and never wait on anything else; a session idle in a
+      // transaction this long belongs to a worker that died mid-batch, and holds its
+      // applications' locks until PostgreSQL ends it.
+      idle_in_transaction_session_timeout: "10s",
+    },
   });
 }

@@ -10,6 +10,7 @@
  * stored with one set-based statement and remembered with one more — a handful of statements
  * for the run instead of five per event.
  */
+import { sentAhead } from "./sent_ahead.ts";
 import type { Tx } from "./client.ts";
 import type { SlackChange, SlackEventCommand } from "../actors/protocol.ts";
 import type { FlowEffect } from "./flow_runs.ts";
@@ -45,9 +46,11 @@ export async function applySlackEvents(
   const links = commands.flatMap((command) =>
     command.change?.kind === "reply" ? [{ teamId: command.teamId, ...command.change }] : []
   );
-  const claiming = claimSlackEvents(sql, commands);
-  const looking = findKnownSlackMessages(sql, links);
-  const marked = markSlackDeliveriesProcessed(sql, commands.map((command) => command.deliveryId));
+  const claiming = sentAhead(claimSlackEvents(sql, commands));
+  const looking = sentAhead(findKnownSlackMessages(sql, links));
+  const marked = sentAhead(
+    markSlackDeliveriesProcessed(sql, commands.map((command) => command.deliveryId)),
+  );
   const [claimed, known] = await Promise.all([claiming, looking]);
 
   const changes: FlowEffect[][] = commands.map(() => []);
@@ -140,9 +143,9 @@ async function storeReplies(
     ids.push(...pending.change.files.map((file) => file.id));
     media.set(pending.appId, ids);
   }
-  const recorded = Promise.all(
+  const recorded = sentAhead(Promise.all(
     [...media].map(([appId, ids]) => recordChannelMedia(sql, "slack", appId, ids)),
-  );
+  ));
   const { replies, queuedEvents } = await stored;
   await recorded;
   let queued = queuedEvents;

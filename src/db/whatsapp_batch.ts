@@ -6,6 +6,7 @@
  * followed by the statement that marks the deliveries processed. So deliveries are applied whole
  * in one transaction, and a replay of one finds every wamid already stored.
  */
+import { sentAhead } from "./sent_ahead.ts";
 import type { Tx } from "./client.ts";
 import type { WhatsAppInboundCommand, WhatsAppInboundEntry } from "../actors/protocol.ts";
 import type { FlowEffect, FlowTrigger } from "./flow_runs.ts";
@@ -79,10 +80,10 @@ export async function applyWhatsAppDeliveries(
     }
   });
   flushRun();
-  const marked = markWhatsAppDeliveriesProcessed(
+  const marked = sentAhead(markWhatsAppDeliveriesProcessed(
     sql,
     commands.map((command) => ({ appId: command.appId, deliveryId: command.deliveryId })),
-  );
+  ));
   const results = await Promise.all(updates.map((ofCommand) => Promise.all(ofCommand)));
   await marked;
   return results.map((ofCommand) => ({

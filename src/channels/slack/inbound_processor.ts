@@ -138,7 +138,8 @@ export function createSlackInboundProcessor(deps: SlackInboundDeps): SlackInboun
       return null;
     }
     if (isOwn(installation, event) || typeof event.user !== "string") return null;
-    if (typeof event.thread_ts !== "string" || event.thread_ts === event.ts) return null;
+    if (typeof event.ts !== "string" || typeof event.thread_ts !== "string") return null;
+    if (event.thread_ts === event.ts) return null;
     const text = storable(String(event.text ?? ""));
     const files = (Array.isArray(event.files) ? event.files : []).flatMap((file: Json) =>
       typeof file?.id === "string"

@@ -143,6 +143,16 @@ function storable(value: string): string {
   return value.includes("\0") ? value.replaceAll("\0", "") : value;
 }
 
+/** `value` (parsed JSON) with every string, keys included, {@linkcode storable}. */
+function withoutNul(value: unknown): unknown {
+  if (typeof value === "string") return storable(value);
+  if (Array.isArray(value)) return value.map(withoutNul);
+  if (typeof value !== "object" || value === null) return value;
+  return Object.fromEntries(
+    Object.entries(value).map(([key, inner]) => [storable(key), withoutNul(inner)]),
+  );
+}
+
 /**
  * `value` read with `schema`; otherwise throws why, naming the first failing field by its path
  * within the part being read (`at` is where `value` sits in it, `subject` names the part itself).
@@ -165,11 +175,14 @@ function guarded(result: ParsedWebhook, path: string, readPart: () => unknown): 
   }
 }
 
+/** The last second of year 9999: later instants have no four-digit ISO 8601 form. */
+const LATEST_SECONDS = 253_402_300_799;
+
 /** Meta's Unix seconds (a string of digits, or a number) as ISO 8601 UTC. */
 function isoTimestamp(value: string | number): string {
   const seconds = typeof value === "number" ? value : /^\d+$/.test(value) ? Number(value) : NaN;
   const date = new Date(seconds * 1000);
-  if (!Number.isSafeInteger(seconds) || seconds < 0 || Number.isNaN(date.getTime())) {
+  if (!Number.isSafeInteger(seconds) || seconds < 0 || seconds > LATEST_SECONDS) {
     throw new SkippedPart(`timestamp ${JSON.stringify(value)} is not Unix seconds`);
   }
   return date.toISOString();
@@ -335,8 +348,11 @@ function collectChange(result: ParsedWebhook, path: string, change: unknown): vo
  * message's `from`. Images and stickers become `image`, audio, video and documents `file`;
  * anything else that is not text becomes readable text (`[Unsupported message type: <type>]`).
  */
-export function parseWhatsAppWebhook(body: unknown): ParsedWebhook {
+export function parseWhatsAppWebhook(raw: unknown): ParsedWebhook {
   const result: ParsedWebhook = { items: [], skipped: [] };
+  // PostgreSQL text cannot hold NUL: no string of the body keeps one (ids included, which a NUL
+  // would otherwise make fail the whole batch they are applied in).
+  const body = withoutNul(raw);
   guarded(result, "", () => {
     read(WEBHOOK, body, "", "body").entry.forEach((entry, e) => {
       guarded(result, `entry.${e}`, () => {

@@ -402,3 +402,39 @@ Deno.test("parseWhatsAppWebhook() drops NUL characters, which PostgreSQL cannot 
   const content = onlyContent(message("image", { image }));
   assert.equal(content.messageType === "image" && content.media.caption, "ab");
 });
+
+Deno.test("parseWhatsAppWebhook() drops NUL from ids too, and skips an id of nothing else", () => {
+  const messages = [
+    { ...text("m\u00001"), from: `${WA_ID}\u0000` },
+    message("button", { button: { payload: "p\u0000", text: "Yes\u0000" } }, "m2"),
+    text("\u0000"),
+  ];
+  const statuses = [status("s\u00001", "failed", { errors: [{ code: 1, title: "t\u0000" }] })];
+  const parsed = parseWhatsAppWebhook(webhook([changeValue({ messages, statuses })]));
+  assert.deepEqual(parsed.items.map((item) => item.wamid), ["m1", "m2", "s1"]);
+  const [first, click, failed] = parsed.items;
+  assert.equal(first.kind === "message" && first.customer.waId, WA_ID);
+  assert.deepEqual(click.kind === "click" && [click.replyId, click.title], ["p", "Yes"]);
+  assert.deepEqual(failed.kind === "status" && failed.error, { code: 1, title: "t" });
+  assert.deepEqual(parsed.skipped, [
+    {
+      path: "entry.0.changes.0.value.messages.2",
+      reason: "id Too small: expected string to have >=1 characters",
+    },
+  ]);
+});
+
+Deno.test("parseWhatsAppWebhook() skips a timestamp past year 9999, which has no ISO 8601 form", () => {
+  const messages = [{ ...text("m1"), timestamp: "8640000000000" }, {
+    ...text("m2"),
+    timestamp: 253402300799,
+  }];
+  const parsed = parseWhatsAppWebhook(webhook([changeValue({ messages })]));
+  assert.deepEqual(parsed.items.map((item) => [item.wamid, item.timestamp]), [
+    ["m2", "9999-12-31T23:59:59.000Z"],
+  ]);
+  assert.deepEqual(parsed.skipped, [{
+    path: "entry.0.changes.0.value.messages.0",
+    reason: 'timestamp "8640000000000" is not Unix seconds',
+  }]);
+});
