@@ -2,7 +2,7 @@
  * Links to channel media through Parley's proxies (`/api/v1/whatsapp/media/{id}`,
  * `/api/v1/slack/media/{id}`): the platforms' own file URLs need the channel's token (and Meta's
  * expire within minutes), so message payloads carry a Parley link instead, signed (HMAC-SHA256
- * with a key derived from `PARLEY_ENCRYPTION_KEY`) for one proxy and one media
+ * with a key derived from `PARLEY_ENCRYPTION_KEY`) for one proxy, one application and one media
  * id, and expiring after 24 hours.
  */
 import { createHmac, timingSafeEqual } from "node:crypto";
@@ -13,10 +13,13 @@ export const MEDIA_LINK_TTL_SECONDS = 24 * 3600;
 
 /** Signs and checks media links. */
 export interface MediaLinks {
-  /** The proxy link of `mediaId`: `…/{mediaId}?exp=<unix>&sig=<hex>`. */
-  link(mediaId: string): string;
-  /** Whether the query of a proxy request is a valid, unexpired link to `mediaId`. */
-  verify(mediaId: string, query: { exp?: string; sig?: string }): boolean;
+  /** The proxy link of `mediaId` received for `appId`: `…/{mediaId}?app=<id>&exp=<unix>&sig=<hex>`. */
+  link(appId: number, mediaId: string): string;
+  /**
+   * The application a proxy request's query links `mediaId` for, when the link is valid and
+   * unexpired; else null.
+   */
+  verify(mediaId: string, query: { app?: string; exp?: string; sig?: string }): number | null;
 }
 
 /** Options of {@linkcode createMediaLinks}. */
@@ -33,29 +36,36 @@ export interface MediaLinksOptions {
 }
 
 /**
- * Creates the signer. A link names the media only; the proxy finds its application from where
- * the media was stored (`channel_media`), so a link can never reach another application's media.
+ * Creates the signer. A link names its application: the proxy fetches the media with that
+ * application's token, and only when the media was received for it (`channel_media`), so that a
+ * media id another application also claims never reaches this one's files.
  */
 export function createMediaLinks(options: MediaLinksOptions): MediaLinks {
   const key = createHmac("sha256", options.encryptionKey).update("parley media links v1").digest();
   const now = options.now ?? Date.now;
   const path = options.path ?? "/api/v1/whatsapp/media";
   const purpose = options.purpose ?? "whatsapp";
-  const sign = (mediaId: string, expires: number) =>
-    createHmac("sha256", key).update(`${purpose}:${mediaId}:${expires}`).digest("hex");
+  const sign = (appId: number, mediaId: string, expires: number) =>
+    createHmac("sha256", key).update(`${purpose}:${appId}:${mediaId}:${expires}`).digest("hex");
   return {
-    link(mediaId) {
+    link(appId, mediaId) {
       const exp = Math.floor(now() / 1000) + MEDIA_LINK_TTL_SECONDS;
-      const query = new URLSearchParams({ exp: String(exp), sig: sign(mediaId, exp) });
+      const query = new URLSearchParams({
+        app: String(appId),
+        exp: String(exp),
+        sig: sign(appId, mediaId, exp),
+      });
       return `${options.publicBaseUrl}${path}/${encodeURIComponent(mediaId)}?${query}`;
     },
     verify(mediaId, query) {
-      if (!/^[0-9]{1,12}$/.test(query.exp ?? "")) return false;
-      if (!/^[0-9a-f]{64}$/.test(query.sig ?? "")) return false;
+      if (!/^[1-9][0-9]{0,15}$/.test(query.app ?? "")) return null;
+      if (!/^[0-9]{1,12}$/.test(query.exp ?? "")) return null;
+      if (!/^[0-9a-f]{64}$/.test(query.sig ?? "")) return null;
+      const appId = Number(query.app);
       const exp = Number(query.exp);
-      if (exp * 1000 < now()) return false;
-      const expected = Buffer.from(sign(mediaId, exp), "hex");
-      return timingSafeEqual(expected, Buffer.from(query.sig!, "hex"));
+      if (exp * 1000 < now()) return null;
+      const expected = Buffer.from(sign(appId, mediaId, exp), "hex");
+      return timingSafeEqual(expected, Buffer.from(query.sig!, "hex")) ? appId : null;
     },
   };
 }

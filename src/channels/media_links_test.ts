@@ -7,28 +7,31 @@ function queryOf(link: string) {
   return Object.fromEntries(new URL(link).searchParams);
 }
 
-Deno.test("createMediaLinks signs a link that verifies for its media only, for 24 hours", () => {
+Deno.test("createMediaLinks signs a link that verifies for its application and media only, for 24 hours", () => {
   let clock = 1_800_000_000_000;
   const links = createMediaLinks({
     encryptionKey: KEY,
     publicBaseUrl: "https://p.example",
     now: () => clock,
   });
-  const link = links.link("1234567890");
+  const link = links.link(42, "1234567890");
   assert.match(
     link,
-    /^https:\/\/p\.example\/api\/v1\/whatsapp\/media\/1234567890\?exp=\d+&sig=[0-9a-f]{64}$/,
+    /^https:\/\/p\.example\/api\/v1\/whatsapp\/media\/1234567890\?app=42&exp=\d+&sig=[0-9a-f]{64}$/,
   );
-  assert.equal(links.verify("1234567890", queryOf(link)), true);
-  assert.equal(links.verify("999", queryOf(link)), false);
-  assert.equal(links.verify("1234567890", { ...queryOf(link), sig: "0".repeat(64) }), false);
+  assert.equal(links.verify("1234567890", queryOf(link)), 42);
+  assert.equal(links.verify("999", queryOf(link)), null);
+  assert.equal(links.verify("1234567890", { ...queryOf(link), app: "43" }), null);
+  assert.equal(links.verify("1234567890", { ...queryOf(link), sig: "0".repeat(64) }), null);
   assert.equal(
     links.verify("1234567890", { ...queryOf(link), exp: String(Number(queryOf(link).exp) + 1) }),
-    false,
+    null,
   );
-  assert.equal(links.verify("1234567890", {}), false);
+  const { app: _app, ...withoutApp } = queryOf(link);
+  assert.equal(links.verify("1234567890", withoutApp), null);
+  assert.equal(links.verify("1234567890", {}), null);
   clock += (MEDIA_LINK_TTL_SECONDS + 1) * 1000;
-  assert.equal(links.verify("1234567890", queryOf(link)), false);
+  assert.equal(links.verify("1234567890", queryOf(link)), null);
 });
 
 Deno.test("createMediaLinks links of another key or another proxy do not verify", () => {
@@ -39,6 +42,7 @@ Deno.test("createMediaLinks links of another key or another proxy do not verify"
     publicBaseUrl: "http://x",
     purpose: "slack",
   });
-  assert.equal(mine.verify("m", queryOf(theirs.link("m"))), false);
-  assert.equal(mine.verify("m", queryOf(slack.link("m"))), false);
+  assert.equal(mine.verify("m", queryOf(mine.link(1, "m"))), 1);
+  assert.equal(mine.verify("m", queryOf(theirs.link(1, "m"))), null);
+  assert.equal(mine.verify("m", queryOf(slack.link(1, "m"))), null);
 });

@@ -1,18 +1,20 @@
 /** Queries of `channel_media`: which application a channel's media id was received for. */
 import type { Tx } from "./client.ts";
 
-/** The application media `mediaId` of `channel` belongs to, or null. */
-export async function findMediaApp(
+/** Whether media `mediaId` of `channel` was received for application `appId`. */
+export async function isMediaOf(
   sql: Tx,
   channel: "whatsapp" | "slack",
+  appId: number,
   mediaId: string,
-): Promise<number | null> {
-  const [row] = await sql<{ app_id: number }[]>`
-    SELECT app_id FROM channel_media WHERE channel = ${channel} AND media_id = ${mediaId}`;
-  return row?.app_id ?? null;
+): Promise<boolean> {
+  const rows = await sql`
+    SELECT 1 FROM channel_media
+    WHERE channel = ${channel} AND media_id = ${mediaId} AND app_id = ${appId}`;
+  return rows.length > 0;
 }
 
-/** Records media ids received for `appId` (the first application to receive an id keeps it). */
+/** Records media ids received for `appId` (an id may be recorded for several applications). */
 export async function recordChannelMedia(
   sql: Tx,
   channel: "whatsapp" | "slack",

@@ -145,7 +145,7 @@ export function createSlackInboundProcessor(deps: SlackInboundDeps): SlackInboun
       typeof file?.id === "string"
         ? [{
           id: file.id,
-          url: deps.mediaLinks.link(file.id),
+          url: deps.mediaLinks.link(installation.appId, file.id),
           filename: storable(String(file.name ?? file.title ?? file.id)),
           mimeType: typeof file.mimetype === "string" ? file.mimetype : null,
           image: typeof file.mimetype === "string" && file.mimetype.startsWith("image/"),

@@ -85,10 +85,11 @@ export function createInboundProcessor(deps: InboundProcessorDeps): InboundProce
     const targets = new Map(
       (await findClickTargets(deps.sql, appId, contexts)).map((target) => [target.wamid, target]),
     );
-    return ours.map((item) => entryOf(item, targets));
+    return ours.map((item) => entryOf(appId, item, targets));
   }
 
   function entryOf(
+    appId: number,
     item: InboundItem,
     targets: Map<string, Awaited<ReturnType<typeof findClickTargets>>[number]>,
   ): WhatsAppInboundEntry {
@@ -125,7 +126,7 @@ export function createInboundProcessor(deps: InboundProcessorDeps): InboundProce
     const { content } = item;
     if (content.messageType === "text") return textEntry(item, content.text);
     const payload: Record<string, unknown> = {
-      url: deps.mediaLinks.link(content.media.id),
+      url: deps.mediaLinks.link(appId, content.media.id),
       mime_type: content.media.mimeType,
       ...(content.media.caption === null ? {} : { caption: storable(content.media.caption) }),
       ...(content.media.filename === null ? {} : { filename: storable(content.media.filename) }),
