@@ -13,13 +13,17 @@ export const MEDIA_LINK_TTL_SECONDS = 24 * 3600;
 
 /** Signs and checks media links. */
 export interface MediaLinks {
-  /** The proxy link of `mediaId` received for `appId`: `…/{mediaId}?app=<id>&exp=<unix>&sig=<hex>`. */
+  /** The proxy link of `mediaId` received for `appId`: `…/{mediaId}?exp=<unix>&sig=<hex>`. */
   link(appId: number, mediaId: string): string;
   /**
-   * The application a proxy request's query links `mediaId` for, when the link is valid and
-   * unexpired; else null.
+   * Which of `appIds` (the applications that received `mediaId`) a proxy request's query is a
+   * valid, unexpired link of; null when it is none of them.
    */
-  verify(mediaId: string, query: { app?: string; exp?: string; sig?: string }): number | null;
+  verify(
+    mediaId: string,
+    query: { exp?: string; sig?: string },
+    appIds: readonly number[],
+  ): number | null;
 }
 
 /** Options of {@linkcode createMediaLinks}. */
@@ -36,8 +40,9 @@ export interface MediaLinksOptions {
 }
 
 /**
- * Creates the signer. A link names its application: the proxy fetches the media with that
- * application's token, and only when the media was received for it (`channel_media`), so that a
+ * Creates the signer. A link's signature covers its application (the URL keeps the contract's
+ * `?exp=&sig=` form): the proxy tries the applications that received the media id
+ * (`channel_media`) and fetches with the token of the one the link was signed for, so that a
  * media id another application also claims never reaches this one's files.
  */
 export function createMediaLinks(options: MediaLinksOptions): MediaLinks {
@@ -50,22 +55,18 @@ export function createMediaLinks(options: MediaLinksOptions): MediaLinks {
   return {
     link(appId, mediaId) {
       const exp = Math.floor(now() / 1000) + MEDIA_LINK_TTL_SECONDS;
-      const query = new URLSearchParams({
-        app: String(appId),
-        exp: String(exp),
-        sig: sign(appId, mediaId, exp),
-      });
+      const query = new URLSearchParams({ exp: String(exp), sig: sign(appId, mediaId, exp) });
       return `${options.publicBaseUrl}${path}/${encodeURIComponent(mediaId)}?${query}`;
     },
-    verify(mediaId, query) {
-      if (!/^[1-9][0-9]{0,15}$/.test(query.app ?? "")) return null;
+    verify(mediaId, query, appIds) {
       if (!/^[0-9]{1,12}$/.test(query.exp ?? "")) return null;
       if (!/^[0-9a-f]{64}$/.test(query.sig ?? "")) return null;
-      const appId = Number(query.app);
       const exp = Number(query.exp);
       if (exp * 1000 < now()) return null;
-      const expected = Buffer.from(sign(appId, mediaId, exp), "hex");
-      return timingSafeEqual(expected, Buffer.from(query.sig!, "hex")) ? appId : null;
+      const given = Buffer.from(query.sig!, "hex");
+      return appIds.find((appId) =>
+        timingSafeEqual(Buffer.from(sign(appId, mediaId, exp), "hex"), given)
+      ) ?? null;
     },
   };
 }

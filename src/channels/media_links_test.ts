@@ -17,21 +17,24 @@ Deno.test("createMediaLinks signs a link that verifies for its application and m
   const link = links.link(42, "1234567890");
   assert.match(
     link,
-    /^https:\/\/p\.example\/api\/v1\/whatsapp\/media\/1234567890\?app=42&exp=\d+&sig=[0-9a-f]{64}$/,
+    /^https:\/\/p\.example\/api\/v1\/whatsapp\/media\/1234567890\?exp=\d+&sig=[0-9a-f]{64}$/,
   );
-  assert.equal(links.verify("1234567890", queryOf(link)), 42);
-  assert.equal(links.verify("999", queryOf(link)), null);
-  assert.equal(links.verify("1234567890", { ...queryOf(link), app: "43" }), null);
-  assert.equal(links.verify("1234567890", { ...queryOf(link), sig: "0".repeat(64) }), null);
+  assert.equal(links.verify("1234567890", queryOf(link), [7, 42, 99]), 42);
+  assert.equal(links.verify("1234567890", queryOf(link), [7, 99]), null, "another app's");
+  assert.equal(links.verify("1234567890", queryOf(link), []), null);
+  assert.equal(links.verify("999", queryOf(link), [42]), null);
+  assert.equal(links.verify("1234567890", { ...queryOf(link), sig: "0".repeat(64) }, [42]), null);
   assert.equal(
-    links.verify("1234567890", { ...queryOf(link), exp: String(Number(queryOf(link).exp) + 1) }),
+    links.verify(
+      "1234567890",
+      { ...queryOf(link), exp: String(Number(queryOf(link).exp) + 1) },
+      [42],
+    ),
     null,
   );
-  const { app: _app, ...withoutApp } = queryOf(link);
-  assert.equal(links.verify("1234567890", withoutApp), null);
-  assert.equal(links.verify("1234567890", {}), null);
+  assert.equal(links.verify("1234567890", {}, [42]), null);
   clock += (MEDIA_LINK_TTL_SECONDS + 1) * 1000;
-  assert.equal(links.verify("1234567890", queryOf(link)), null);
+  assert.equal(links.verify("1234567890", queryOf(link), [42]), null);
 });
 
 Deno.test("createMediaLinks links of another key or another proxy do not verify", () => {
@@ -42,7 +45,7 @@ Deno.test("createMediaLinks links of another key or another proxy do not verify"
     publicBaseUrl: "http://x",
     purpose: "slack",
   });
-  assert.equal(mine.verify("m", queryOf(mine.link(1, "m"))), 1);
-  assert.equal(mine.verify("m", queryOf(theirs.link(1, "m"))), null);
-  assert.equal(mine.verify("m", queryOf(slack.link(1, "m"))), null);
+  assert.equal(mine.verify("m", queryOf(mine.link(1, "m")), [1]), 1);
+  assert.equal(mine.verify("m", queryOf(theirs.link(1, "m")), [1]), null);
+  assert.equal(mine.verify("m", queryOf(slack.link(1, "m")), [1]), null);
 });

@@ -1,17 +1,17 @@
 /** Queries of `channel_media`: which application a channel's media id was received for. */
 import type { Tx } from "./client.ts";
 
-/** Whether media `mediaId` of `channel` was received for application `appId`. */
-export async function isMediaOf(
+/** The applications media `mediaId` of `channel` was received for (almost always one). */
+export async function findMediaApps(
   sql: Tx,
   channel: "whatsapp" | "slack",
-  appId: number,
   mediaId: string,
-): Promise<boolean> {
-  const rows = await sql`
-    SELECT 1 FROM channel_media
-    WHERE channel = ${channel} AND media_id = ${mediaId} AND app_id = ${appId}`;
-  return rows.length > 0;
+): Promise<number[]> {
+  const rows = await sql<{ app_id: number }[]>`
+    SELECT app_id FROM channel_media
+    WHERE channel = ${channel} AND media_id = ${mediaId}
+    ORDER BY app_id LIMIT 100`;
+  return rows.map((row) => row.app_id);
 }
 
 /** Records media ids received for `appId` (an id may be recorded for several applications). */

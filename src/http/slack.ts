@@ -25,7 +25,7 @@ import { mediaResponse } from "./media_response.ts";
 import type { MediaLinks } from "../channels/media_links.ts";
 import type { WebClient } from "@slack/web-api";
 import { findInstallationByApp } from "../db/slack_installations.ts";
-import { isMediaOf } from "../db/channel_media.ts";
+import { findMediaApps } from "../db/channel_media.ts";
 
 /** Whether `url` is on one of Slack's file hosts (or, for tests, `SLACK_API_URL`'s host). */
 function isSlackFileHost(url: string, apiUrl: string): boolean {
@@ -126,10 +126,10 @@ export function slackRoutes(deps: SlackRoutesDeps): Hono {
 
   routes.get("/media/:fileId", async (c) => {
     const fileId = c.req.param("fileId");
-    const appId = deps.slackMediaLinks.verify(fileId, c.req.query());
+    const received = await findMediaApps(deps.sql, "slack", fileId);
+    const appId = deps.slackMediaLinks.verify(fileId, c.req.query(), received);
     if (appId === null) throw new AppError(403, "Invalid or expired media link");
-    const received = await isMediaOf(deps.sql, "slack", appId, fileId);
-    const installation = received ? await findInstallationByApp(deps.sql, appId) : null;
+    const installation = await findInstallationByApp(deps.sql, appId);
     if (!installation) throw new AppError(404, "File not found");
     let file;
     try {

@@ -12,7 +12,7 @@ import type { Sql } from "../db/client.ts";
 import { findWhatsAppChannel } from "../db/whatsapp_channels.ts";
 import { insertWhatsAppDeliveries } from "../db/whatsapp_inbound.ts";
 import { createBatchedWriter, STORE_LINGER_MS } from "../db/batched_writer.ts";
-import { isMediaOf } from "../db/channel_media.ts";
+import { findMediaApps } from "../db/channel_media.ts";
 import type { SecretBox } from "../crypto/secret_box.ts";
 import { AppError } from "../domain/app_error.ts";
 import { describeError, log } from "../log.ts";
@@ -116,10 +116,10 @@ export function whatsappRoutes(deps: WhatsAppRoutesDeps): Hono {
 
   routes.get("/media/:mediaId", async (c) => {
     const mediaId = c.req.param("mediaId");
-    const appId = deps.mediaLinks.verify(mediaId, c.req.query());
+    const received = await findMediaApps(deps.sql, "whatsapp", mediaId);
+    const appId = deps.mediaLinks.verify(mediaId, c.req.query(), received);
     if (appId === null) throw new AppError(403, "Invalid or expired media link");
-    const received = await isMediaOf(deps.sql, "whatsapp", appId, mediaId);
-    const channel = received ? await channelOf(String(appId)) : null;
+    const channel = await channelOf(String(appId));
     if (!channel) throw new AppError(404, "Media not found");
     const access = { graphUrl: deps.whatsappGraphUrl, accessToken: channel.accessToken };
     // Meta's download URL expires within minutes: it is looked up for every request, and once
