@@ -7,7 +7,7 @@ import { apiCall, createKeyedApp, createVisitorChat } from "./support/open_api.t
 import { selfSignedCertificate } from "./support/tls.ts";
 import { createVisitor, waitUntil } from "./support/realtime.ts";
 import { commitBatch } from "../src/db/write_batch.ts";
-import { deleteOldAttempts } from "../src/db/deliveries.ts";
+import { claimDueDeliveries, deleteOldAttempts } from "../src/db/deliveries.ts";
 import type { Sql } from "../src/db/client.ts";
 
 /** A request the receiver got. */
@@ -434,4 +434,31 @@ Deno.test("a retry asked while an attempt is in flight neither doubles it nor un
   answer();
   const row = await settled(db.sql, app.appId, (row) => row.state !== "pending");
   assert.deepEqual([row.state, row.attempts], ["succeeded", 1]);
+});
+
+Deno.test("a message.failed delivery carries the platform's error code and title", async () => {
+  await using db = await createTestDatabase();
+  const app = await createKeyedApp(db.sql);
+  const [client] = await db.sql<{ id: number }[]>`
+    INSERT INTO clients (app_id, name) VALUES (${app.appId}, NULL) RETURNING id`;
+  const [chat] = await db.sql<{ id: number }[]>`
+    INSERT INTO conversations (app_id, client_id, channel, status)
+    VALUES (${app.appId}, ${client.id}, 'whatsapp', 'open') RETURNING id`;
+  const [message] = await db.sql<{ id: number }[]>`
+    INSERT INTO messages (app_id, conversation_id, sender_type, message_type, content, status,
+      failure_code, failure_title)
+    VALUES (${app.appId}, ${chat.id}, 'bot', 'text', 'hi', 'failed', 131047,
+      'Re-engagement message')
+    RETURNING id`;
+  await db.sql`
+    INSERT INTO outbox (app_id, kind, topic, payload)
+    VALUES (${app.appId}, 'webhook', 'message.failed',
+      ${db.sql.json({ conversation_id: chat.id, message_id: message.id })})`;
+  const [claimed] = await claimDueDeliveries(db.sql, { limit: 10, leaseSeconds: 60 });
+  assert.equal(claimed.topic, "message.failed");
+  assert.equal(claimed.context.message?.status, "failed");
+  assert.deepEqual(claimed.context.message?.error, {
+    code: 131047,
+    title: "Re-engagement message",
+  });
 });

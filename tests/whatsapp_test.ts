@@ -310,6 +310,15 @@ Deno.test("statuses move forward only; failed is final and keeps Meta's error", 
     { status: "read", failure_code: null, failure_title: null },
     { status: "failed", failure_code: 131047, failure_title: "Re-engagement message" },
   ]);
+  // The Open API shows why: the platform's error code and title.
+  const history = await apiCall(env.server.baseUrl, `/conversations/${chat.id}/messages`, {
+    key: env.app.key,
+  });
+  const bot = history.json.data.filter((m: { sender_type: string }) => m.sender_type === "bot");
+  assert.deepEqual(bot.map((m: { error?: unknown }) => m.error), [
+    undefined,
+    { code: 131047, title: "Re-engagement message" },
+  ]);
 });
 
 Deno.test("each inbound kind is stored readably; media get a proxy link that streams the file", async () => {

@@ -81,6 +81,7 @@ export async function claimDueDeliveries(
         'id', m.id, 'conversation_id', m.conversation_id, 'sender_type', m.sender_type,
         'sender_name', m.sender_name, 'message_type', m.message_type, 'content', m.content,
         'payload', m.payload, 'internal', m.internal, 'status', m.status,
+        'failure_code', m.failure_code, 'failure_title', m.failure_title,
         'created_at', to_char(m.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')
       ) END AS message
     FROM claimed c

@@ -13,6 +13,9 @@ export interface MessageRow {
   payload: unknown;
   internal: boolean;
   status: Message["status"] | null;
+  /** The platform's error of a failed message, where the query selects it. */
+  failure_code?: number | null;
+  failure_title?: string | null;
   created_at: string;
 }
 
@@ -30,6 +33,9 @@ export function toMessage(row: MessageRow): Message {
   if (row.payload !== null && row.payload !== undefined) message.payload = row.payload;
   if (row.internal) message.internal = true;
   if (row.status !== null) message.status = row.status;
+  if (row.status === "failed" && row.failure_code !== null && row.failure_code !== undefined) {
+    message.error = { code: row.failure_code, title: row.failure_title ?? null };
+  }
   return message;
 }
 
@@ -181,7 +187,7 @@ export async function listMessages(
   const rows = await sql<MessageRow[]>`
     SELECT * FROM (
       SELECT id, conversation_id, sender_type, sender_name, message_type, content, payload,
-        internal, status, created_at
+        internal, status, failure_code, failure_title, created_at
       FROM messages
       WHERE app_id = ${appId} AND conversation_id = ${chatId} AND deleted_at IS NULL
         AND id < ${options.before ?? Number.MAX_SAFE_INTEGER}

@@ -32,6 +32,8 @@ export interface Message {
   payload?: unknown;
   internal?: true;
   status?: "pending" | "sent" | "delivered" | "read" | "failed";
+  /** Why a `failed` message failed, as the platform said (its error code and title). */
+  error?: { code: number; title: string | null };
   created_at: string;
 }
 

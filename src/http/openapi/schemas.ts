@@ -40,6 +40,9 @@ export const MESSAGE = z.strictObject({
     description: "An agent's internal note, never shown to the visitor",
   }),
   status: z.enum(["pending", "sent", "delivered", "read", "failed"]).optional(),
+  error: z.strictObject({ code: z.int(), title: z.string().nullable() }).optional().meta({
+    description: "Why a failed message failed: the platform's error code and title",
+  }),
   created_at: TIMESTAMP,
 }).meta({ id: "Message" });
 
