@@ -612,3 +612,25 @@ Deno.test("a malformed event in a mirrored thread changes nothing and holds noth
   );
   assert.equal(unapplied[0].n, 0);
 });
+
+Deno.test("a thread reply reaches the visitor as the agent saw it: no escapes, links and mentions readable", async () => {
+  await using env = await setUp();
+  await install(env);
+  env.slack.addUser({ id: "U1", displayName: "Ana" });
+  const chat = await createVisitorChat(env.server.baseUrl, env.app.publicId, "Hello");
+  const thread = await threadTs(env);
+  const res = await env.slack.postEvent(
+    `${env.server.baseUrl}/api/v1/slack/events`,
+    threadEvent("Ev50", thread, {
+      user: "U1",
+      text: "a &lt; b &amp; c, ask <@U1> or see <https://x.io/p?a=1&amp;b=2|the docs>",
+      ts: "1800000003.000001",
+    }),
+  );
+  assert.equal(res.status, 200);
+  await res.body?.cancel();
+  const rows = await agentMessages(env, chat.chatId, (current) => current.length >= 1, "the reply");
+  assert.deepEqual(rows.map((row) => row.content), [
+    "a < b & c, ask @Ana or see the docs (https://x.io/p?a=1&b=2)",
+  ]);
+});

@@ -25,6 +25,7 @@ import {
   recordSlackDeliveryFailure,
 } from "../../db/slack_inbound.ts";
 import { parseSlackAction } from "../../domain/slack_blocks.ts";
+import { decodeSlackText, mentionedUsers } from "../../domain/slack_text.ts";
 import { createLruCache } from "../../domain/lru_cache.ts";
 import { describeError, log } from "../../log.ts";
 import { CLOSE_ACTION_ID, parseChatBlockId } from "./mirror.ts";
@@ -106,6 +107,15 @@ export function createSlackInboundProcessor(deps: SlackInboundDeps): SlackInboun
     return name;
   }
 
+  /** Slack's `text` as the visitor is to read it, mentioned members by name. */
+  async function readable(installation: SlackInstallation, text: string): Promise<string> {
+    const ids = mentionedUsers(text);
+    const found = new Map(
+      await Promise.all(ids.map(async (id) => [id, await displayName(installation, id)] as const)),
+    );
+    return decodeSlackText(text, { user: (id) => found.get(id) });
+  }
+
   function isOwn(installation: SlackInstallation, message: Json): boolean {
     return Boolean(message?.bot_id) || message?.user === installation.botUserId;
   }
@@ -123,7 +133,7 @@ export function createSlackInboundProcessor(deps: SlackInboundDeps): SlackInboun
         kind: "edit",
         channelId,
         ts: message.ts,
-        text: storable(String(message.text ?? "")),
+        text: storable(await readable(installation, String(message.text ?? ""))),
       };
     }
     if (event.subtype === "message_deleted") {
@@ -140,7 +150,7 @@ export function createSlackInboundProcessor(deps: SlackInboundDeps): SlackInboun
     if (isOwn(installation, event) || typeof event.user !== "string") return null;
     if (typeof event.ts !== "string" || typeof event.thread_ts !== "string") return null;
     if (event.thread_ts === event.ts) return null;
-    const text = storable(String(event.text ?? ""));
+    const text = storable(await readable(installation, String(event.text ?? "")));
     const files = (Array.isArray(event.files) ? event.files : []).flatMap((file: Json) =>
       typeof file?.id === "string"
         ? [{
