@@ -634,3 +634,35 @@ Deno.test("a thread reply reaches the visitor as the agent saw it: no escapes, l
     "a < b & c, ask @Ana or see the docs (https://x.io/p?a=1&b=2)",
   ]);
 });
+
+Deno.test("a message posted in several parts goes on from the part that failed, never posting one twice", async () => {
+  await using env = await setUp();
+  await install(env);
+  const chat = await createVisitorChat(env.server.baseUrl, env.app.publicId, "one");
+  await waitUntil(() => posts(env.slack).length >= 2, "the root and the first message");
+  // 3,000 "&" are 15,000 characters once escaped for Slack: two posts. The first lands, the
+  // second meets an error Slack asks to retry.
+  env.slack.queue(
+    "chat.postMessage",
+    { body: { ok: true, channel: "C1", ts: "1800000099.000001" } },
+    { body: { ok: false, error: "internal_error" } },
+  );
+  const sent = await apiCall(env.server.baseUrl, "/messages", {
+    key: env.app.key,
+    json: { chat_id: chat.chatId, content: `A${"&".repeat(2_998)}Z` },
+  });
+  assert.equal(sent.status, 200);
+  const long = () =>
+    posts(env.slack).filter((call) => String(call.params.text ?? "").includes("&amp;"));
+  await waitUntil(() => long().length >= 3, "the failed part posted again", 15_000);
+  await new Promise((resolve) => setTimeout(resolve, 500));
+  const [first, failed, again] = long().map((call) => JSON.stringify(call.params));
+  assert.equal(long().length, 3, "the first part is not posted again");
+  assert.equal(failed, again);
+  assert.ok(String(long()[0].params.text).startsWith("A"));
+  assert.ok(!String(long()[2].params.text).startsWith("A"));
+  assert.notEqual(first, again);
+  const [row] = await env.db.sql`
+    SELECT ts, parts FROM slack_messages WHERE message_id = ${sent.json.data.message_id}`;
+  assert.deepEqual({ ...row }, { ts: "1800000099.000001", parts: 2 });
+});

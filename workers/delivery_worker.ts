@@ -26,7 +26,7 @@ import { sendClaimed } from "../src/channels/whatsapp/sender.ts";
 import {
   claimMirrorSends,
   recordMirrorOutcome,
-  saveMirroredMessage,
+  saveMirroredParts,
   saveThread,
 } from "../src/db/slack_sends.ts";
 import { createSlackClients } from "../src/channels/slack/clients.ts";
@@ -124,7 +124,7 @@ self.onmessage = async (event: MessageEvent<DeliveryWorkerMessage>) => {
           sendMirror({
             clientFor: slackClients,
             saveThread: (thread) => saveThread(pool, thread),
-            saveMirrored: (link) => saveMirroredMessage(pool, link),
+            saveMirrored: (link) => saveMirroredParts(pool, link),
             record: (claimed, outcome, error) => recordMirrorOutcome(pool, claimed, outcome, error),
           }, send),
         onError: (error) => log("error", "slack mirror failed", describeError(error)),

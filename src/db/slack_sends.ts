@@ -31,8 +31,10 @@ export interface ClaimedMirror {
     content: string;
     payload: unknown;
     internal: boolean;
-    /** Whether it is already in Slack (posted by an earlier attempt, or typed there). */
-    mirrored: boolean;
+    /** How many of its Slack posts are already there (by earlier attempts, or typed there). */
+    postedParts: number;
+    /** The `ts` of its first post, once there is one. */
+    firstTs: string | null;
   } | null;
   /** The conversation's thread, when it has one in the installation's workspace. */
   thread: { channelId: string; ts: string } | null;
@@ -51,7 +53,7 @@ export async function claimMirrorSends(
       conv.id AS chat_id, conv.status, conv.channel, cl.name AS visitor_name,
       cl.email AS visitor_email,
       m.id AS message_id, m.sender_type, m.sender_name, m.message_type, m.content, m.payload,
-      m.internal, sm.ts IS NOT NULL AS mirrored,
+      m.internal, coalesce(sm.parts, 0) AS posted_parts, sm.ts AS first_ts,
       s.team_id, s.channel_id, s.bot_token_sealed,
       t.channel_id AS thread_channel, t.thread_ts
     FROM claimed c
@@ -85,7 +87,8 @@ export async function claimMirrorSends(
       content: row.content,
       payload: row.payload,
       internal: row.internal,
-      mirrored: row.mirrored,
+      postedParts: row.posted_parts,
+      firstTs: row.first_ts,
     },
     thread: row.thread_ts === null ? null : { channelId: row.thread_channel, ts: row.thread_ts },
     installation: row.team_id === null ? null : {
@@ -109,12 +112,26 @@ export async function saveThread(
       channel_id = EXCLUDED.channel_id, thread_ts = EXCLUDED.thread_ts`;
 }
 
-/** Remembers the Slack `ts` of a mirrored message. */
-export async function saveMirroredMessage(
+/**
+ * Remembers that the first `parts` Slack posts of a message are there: the first part's `ts`
+ * identifies the message in Slack (later parts only count).
+ */
+export async function saveMirroredParts(
   sql: Tx,
-  link: { appId: number; messageId: number; teamId: string; channelId: string; ts: string },
+  link: {
+    appId: number;
+    messageId: number;
+    teamId: string;
+    channelId: string;
+    ts: string;
+    parts: number;
+  },
 ): Promise<void> {
-  await saveMirroredMessages(sql, [link]);
+  await sql`
+    INSERT INTO slack_messages AS sm (app_id, message_id, team_id, channel_id, ts, parts)
+    VALUES (${link.appId}, ${link.messageId}, ${link.teamId}, ${link.channelId}, ${link.ts},
+      ${link.parts})
+    ON CONFLICT (app_id, message_id) DO UPDATE SET parts = greatest(sm.parts, EXCLUDED.parts)`;
 }
 
 /** Remembers which Slack messages mirror which Parley messages, in one statement. */

@@ -34,8 +34,16 @@ export interface MirrorDeps {
   saveThread(
     thread: { appId: number; chatId: number; teamId: string; channelId: string; ts: string },
   ): Promise<void>;
+  /** Remembers that the first `parts` posts of a message are in Slack (`ts`: the first's). */
   saveMirrored(
-    link: { appId: number; messageId: number; teamId: string; channelId: string; ts: string },
+    link: {
+      appId: number;
+      messageId: number;
+      teamId: string;
+      channelId: string;
+      ts: string;
+      parts: number;
+    },
   ): Promise<void>;
   record(
     send: ClaimedMirror,
@@ -131,7 +139,7 @@ export async function sendMirror(deps: MirrorDeps, send: ClaimedMirror): Promise
       });
     }
     const message = send.message;
-    if (send.topic === "message" && message && !message.mirrored) {
+    if (send.topic === "message" && message) {
       const visitor = conversation.visitorName ?? `Visitor #${conversation.id}`;
       const parts = renderSlackMessage({
         id: message.id,
@@ -139,23 +147,25 @@ export async function sendMirror(deps: MirrorDeps, send: ClaimedMirror): Promise
         content: message.content,
         payload: message.payload,
       });
-      let first: string | null = null;
-      for (const part of parts) {
+      // Each part is remembered as it lands: a retry goes on from the first part not posted,
+      // and a message already there (or typed in Slack) is not posted again.
+      let first = message.firstTs;
+      for (let index = message.postedParts; index < parts.length; index++) {
         const posted = await client.chat.postMessage({
           channel: thread.channelId,
           thread_ts: thread.ts,
           username: senderLabel(message, visitor),
-          ...part,
+          ...parts[index],
         });
         first ??= posted.ts ?? null;
-      }
-      if (first !== null) {
+        if (first === null) continue;
         await deps.saveMirrored({
           appId: send.appId,
           messageId: message.id,
           teamId: installation.teamId,
           channelId: thread.channelId,
           ts: first,
+          parts: index + 1,
         });
       }
     }
