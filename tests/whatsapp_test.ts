@@ -145,6 +145,20 @@ Deno.test("POST /webhook refuses a wrong or missing signature and stores nothing
     await post(env, body, { signature: metaSignature(new Uint8Array([1]), APP_SECRET) }),
     401,
   );
+  // An application without WhatsApp, or no application at all: no secret matches either.
+  const raw = JSON.stringify(body);
+  for (const appId of [String(env.app.appId + 1), "abc", "99999999999999999999"]) {
+    const res = await fetch(`${env.server.baseUrl}/api/v1/whatsapp/webhook/${appId}`, {
+      method: "POST",
+      headers: {
+        "content-type": "application/json",
+        "x-hub-signature-256": metaSignature(new TextEncoder().encode(raw), APP_SECRET),
+      },
+      body: raw,
+    });
+    assert.equal(res.status, 401, appId);
+    await res.body?.cancel();
+  }
   const [row] = await env.db.sql`
     SELECT (SELECT count(*) FROM whatsapp_deliveries) AS deliveries,
       (SELECT count(*) FROM messages) AS messages`;

@@ -96,7 +96,9 @@ export function whatsappRoutes(deps: WhatsAppRoutesDeps): Hono {
     async (c) => {
       const appIdText = c.req.param("appId");
       const channel = await channelOf(appIdText);
-      if (!channel) throw new AppError(404, "WhatsApp is not configured for this application");
+      // No channel, no secret to match: refused like any other signature (CONTRACT §6.1), the
+      // body unread.
+      if (!channel) throw new AppError(401, "Invalid signature");
       const raw = new Uint8Array(await c.req.arrayBuffer());
       if (!isValidMetaSignature(raw, c.req.header("x-hub-signature-256"), channel.appSecret)) {
         throw new AppError(401, "Invalid signature");
