@@ -112,21 +112,21 @@ export async function saveThread(
       channel_id = EXCLUDED.channel_id, thread_ts = EXCLUDED.thread_ts`;
 }
 
+/** A message's posts in Slack: `ts` is the first's, `parts` how many have landed. */
+export interface MirroredParts {
+  appId: number;
+  messageId: number;
+  teamId: string;
+  channelId: string;
+  ts: string;
+  parts: number;
+}
+
 /**
  * Remembers that the first `parts` Slack posts of a message are there: the first part's `ts`
  * identifies the message in Slack (later parts only count).
  */
-export async function saveMirroredParts(
-  sql: Tx,
-  link: {
-    appId: number;
-    messageId: number;
-    teamId: string;
-    channelId: string;
-    ts: string;
-    parts: number;
-  },
-): Promise<void> {
+export async function saveMirroredParts(sql: Tx, link: MirroredParts): Promise<void> {
   await sql`
     INSERT INTO slack_messages AS sm (app_id, message_id, team_id, channel_id, ts, parts)
     VALUES (${link.appId}, ${link.messageId}, ${link.teamId}, ${link.channelId}, ${link.ts},

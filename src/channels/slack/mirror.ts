@@ -7,7 +7,7 @@
  * schedule, and a refusal Slack will repeat (a revoked token, a deleted channel) gives up.
  */
 import type { WebClient } from "@slack/web-api";
-import type { ClaimedMirror } from "../../db/slack_sends.ts";
+import type { ClaimedMirror, MirroredParts } from "../../db/slack_sends.ts";
 import { nextSendRetryDelayMs } from "../../domain/channel_send_schedule.ts";
 import { renderSlackMessage, type SlackBlock } from "../../domain/slack_blocks.ts";
 import { escapeMrkdwn } from "../../domain/slack_mrkdwn.ts";
@@ -35,16 +35,7 @@ export interface MirrorDeps {
     thread: { appId: number; chatId: number; teamId: string; channelId: string; ts: string },
   ): Promise<void>;
   /** Remembers that the first `parts` posts of a message are in Slack (`ts`: the first's). */
-  saveMirrored(
-    link: {
-      appId: number;
-      messageId: number;
-      teamId: string;
-      channelId: string;
-      ts: string;
-      parts: number;
-    },
-  ): Promise<void>;
+  saveMirrored(link: MirroredParts): Promise<void>;
   record(
     send: ClaimedMirror,
     outcome: { state: "succeeded" | "failed" } | { state: "pending"; retryInMs: number },
