@@ -19,6 +19,7 @@ import { replaceWhatsAppChannel } from "./db/whatsapp_channels.ts";
 import { createInstallUrl } from "./channels/slack/installer.ts";
 import { createSecretBox, type SecretBox } from "./crypto/secret_box.ts";
 import { loadEncryptionKey } from "./crypto/encryption_key.ts";
+import { checkEncryptionKey } from "./db/key_check.ts";
 import { setLogLevel } from "./log.ts";
 
 /** A parsed command line: the command name and its `--flag value` pairs. */
@@ -204,13 +205,16 @@ export async function runCli(args: string[]): Promise<number> {
     location = await openDatabase(config);
     sql = connect(location.url, { max: 2, applicationName: "parley-cli" });
     await migrate(sql);
-    const secretBox = async () =>
-      createSecretBox(
+    const secretBox = async () => {
+      const box = createSecretBox(
         await loadEncryptionKey({
           configured: config.encryptionKey,
           dataDir: config.databaseUrl === null ? config.dataDir : null,
         }),
       );
+      await checkEncryptionKey(sql!, box);
+      return box;
+    };
     const output = await executeCommand(sql, line, {
       secretBox,
       publicBaseUrl: config.publicBaseUrl,

@@ -4,8 +4,10 @@
  */
 import { z } from "zod";
 
-const port = z.coerce.number().int().min(0).max(65535);
-const positive = z.coerce.number().int().positive();
+/** A whole number written in decimal digits only (no sign, exponent, hex or spaces). */
+const digits = z.string().regex(/^[0-9]{1,9}$/, "must be a whole number").transform(Number);
+const port = digits.pipe(z.int().min(0).max(65535));
+const positive = digits.pipe(z.int().positive());
 
 const schema = z.object({
   PORT: port.default(8080),

@@ -7,6 +7,7 @@
 import type { Config } from "./config.ts";
 import { connect } from "./db/client.ts";
 import { openDatabase } from "./db/database.ts";
+import { checkEncryptionKey } from "./db/key_check.ts";
 import { migrate } from "./db/migrate.ts";
 import { createActorPool } from "./actors/pool.ts";
 import { createRealtimeHub } from "./realtime/hub.ts";
@@ -91,6 +92,7 @@ export async function startParley(
   try {
     const applied = await migrate(sql);
     if (applied.length > 0) log("info", "migrated", { applied });
+    await checkEncryptionKey(sql, secretBox);
   } catch (error) {
     await sql.end();
     await database.close();

@@ -7,6 +7,7 @@ import { createHttpApp } from "../src/http/app.ts";
 import { createConversationListCache } from "../src/cache/conversation_lists.ts";
 import { createSecretBox } from "../src/crypto/secret_box.ts";
 import { freePort } from "../src/db/embedded.ts";
+import { checkEncryptionKey } from "../src/db/key_check.ts";
 
 Deno.test("every request logs one JSON line without its query string", async () => {
   await using db = await createTestDatabase();
@@ -85,4 +86,30 @@ Deno.test("the HTTP app renders a failing readyz as 503 in the envelope", async 
   } finally {
     await sql.end();
   }
+});
+
+Deno.test("an instance given another encryption key than its database's secrets refuses to start", async () => {
+  await using db = await createTestDatabase();
+  const box = createSecretBox(new Uint8Array(32).fill(1));
+  await checkEncryptionKey(db.sql, box);
+  await checkEncryptionKey(db.sql, createSecretBox(new Uint8Array(32).fill(1)));
+  await assert.rejects(
+    checkEncryptionKey(db.sql, createSecretBox(new Uint8Array(32).fill(2))),
+    /the encryption key is not the one this database's secrets were sealed with/,
+  );
+  // The server checks at start: with the test key against a database sealed with another, it
+  // exits 1 and says why.
+  const child = await new Deno.Command(Deno.execPath(), {
+    args: ["run", "-A", new URL("../main.ts", import.meta.url).pathname],
+    env: {
+      DATABASE_URL: db.url,
+      PORT: "0",
+      WORKERS: "1",
+      PARLEY_ENCRYPTION_KEY: btoa(String.fromCharCode(...new Uint8Array(32).fill(3))),
+    },
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  assert.equal(child.code, 1);
+  assert.match(new TextDecoder().decode(child.stderr), /encryption key is not the one/);
 });
