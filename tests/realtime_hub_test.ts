@@ -268,3 +268,35 @@ Deno.test("hub handles a notice only after the ones before it, however long they
   await waitUntil(() => visitor.contents().length === 2, "both messages");
   assert.deepEqual(visitor.contents(), ["1", "2"]);
 });
+
+Deno.test("hub reads a notice again when a read fails, so the message still reaches the socket", async () => {
+  await using db = await createTestDatabase();
+  const app = await insertApplication(db.sql, "Acme");
+  const clientId = await createVisitor(db.sql, app.id);
+  // The hub's reads, failing as a connection PostgreSQL ended mid-query would, while `failing`.
+  let failing = 0;
+  const flaky = ((strings: TemplateStringsArray, ...values: unknown[]) => {
+    if (failing > 0) {
+      failing--;
+      return Promise.reject(Object.assign(new Error("write CONNECTION_CLOSED"), {
+        code: "CONNECTION_CLOSED",
+      }));
+    }
+    return db.sql(strings, ...(values as never[]));
+  }) as unknown as Sql;
+  await using server = await startHubServer({ sql: flaky, listenSql: db.sql });
+  const visitor = await server.connect(app.id, clientId);
+  await sendMessages(db.sql, [[app.id, clientId, "first"]]);
+  await waitUntil(() => visitor.frames.length === 2, "the first message");
+  failing = 3;
+  await sendMessages(db.sql, [[app.id, clientId, "second"]]);
+  await sendMessages(db.sql, [[app.id, clientId, "third"]]);
+  await waitUntil(
+    () => visitor.frames.filter((frame) => frame.type === "message.created").length === 3,
+    "every message",
+  );
+  const contents = visitor.frames.flatMap((frame) =>
+    frame.type === "message.created" ? [frame.message.content] : []
+  );
+  assert.deepEqual(contents, ["first", "second", "third"], "in order");
+});

@@ -59,6 +59,16 @@ self.addEventListener("unhandledrejection", (event) => {
   log("error", "unhandled rejection in the delivery worker", describeError(event.reason));
 });
 
+// postgres.js can throw from a timer when PostgreSQL ended a connection under a write in
+// progress (`nextWrite` on a socket already gone). That connection is lost either way and the
+// pool opens another; the thread, with every other batch it is committing, is kept. Any other
+// uncaught error still ends the thread, which the pool replaces.
+self.addEventListener("error", (event) => {
+  if (!/\/postgres\/src\/connection\.js/.test(String(event.error?.stack ?? ""))) return;
+  event.preventDefault();
+  log("error", "database driver error in the delivery worker", describeError(event.error));
+});
+
 self.onmessage = async (event: MessageEvent<DeliveryWorkerMessage>) => {
   const message = event.data;
   switch (message.type) {

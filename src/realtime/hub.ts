@@ -68,6 +68,9 @@ export interface RealtimeHub {
 /** How many pushed message ids the hub remembers to avoid pushing one twice. */
 const REMEMBERED_MESSAGES = 100_000;
 
+/** Waits before the reads of a notice that failed are tried again (about 2 s in all). */
+const PUSH_RETRY_DELAYS_MS = [50, 200, 800, 1_000];
+
 /** WebSocket close code of a server going away. */
 const GOING_AWAY = 1001;
 
@@ -97,6 +100,23 @@ export function createRealtimeHub(options: RealtimeHubOptions): RealtimeHub {
       }
     });
     return queue;
+  }
+
+  /**
+   * Runs a notice's reads again when they fail (a connection PostgreSQL ended, say): the messages
+   * it announces are committed and acknowledged, and no later notice would push them. Notices
+   * wait meanwhile, so frames keep their order. Pushing twice is harmless: a message pushed is
+   * remembered.
+   */
+  async function withRetries(work: () => Promise<void>): Promise<void> {
+    for (let attempt = 1;; attempt++) {
+      try {
+        return await work();
+      } catch (error) {
+        if (attempt > PUSH_RETRY_DELAYS_MS.length || stopped) throw error;
+        await new Promise((resolve) => setTimeout(resolve, PUSH_RETRY_DELAYS_MS[attempt - 1]));
+      }
+    }
   }
 
   function detach(socket: WebSocket, who: Visitor): void {
@@ -188,7 +208,7 @@ export function createRealtimeHub(options: RealtimeHubOptions): RealtimeHub {
       }
       lastNoticeAt = Date.now();
       if (!notice.a.some((appId) => sockets.has(appId))) return Promise.resolve();
-      return serialize(() => pushNotice(notice));
+      return serialize(() => withRetries(() => pushNotice(notice)));
     },
 
     replay() {
