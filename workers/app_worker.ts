@@ -9,7 +9,8 @@ import { type CommitLoop, createCommitLoop, SHUTTING_DOWN } from "../src/actors/
 import type { CommandResult, FromWorker, Reply, ToWorker } from "../src/actors/protocol.ts";
 import { connectWorkerPool, type Sql } from "../src/db/client.ts";
 import { commitBatch } from "../src/db/write_batch.ts";
-import { describeError, log, setLogLevel } from "../src/log.ts";
+import { setLogLevel } from "../src/log.ts";
+import { guardWorkerThread } from "../src/worker_guards.ts";
 
 let sql: Sql | null = null;
 let loop: CommitLoop | null = null;
@@ -32,22 +33,7 @@ function reply(id: number, result: CommandResult): void {
   replies.push({ id, result });
 }
 
-// A rejection nobody awaited (a statement sent ahead in a transaction that already failed, say)
-// is logged, not left to end the thread: the work it belonged to has failed and been answered.
-self.addEventListener("unhandledrejection", (event) => {
-  event.preventDefault();
-  log("error", "unhandled rejection in the actor worker", describeError(event.reason));
-});
-
-// postgres.js can throw from a timer when PostgreSQL ended a connection under a write in
-// progress (`nextWrite` on a socket already gone). That connection is lost either way and the
-// pool opens another; the thread, with every other batch it is committing, is kept. Any other
-// uncaught error still ends the thread, which the pool replaces.
-self.addEventListener("error", (event) => {
-  if (!/\/postgres\/src\/connection\.js/.test(String(event.error?.stack ?? ""))) return;
-  event.preventDefault();
-  log("error", "database driver error in the actor worker", describeError(event.error));
-});
+guardWorkerThread("actor");
 
 self.onmessage = async (event: MessageEvent<ToWorker>) => {
   const message = event.data;

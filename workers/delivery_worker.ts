@@ -33,6 +33,7 @@ import { createSlackClients } from "../src/channels/slack/clients.ts";
 import { sweepChannelRecords } from "../src/db/channel_sweep.ts";
 import { sendMirror } from "../src/channels/slack/mirror.ts";
 import { describeError, log, setLogLevel } from "../src/log.ts";
+import { guardWorkerThread } from "../src/worker_guards.ts";
 
 /** Seconds a claimed delivery stays with this worker before another may take it. */
 const LEASE_SECONDS = 60;
@@ -52,22 +53,7 @@ let sweep: ReturnType<typeof setInterval> | undefined;
 /** Keep-alive connections to receivers, shared by every attempt of this worker. */
 const connections = createConnectionPool();
 
-// A rejection nobody awaited (a statement sent ahead in a transaction that already failed, say)
-// is logged, not left to end the thread: the work it belonged to has failed and been answered.
-self.addEventListener("unhandledrejection", (event) => {
-  event.preventDefault();
-  log("error", "unhandled rejection in the delivery worker", describeError(event.reason));
-});
-
-// postgres.js can throw from a timer when PostgreSQL ended a connection under a write in
-// progress (`nextWrite` on a socket already gone). That connection is lost either way and the
-// pool opens another; the thread, with every other batch it is committing, is kept. Any other
-// uncaught error still ends the thread, which the pool replaces.
-self.addEventListener("error", (event) => {
-  if (!/\/postgres\/src\/connection\.js/.test(String(event.error?.stack ?? ""))) return;
-  event.preventDefault();
-  log("error", "database driver error in the delivery worker", describeError(event.error));
-});
+guardWorkerThread("delivery");
 
 self.onmessage = async (event: MessageEvent<DeliveryWorkerMessage>) => {
   const message = event.data;
