@@ -105,7 +105,7 @@ Deno.test("hub pushes chat.updated when a conversation closes", async () => {
   ]);
 });
 
-Deno.test("hub pushes a message once when notices repeat or overlap its id, in notice order", async () => {
+Deno.test("hub pushes a message once when notices repeat or overlap its id, turn by turn", async () => {
   await using db = await createTestDatabase();
   const app = await insertApplication(db.sql, "Acme");
   const clientId = await createVisitor(db.sql, app.id);
@@ -120,9 +120,10 @@ Deno.test("hub pushes a message once when notices repeat or overlap its id, in n
   const [first, second, third] = sent.map((s) => s.message_id);
   const notice = (m: [number, number]) => JSON.stringify({ a: [app.id], m });
 
-  // Not awaited one by one: handling must still follow the call order.
+  // A notice handled on its own turn pushes at once; those that wait for the next turn together
+  // are read together, their messages in id order, each once.
+  await server.hub.handleNotice(notice([second, second]));
   await Promise.all([
-    server.hub.handleNotice(notice([second, second])),
     server.hub.handleNotice(notice([first, first])),
     server.hub.handleNotice(notice([second, second])),
     server.hub.handleNotice(notice([first - 10, third + 10])),
@@ -299,4 +300,40 @@ Deno.test("hub reads a notice again when a read fails, so the message still reac
     frame.type === "message.created" ? [frame.message.content] : []
   );
   assert.deepEqual(contents, ["first", "second", "third"], "in order");
+});
+
+Deno.test("hub reads the message-only notices that waited for its turn together, in order", async () => {
+  await using db = await createTestDatabase();
+  const app = await insertApplication(db.sql, "Acme");
+  const clientId = await createVisitor(db.sql, app.id);
+  // The hub's reads, held at a gate while `gate` is set, and counted.
+  let gate: Promise<void> | null = null;
+  let reads = 0;
+  const gated = (async (strings: TemplateStringsArray, ...values: unknown[]) => {
+    reads++;
+    await gate;
+    return await db.sql(strings, ...(values as never[]));
+  }) as unknown as Sql;
+  await using server = await startHubServer({ sql: gated, listenSql: db.sql });
+  const visitor = await server.connect(app.id, clientId);
+  await sendMessages(db.sql, [[app.id, clientId, "first"]]);
+  await waitUntil(() => visitor.frames.length === 2, "the first message");
+  const opened = Promise.withResolvers<void>();
+  gate = opened.promise;
+  reads = 0;
+  // Five transactions: the first notice's read waits at the gate, the other four queue behind.
+  for (const content of ["m1", "m2", "m3", "m4", "m5"]) {
+    await sendMessages(db.sql, [[app.id, clientId, content]]);
+  }
+  await delay(200);
+  opened.resolve();
+  await waitUntil(
+    () => visitor.frames.filter((frame) => frame.type === "message.created").length === 6,
+    "every message",
+  );
+  const contents = visitor.frames.flatMap((frame) =>
+    frame.type === "message.created" ? [frame.message.content] : []
+  );
+  assert.deepEqual(contents, ["first", "m1", "m2", "m3", "m4", "m5"]);
+  assert.equal(reads, 2, "m1 alone, then m2..m5 in one read");
 });

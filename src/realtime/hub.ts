@@ -89,6 +89,9 @@ export function createRealtimeHub(options: RealtimeHubOptions): RealtimeHub {
   let lastNoticeAt = Date.now();
   let queue: Promise<void> = Promise.resolve();
   let stopped = false;
+  /** Notices waiting for the hub's turn, in arrival order, and that turn. */
+  let waiting: ChangeNotice[] = [];
+  let waitingTurn: Promise<void> = Promise.resolve();
 
   function serialize(work: () => Promise<void>): Promise<void> {
     queue = queue.then(async () => {
@@ -100,6 +103,24 @@ export function createRealtimeHub(options: RealtimeHubOptions): RealtimeHub {
       }
     });
     return queue;
+  }
+
+  /**
+   * Pushes every notice that waited for this turn. Under load notices arrive faster than their
+   * reads finish; consecutive ones that only created messages are read together (one query for
+   * their joined id range, in id order), which keeps the hub from falling behind. A notice that
+   * changed a conversation or edited a message is pushed on its own, in its place.
+   */
+  async function pushWaiting(): Promise<void> {
+    const notices = waiting;
+    waiting = [];
+    for (const notice of joinMessageRuns(notices)) {
+      try {
+        await withRetries(() => pushNotice(notice));
+      } catch (error) {
+        onError(error);
+      }
+    }
   }
 
   /**
@@ -208,7 +229,10 @@ export function createRealtimeHub(options: RealtimeHubOptions): RealtimeHub {
       }
       lastNoticeAt = Date.now();
       if (!notice.a.some((appId) => sockets.has(appId))) return Promise.resolve();
-      return serialize(() => withRetries(() => pushNotice(notice)));
+      waiting.push(notice);
+      // The first notice to wait schedules a turn; the others join it.
+      if (waiting.length === 1) waitingTurn = serialize(pushWaiting);
+      return waitingTurn;
     },
 
     replay() {
@@ -238,6 +262,32 @@ export function createRealtimeHub(options: RealtimeHubOptions): RealtimeHub {
       socketCount = 0;
     },
   };
+}
+
+/**
+ * `notices` with each run of consecutive ones that only created messages joined into one: their
+ * applications together, their id ranges spanned (a range may hold other transactions' ids
+ * anyway; a message is pushed once).
+ */
+function joinMessageRuns(notices: ChangeNotice[]): ChangeNotice[] {
+  const joined: ChangeNotice[] = [];
+  let run: { a: Set<number>; m: [number, number] } | null = null;
+  for (const notice of notices) {
+    if (notice.m && !notice.c?.length && !notice.e?.length) {
+      if (run) {
+        for (const appId of notice.a) run.a.add(appId);
+        run.m = [Math.min(run.m[0], notice.m[0]), Math.max(run.m[1], notice.m[1])];
+      } else {
+        run = { a: new Set(notice.a), m: [notice.m[0], notice.m[1]] };
+      }
+      continue;
+    }
+    if (run) joined.push({ a: [...run.a], m: run.m });
+    run = null;
+    joined.push(notice);
+  }
+  if (run) joined.push({ a: [...run.a], m: run.m });
+  return joined;
 }
 
 /** Sends without ever throwing: a socket that is closing simply misses the frame. */
