@@ -337,6 +337,10 @@ function fallbackText(pieces: readonly Piece[]): string {
 export function renderSlackMessage(message: SlackMessageSource): SlackMessage[] {
   const state: RenderState = { messageId: message.id, buttons: 0, actionsBlocks: 0 };
   const messages = packMessages(renderGroups(message, state));
+  // Content that renders to nothing (Markdown that is only a rule, say) is shown as written.
+  if (messages.length === 0 && message.content.trim() !== "") {
+    messages.push(sections(escapeMrkdwn(message.content)));
+  }
   if (messages.length === 0) messages.push(sections(`_${EMPTY_MESSAGE}_`));
   return messages.map((pieces) => ({
     text: fallbackText(pieces),

@@ -575,3 +575,19 @@ Deno.test("renderSlackMessage() never splits a link across sections", () => {
   assert.deepEqual(texts.map((text) => text.length), [2000, 2829]);
   assert.match(texts[1], /^<https:\/\/parley\.example\/p+\|(label )+label> end$/);
 });
+
+Deno.test("renderSlackMessage shows Markdown that renders to nothing as written, never as empty", () => {
+  for (const content of ["---", "***", "* * *"]) {
+    const [message] = renderSlackMessage({
+      id: 1,
+      message_type: "markdown",
+      content,
+      payload: null,
+    });
+    assert.deepEqual(message.blocks, [{
+      type: "section",
+      text: { type: "mrkdwn", text: content, verbatim: true },
+    }]);
+    assert.equal(message.text, content);
+  }
+});

@@ -248,7 +248,11 @@ function formatLine(line: string): string {
   if (RULE.test(line)) return "———";
   const heading = HEADING.exec(line);
   // A heading is one bold line; bold inside it would close the outer bold early.
-  if (heading) return `*${formatInline(heading[1].replace(/(\*\*|__)(.+?)\1/g, "$2"))}*`;
+  if (heading) {
+    const text = formatInline(heading[1].replace(/(\*\*|__)(.+?)\1/g, "$2"));
+    // An empty heading is an empty line: `**` would show as two asterisks.
+    return text.trim() === "" ? "" : `*${text}*`;
+  }
   const bullet = BULLET.exec(line);
   if (bullet) return `${bullet[1]}• ${formatInline(bullet[2])}`;
   const ordered = ORDERED.exec(line);

@@ -282,8 +282,11 @@ export function renderWhatsAppMessages(
   switch (type) {
     case "text":
       return textMessages(content);
-    case "markdown":
-      return textMessages(toWhatsAppFormatting(content));
+    case "markdown": {
+      // Markdown that formats to nothing visible (an empty heading, say) is sent as written.
+      const formatted = toWhatsAppFormatting(content);
+      return textMessages(formatted.trim() === "" ? content : formatted);
+    }
     case "buttons":
       return renderParsed(
         BUTTONS_CONTENT,

@@ -522,3 +522,13 @@ Deno.test("renderWhatsAppMessages() keeps every text and markdown within limits 
     { numRuns: 100 },
   );
 });
+
+Deno.test("renderWhatsAppMessages sends Markdown with an empty heading as written, not as **", () => {
+  const render = (content: string) =>
+    renderWhatsAppMessages({ message_type: "markdown", content, payload: null });
+  assert.deepEqual(render("# "), [{ type: "text", text: { body: "#" } }]);
+  assert.deepEqual(render("# Title\n#\n\nbody"), [{
+    type: "text",
+    text: { body: "*Title*\n#\n\nbody" },
+  }]);
+});
