@@ -7,7 +7,12 @@ import { apiCall, createKeyedApp, createVisitorChat } from "./support/open_api.t
 import { selfSignedCertificate } from "./support/tls.ts";
 import { createVisitor, waitUntil } from "./support/realtime.ts";
 import { commitBatch } from "../src/db/write_batch.ts";
-import { claimDueDeliveries, deleteOldAttempts } from "../src/db/deliveries.ts";
+import {
+  claimDueDeliveries,
+  deleteOldAttempts,
+  recordAttempts,
+  retryDelivery,
+} from "../src/db/deliveries.ts";
 import type { Sql } from "../src/db/client.ts";
 
 /** A request the receiver got. */
@@ -461,4 +466,46 @@ Deno.test("a message.failed delivery carries the platform's error code and title
     code: 131047,
     title: "Re-engagement message",
   });
+});
+
+Deno.test("a retry asked during an attempt makes its failure due again at once, even the last", async () => {
+  await using db = await createTestDatabase();
+  const app = await createKeyedApp(db.sql);
+  const queue = () =>
+    db.sql<{ id: number }[]>`
+      INSERT INTO outbox (app_id, kind, topic, payload, attempts)
+      VALUES (${app.appId}, 'webhook', 'message.sent', '{}', 7) RETURNING id`;
+  const [first] = await queue();
+  const [second] = await queue();
+  const claimed = await claimDueDeliveries(db.sql, { limit: 10, leaseSeconds: 60 });
+  assert.equal(claimed.length, 2);
+  // Retries asked while both attempts are in flight; the attempts then fail (the second one
+  // after its last scheduled attempt) and one succeeds.
+  assert.equal(await retryDelivery(db.sql, app.appId, first.id), true);
+  const attempt = { statusCode: 500, latencyMs: 5, error: "HTTP 500", responseExcerpt: null };
+  const byId = new Map(claimed.map((delivery) => [delivery.id, delivery]));
+  await recordAttempts(db.sql, [
+    {
+      delivery: byId.get(first.id)!,
+      attempt,
+      outcome: { state: "pending", retryInMs: 3_600_000 },
+    },
+    { delivery: byId.get(second.id)!, attempt, outcome: { state: "failed" } },
+  ]);
+  const rows = await db.sql<{ id: number; state: string; due: boolean; asked: boolean }[]>`
+    SELECT id, state, run_at <= clock_timestamp() AS due, retry_requested AS asked
+    FROM outbox ORDER BY id`;
+  assert.deepEqual(rows.map(({ id, state, asked }) => ({ id, state, asked })), [
+    { id: first.id, state: "pending", asked: false },
+    { id: second.id, state: "failed", asked: false },
+  ]);
+  assert.equal(rows[0].due, true, "due at once, not in an hour");
+  // Asked during an attempt that then fails for good: one more attempt, at once.
+  const [again] = await claimDueDeliveries(db.sql, { limit: 10, leaseSeconds: 60 });
+  assert.equal(again.id, first.id);
+  assert.equal(await retryDelivery(db.sql, app.appId, first.id), true);
+  await recordAttempts(db.sql, [{ delivery: again, attempt, outcome: { state: "failed" } }]);
+  const [last] = await db.sql<{ state: string; due: boolean }[]>`
+    SELECT state, run_at <= clock_timestamp() AS due FROM outbox WHERE id = ${first.id}`;
+  assert.deepEqual({ ...last }, { state: "pending", due: true });
 });

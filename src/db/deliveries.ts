@@ -157,8 +157,12 @@ export async function recordAttempts(sql: Tx, records: RecordedAttempt[]): Promi
         (app_id, outbox_id, status_code, latency_ms, error, response_excerpt)
       SELECT app_id, id, status_code, latency_ms, error, excerpt FROM input
     )
-    UPDATE outbox o SET state = i.state, attempts = o.attempts + 1, last_error = i.error,
-      run_at = clock_timestamp() + make_interval(secs => i.retry_in), claimed_until = NULL
+    UPDATE outbox o SET attempts = o.attempts + 1, last_error = i.error, claimed_until = NULL,
+      -- A retry asked during the attempt makes anything but a success due again at once.
+      state = CASE WHEN o.retry_requested AND i.state <> 'succeeded' THEN 'pending' ELSE i.state END,
+      run_at = clock_timestamp() + CASE WHEN o.retry_requested AND i.state <> 'succeeded'
+        THEN interval '0' ELSE make_interval(secs => i.retry_in) END,
+      retry_requested = false
     FROM input i
     -- Only while this claim holds: a manual retry or an expired lease handed the delivery on.
     WHERE o.app_id = i.app_id AND o.id = i.id AND o.claimed_until = i.claim`;
@@ -224,7 +228,8 @@ export async function listDeliveries(
 
 /**
  * Schedules an immediate new attempt of a delivery of the application, whatever its state;
- * false when the application has no such delivery.
+ * false when the application has no such delivery. With an attempt in flight, the new one is
+ * due as soon as that attempt has recorded anything but a success.
  */
 export async function retryDelivery(sql: Tx, appId: number, id: number): Promise<boolean> {
   const rows = await sql`
@@ -232,10 +237,14 @@ export async function retryDelivery(sql: Tx, appId: number, id: number): Promise
       SELECT id, claimed_until > clock_timestamp() AS busy FROM outbox
       WHERE app_id = ${appId} AND id = ${id} AND kind = 'webhook'
     ), retried AS (
-      -- An attempt in flight is left alone: it records its own outcome.
-      UPDATE outbox o SET state = 'pending', run_at = clock_timestamp(), claimed_until = NULL
+      -- An attempt in flight is left to record its own outcome; the request waits for it.
+      UPDATE outbox o SET
+        state = CASE WHEN t.busy THEN o.state ELSE 'pending' END,
+        run_at = CASE WHEN t.busy THEN o.run_at ELSE clock_timestamp() END,
+        claimed_until = CASE WHEN t.busy THEN o.claimed_until END,
+        retry_requested = t.busy IS TRUE
       FROM target t
-      WHERE o.app_id = ${appId} AND o.id = t.id AND t.busy IS NOT TRUE
+      WHERE o.app_id = ${appId} AND o.id = t.id
     )
     SELECT id FROM target`;
   return rows.length === 1;
