@@ -16,14 +16,14 @@ export interface MediaLinks {
   /** The proxy link of `mediaId` received for `appId`: `…/{mediaId}?exp=<unix>&sig=<hex>`. */
   link(appId: number, mediaId: string): string;
   /**
-   * Which of `appIds` (the applications that received `mediaId`) a proxy request's query is a
-   * valid, unexpired link of; null when it is none of them.
+   * Which of the applications that received `mediaId` (`appsOf` looks them up, only for a
+   * well-formed, unexpired link) a proxy request's query is a valid link of; null when none.
    */
   verify(
     mediaId: string,
     query: { exp?: string; sig?: string },
-    appIds: readonly number[],
-  ): number | null;
+    appsOf: () => Promise<readonly number[]>,
+  ): Promise<number | null>;
 }
 
 /** Options of {@linkcode createMediaLinks}. */
@@ -58,13 +58,13 @@ export function createMediaLinks(options: MediaLinksOptions): MediaLinks {
       const query = new URLSearchParams({ exp: String(exp), sig: sign(appId, mediaId, exp) });
       return `${options.publicBaseUrl}${path}/${encodeURIComponent(mediaId)}?${query}`;
     },
-    verify(mediaId, query, appIds) {
+    async verify(mediaId, query, appsOf) {
       if (!/^[0-9]{1,12}$/.test(query.exp ?? "")) return null;
       if (!/^[0-9a-f]{64}$/.test(query.sig ?? "")) return null;
       const exp = Number(query.exp);
       if (exp * 1000 < now()) return null;
       const given = Buffer.from(query.sig!, "hex");
-      return appIds.find((appId) =>
+      return (await appsOf()).find((appId) =>
         timingSafeEqual(Buffer.from(sign(appId, mediaId, exp), "hex"), given)
       ) ?? null;
     },

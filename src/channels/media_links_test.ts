@@ -3,11 +3,14 @@ import { createMediaLinks, MEDIA_LINK_TTL_SECONDS } from "./media_links.ts";
 
 const KEY = new Uint8Array(32).fill(7);
 
+/** The applications that received the media, as the proxy would look them up. */
+const apps = (ids: number[]) => () => Promise.resolve(ids);
+
 function queryOf(link: string) {
   return Object.fromEntries(new URL(link).searchParams);
 }
 
-Deno.test("createMediaLinks signs a link that verifies for its application and media only, for 24 hours", () => {
+Deno.test("createMediaLinks signs a link that verifies for its application and media only, for 24 hours", async () => {
   let clock = 1_800_000_000_000;
   const links = createMediaLinks({
     encryptionKey: KEY,
@@ -19,25 +22,41 @@ Deno.test("createMediaLinks signs a link that verifies for its application and m
     link,
     /^https:\/\/p\.example\/api\/v1\/whatsapp\/media\/1234567890\?exp=\d+&sig=[0-9a-f]{64}$/,
   );
-  assert.equal(links.verify("1234567890", queryOf(link), [7, 42, 99]), 42);
-  assert.equal(links.verify("1234567890", queryOf(link), [7, 99]), null, "another app's");
-  assert.equal(links.verify("1234567890", queryOf(link), []), null);
-  assert.equal(links.verify("999", queryOf(link), [42]), null);
-  assert.equal(links.verify("1234567890", { ...queryOf(link), sig: "0".repeat(64) }, [42]), null);
+  assert.equal(await links.verify("1234567890", queryOf(link), apps([7, 42, 99])), 42);
   assert.equal(
-    links.verify(
+    await links.verify("1234567890", queryOf(link), apps([7, 99])),
+    null,
+    "another app's",
+  );
+  assert.equal(await links.verify("1234567890", queryOf(link), apps([])), null);
+  assert.equal(await links.verify("999", queryOf(link), apps([42])), null);
+  assert.equal(
+    await links.verify("1234567890", { ...queryOf(link), sig: "0".repeat(64) }, apps([42])),
+    null,
+  );
+  assert.equal(
+    await links.verify(
       "1234567890",
       { ...queryOf(link), exp: String(Number(queryOf(link).exp) + 1) },
-      [42],
+      apps([42]),
     ),
     null,
   );
-  assert.equal(links.verify("1234567890", {}, [42]), null);
+  assert.equal(await links.verify("1234567890", {}, apps([42])), null);
   clock += (MEDIA_LINK_TTL_SECONDS + 1) * 1000;
-  assert.equal(links.verify("1234567890", queryOf(link), [42]), null);
+  assert.equal(await links.verify("1234567890", queryOf(link), apps([42])), null);
+  // A malformed or expired link is refused without looking the applications up.
+  let lookups = 0;
+  const counted = () => {
+    lookups++;
+    return Promise.resolve([42]);
+  };
+  assert.equal(await links.verify("1234567890", queryOf(link), counted), null);
+  assert.equal(await links.verify("1234567890", { exp: "x", sig: "y" }, counted), null);
+  assert.equal(lookups, 0);
 });
 
-Deno.test("createMediaLinks links of another key or another proxy do not verify", () => {
+Deno.test("createMediaLinks links of another key or another proxy do not verify", async () => {
   const mine = createMediaLinks({ encryptionKey: KEY, publicBaseUrl: "http://x" });
   const theirs = createMediaLinks({ encryptionKey: new Uint8Array(32), publicBaseUrl: "http://x" });
   const slack = createMediaLinks({
@@ -45,7 +64,7 @@ Deno.test("createMediaLinks links of another key or another proxy do not verify"
     publicBaseUrl: "http://x",
     purpose: "slack",
   });
-  assert.equal(mine.verify("m", queryOf(mine.link(1, "m")), [1]), 1);
-  assert.equal(mine.verify("m", queryOf(theirs.link(1, "m")), [1]), null);
-  assert.equal(mine.verify("m", queryOf(slack.link(1, "m")), [1]), null);
+  assert.equal(await mine.verify("m", queryOf(mine.link(1, "m")), apps([1])), 1);
+  assert.equal(await mine.verify("m", queryOf(theirs.link(1, "m")), apps([1])), null);
+  assert.equal(await mine.verify("m", queryOf(slack.link(1, "m")), apps([1])), null);
 });

@@ -126,8 +126,11 @@ export function slackRoutes(deps: SlackRoutesDeps): Hono {
 
   routes.get("/media/:fileId", async (c) => {
     const fileId = c.req.param("fileId");
-    const received = await findMediaApps(deps.sql, "slack", fileId);
-    const appId = deps.slackMediaLinks.verify(fileId, c.req.query(), received);
+    const appId = await deps.slackMediaLinks.verify(
+      fileId,
+      c.req.query(),
+      () => findMediaApps(deps.sql, "slack", fileId),
+    );
     if (appId === null) throw new AppError(403, "Invalid or expired media link");
     const installation = await findInstallationByApp(deps.sql, appId);
     if (!installation) throw new AppError(404, "File not found");

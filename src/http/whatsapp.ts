@@ -118,8 +118,11 @@ export function whatsappRoutes(deps: WhatsAppRoutesDeps): Hono {
 
   routes.get("/media/:mediaId", async (c) => {
     const mediaId = c.req.param("mediaId");
-    const received = await findMediaApps(deps.sql, "whatsapp", mediaId);
-    const appId = deps.mediaLinks.verify(mediaId, c.req.query(), received);
+    const appId = await deps.mediaLinks.verify(
+      mediaId,
+      c.req.query(),
+      () => findMediaApps(deps.sql, "whatsapp", mediaId),
+    );
     if (appId === null) throw new AppError(403, "Invalid or expired media link");
     const channel = await channelOf(String(appId));
     if (!channel) throw new AppError(404, "Media not found");

@@ -190,7 +190,7 @@ function isoTimestamp(value: string | number): string {
 
 /** Text content. */
 function textBody(text: string): MessageBody {
-  return { kind: "content", content: { messageType: "text", text: storable(text) } };
+  return { kind: "content", content: { messageType: "text", text } };
 }
 
 /** `📍 Name, Address (lat, long) https://maps.google.com/?q=lat,long`. */
@@ -219,7 +219,7 @@ function unsupportedText(type: string, errors: unknown): string {
 
 /** A media message as `image` (images, stickers) or `file` (audio, video, documents). */
 function mediaBody(kind: InboundMedia["kind"], object: z.infer<typeof MEDIA>): MessageBody {
-  const shown = (text: string | undefined) => isPresent(text) ? storable(text) : null;
+  const shown = (text: string | undefined) => isPresent(text) ? text : null;
   const messageType = kind === "image" || kind === "sticker" ? "image" : "file";
   const media: InboundMedia = {
     id: object.id,
@@ -279,7 +279,7 @@ function messageItem(
   const message = read(MESSAGE, raw, "", "message");
   const timestamp = isoTimestamp(message.timestamp);
   const name = names.get(message.from) ?? null;
-  const customer = { waId: message.from, name: name === null ? null : storable(name) };
+  const customer = { waId: message.from, name };
   const body = messageBody(raw as Record<string, unknown>, message.type);
   const common = { phoneNumberId, customer, wamid: message.id, timestamp };
   if (body.kind === "content") return { kind: "message", ...common, content: body.content };
