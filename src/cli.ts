@@ -21,6 +21,9 @@ import { createSecretBox, type SecretBox } from "./crypto/secret_box.ts";
 import { loadEncryptionKey } from "./crypto/encryption_key.ts";
 import { checkEncryptionKey } from "./db/key_check.ts";
 import { setLogLevel } from "./log.ts";
+import { insertUser } from "./db/users.ts";
+import { checkPassword, parseEmail, parseRole } from "./domain/user.ts";
+import { hashPassword } from "./crypto/password.ts";
 
 /** A parsed command line: the command name and its `--flag value` pairs. */
 export interface CommandLine {
@@ -150,6 +153,21 @@ const COMMANDS: Record<string, Handler> = {
       throw new Error(`Phone number ${phoneNumberId} is configured for another application`);
     }
     return { app_id: appId, phone_number_id: phoneNumberId };
+  },
+  "user:create": async (sql, flags) => {
+    const appId = await existingApp(sql, flags);
+    const email = parseEmail(required(flags, "email"));
+    const password = required(flags, "password");
+    checkPassword(password);
+    const role = parseRole(flags.role ?? "agent");
+    const user = await insertUser(sql, {
+      appId,
+      email,
+      passwordHash: await hashPassword(password),
+      role,
+    });
+    if (!user) throw new Error(`Application ${appId} already has a user with email ${email}`);
+    return user;
   },
 };
 

@@ -4,6 +4,7 @@ import { createTestDatabase } from "./support/database.ts";
 import { spawnServer } from "./support/server.ts";
 import { commitBatch } from "../src/db/write_batch.ts";
 import { parseCommandLine } from "../src/cli.ts";
+import { verifyPassword } from "../src/crypto/password.ts";
 
 Deno.test("parseCommandLine reads --flag value and --flag=value", () => {
   assert.deepEqual(parseCommandLine(["chat:close", "--app", "1", "--id=2"]), {
@@ -48,13 +49,89 @@ Deno.test("cli app:create and chat:close print JSON and exit 0", async () => {
   assert.match(conversation.created_at, /\.\d{6}Z$/);
 });
 
+Deno.test("cli user:create stores a dashboard login with its password hashed", async () => {
+  await using db = await createTestDatabase();
+  const env = { DATABASE_URL: db.url };
+  const app = JSON.parse((await runCliProcess(["app:create", "--name", "A"], env)).stdout);
+  const other = JSON.parse((await runCliProcess(["app:create", "--name", "B"], env)).stdout);
+  const create = (appId: number, ...rest: string[]) =>
+    runCliProcess(["user:create", "--app", String(appId), ...rest], env);
+
+  const agent = await create(app.id, "--email", "Agent@Example.com", "--password", "s3cret-pass");
+  assert.equal(agent.code, 0, agent.stderr);
+  const printed = JSON.parse(agent.stdout);
+  assert.deepEqual(Object.keys(printed).sort(), ["email", "id"]);
+  assert.equal(printed.email, "Agent@Example.com");
+  assert.ok(Number.isInteger(printed.id));
+  const admin = await create(
+    app.id,
+    "--email",
+    "boss@example.com",
+    "--password",
+    "another-pass",
+    "--role",
+    "admin",
+  );
+  assert.equal(admin.code, 0, admin.stderr);
+
+  const rows = await db.sql<{ id: number; email: string; password_hash: string; role: string }[]>`
+    SELECT id, email, password_hash, role FROM users WHERE app_id = ${app.id} ORDER BY id`;
+  assert.deepEqual(rows.map((r) => [r.id, r.email, r.role]), [
+    [printed.id, "Agent@Example.com", "agent"],
+    [JSON.parse(admin.stdout).id, "boss@example.com", "admin"],
+  ]);
+  assert.ok(!rows[0].password_hash.includes("s3cret-pass"));
+  assert.equal(await verifyPassword("s3cret-pass", rows[0].password_hash), true);
+  assert.equal(await verifyPassword("another-pass", rows[0].password_hash), false);
+
+  // The same email in another application is another user.
+  const elsewhere = await create(
+    other.id,
+    "--email",
+    "agent@example.com",
+    "--password",
+    "s3cret-pass",
+  );
+  assert.equal(elsewhere.code, 0, elsewhere.stderr);
+
+  const refusals: [string[], string][] = [
+    [
+      ["--email", "AGENT@example.com", "--password", "s3cret-pass"],
+      `Application ${app.id} already has a user with email AGENT@example.com`,
+    ],
+    [
+      ["--email", "not-an-email", "--password", "s3cret-pass"],
+      '"not-an-email" is not an email address',
+    ],
+    [
+      ["--email", "x@example.com", "--password", "short"],
+      "The password must have at least 8 characters",
+    ],
+    [
+      ["--email", "x@example.com", "--password", "s3cret-pass", "--role", "owner"],
+      "The role must be one of: admin, agent",
+    ],
+    [["--password", "s3cret-pass"], "Missing flag --email"],
+    [["--email", "x@example.com"], "Missing flag --password"],
+  ];
+  for (const [args, message] of refusals) {
+    const result = await create(app.id, ...args);
+    assert.equal(result.code, 1, args.join(" "));
+    assert.deepEqual(JSON.parse(result.stderr), { error: message });
+  }
+  const missingApp = await create(999999, "--email", "x@example.com", "--password", "s3cret-pass");
+  assert.deepEqual(JSON.parse(missingApp.stderr), { error: "Application 999999 not found" });
+  const [{ count }] = await db.sql<{ count: number }[]>`SELECT count(*)::int AS count FROM users`;
+  assert.equal(count, 3);
+});
+
 Deno.test("cli errors are JSON on stderr with exit 1", async () => {
   await using db = await createTestDatabase();
   const env = { DATABASE_URL: db.url };
   const cases: [string[], string][] = [
     [
       ["nope"],
-      'Unknown command "nope": expected one of app:create, key:create, key:list, key:revoke, chat:close, flow:set, flow:get, slack:install-url, whatsapp:configure',
+      'Unknown command "nope": expected one of app:create, key:create, key:list, key:revoke, chat:close, flow:set, flow:get, slack:install-url, whatsapp:configure, user:create',
     ],
     [["app:create"], "Missing flag --name"],
     [["chat:close", "--app", "x", "--id", "1"], "Flag --app must be a positive integer"],

@@ -1,0 +1,61 @@
+/**
+ * Password hashing for dashboard users (CONTRACT §7: passwords are stored as hashes only).
+ * scrypt from `node:crypto` with a 16-byte random salt, stored as
+ * `scrypt$<N>$<r>$<p>$<salt base64>$<hash base64>` so that the cost can rise later without
+ * invalidating stored hashes.
+ */
+import { scrypt, timingSafeEqual } from "node:crypto";
+
+/** scrypt's cost parameters for new hashes: N = 2^15, r = 8, p = 1 (~32 MiB, tens of ms). */
+const COST = { N: 32768, r: 8, p: 1 };
+const KEY_BYTES = 32;
+const SALT_BYTES = 16;
+
+function derive(
+  password: string,
+  salt: Uint8Array,
+  cost: { N: number; r: number; p: number },
+): Promise<Uint8Array> {
+  return new Promise((resolve, reject) => {
+    scrypt(
+      password.normalize("NFC"),
+      salt,
+      KEY_BYTES,
+      { ...cost, maxmem: 256 * cost.N * cost.r },
+      (error, key) => error ? reject(error) : resolve(new Uint8Array(key)),
+    );
+  });
+}
+
+function base64(bytes: Uint8Array): string {
+  return btoa(String.fromCharCode(...bytes));
+}
+
+function fromBase64(text: string): Uint8Array {
+  return Uint8Array.from(atob(text), (c) => c.charCodeAt(0));
+}
+
+/** A new salted hash of `password`, in the stored format. */
+export async function hashPassword(password: string): Promise<string> {
+  const salt = crypto.getRandomValues(new Uint8Array(SALT_BYTES));
+  const key = await derive(password, salt, COST);
+  return ["scrypt", COST.N, COST.r, COST.p, base64(salt), base64(key)].join("$");
+}
+
+/** Whether `password` matches a stored hash (constant-time); false for a malformed hash. */
+export async function verifyPassword(password: string, stored: string): Promise<boolean> {
+  const parts = stored.split("$");
+  if (parts.length !== 6 || parts[0] !== "scrypt") return false;
+  const [N, r, p] = parts.slice(1, 4).map(Number);
+  if (![N, r, p].every(Number.isSafeInteger) || N > 2 ** 20 || r > 32 || p > 16) return false;
+  let salt: Uint8Array, expected: Uint8Array;
+  try {
+    salt = fromBase64(parts[4]);
+    expected = fromBase64(parts[5]);
+  } catch {
+    return false;
+  }
+  if (expected.length !== KEY_BYTES) return false;
+  const key = await derive(password, salt, { N, r, p });
+  return timingSafeEqual(key, expected);
+}
