@@ -577,7 +577,7 @@ Deno.test("a delivery acknowledged but not applied before a crash is applied by 
   assert.equal(stored?.content, "Sent just before the crash");
 });
 
-Deno.test("a refused access token flags the channel and keeps the message for a retry", async () => {
+Deno.test("a refused access token flags the channel and fails the message (4xx is not retried)", async () => {
   await using env = await setUp();
   assert.equal(await post(env, webhookBody([textMessage("Hello")])), 200);
   await processed(env);
@@ -597,11 +597,22 @@ Deno.test("a refused access token flags the channel and keeps the message for a 
     "the channel flagged",
   );
   assert.match(channel.attention_reason, /Session has expired \(code 190\)/);
-  const [message] = await env.db.sql`
-    SELECT m.status, o.state FROM messages m
-    JOIN outbox o ON o.kind = 'whatsapp' AND (o.payload ->> 'message_id')::bigint = m.id
-    WHERE m.id = ${reply.json.data.message_id}`;
-  assert.deepEqual({ ...message }, { status: "pending", state: "pending" });
+  const [message] = await eventually(
+    () =>
+      env.db.sql`
+        SELECT m.status, m.failure_code, o.state FROM messages m
+        JOIN outbox o ON o.kind = 'whatsapp' AND (o.payload ->> 'message_id')::bigint = m.id
+        WHERE m.id = ${reply.json.data.message_id}`,
+    ([row]) => row?.status === "failed",
+    "the message failed",
+  );
+  assert.equal(message.failure_code, 190);
+  assert.notEqual(message.state, "pending");
+  await new Promise((resolve) => setTimeout(resolve, 2_500)); // past the first retry's 2 s
+  const sends = env.graph.calls.filter((call) =>
+    call.method === "POST" && call.path.endsWith("/messages")
+  );
+  assert.equal(sends.length, 1, "sent once, not retried");
 });
 
 Deno.test("a template's quick-reply button drives the Flow like a reply button", async () => {

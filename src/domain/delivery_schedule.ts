@@ -1,8 +1,9 @@
 /**
  * When a failed webhook delivery is tried again (CONTRACT §5.2): at once, then after 5 s, 5 min,
- * 30 min, 2 h, 5 h, 10 h and 10 h, each delay spread by up to ±10% so that a receiver coming back
- * is not hit by every delivery in the same second; then the delivery is marked failed. A
- * receiver's `Retry-After` (on 429 and 503) is honoured when it asks for longer.
+ * 30 min, 2 h, 5 h, 10 h and 10 h; then the delivery is marked failed. Each delay is lengthened by
+ * up to 10% (never shortened: no attempt comes sooner than the contract says) so that a receiver
+ * coming back is not hit by every delivery in the same second. A receiver's `Retry-After` (on 429
+ * and 503) is honoured when it asks for longer.
  */
 
 /** Delays before attempts 2, 3, … in milliseconds (attempt 1 runs at once). */
@@ -35,7 +36,7 @@ export function nextRetryDelayMs(
   }
   if (attemptsMade >= MAX_ATTEMPTS) return null;
   const base = RETRY_DELAYS_MS[attemptsMade - 1];
-  const jittered = Math.round(base * (0.9 + 0.2 * (options.random ?? Math.random())));
+  const jittered = Math.round(base * (1 + 0.1 * (options.random ?? Math.random())));
   const asked = Math.min(options.retryAfterMs ?? 0, MAX_RETRY_AFTER_MS);
   return Math.max(jittered, asked);
 }

@@ -2,9 +2,9 @@
  * Sends one claimed message to WhatsApp (CONTRACT §6.1): renders it with the WhatsApp renderer
  * (one Parley message may become several WhatsApp messages), posts the parts not yet sent, in
  * order, remembering each wamid as it goes, and decides what a failure means — retry later on
- * rate limits and server errors (never sooner than `Retry-After`), flag the channel when Meta
- * refuses its token, fail the message for good on anything else (e.g. 131047, the 24-hour
- * window closed before it went out).
+ * rate limits and server errors (never sooner than `Retry-After`), fail the message for good on
+ * any other refusal (CONTRACT §6.1: 4xx are not retried; e.g. 131047, the 24-hour window closed
+ * before it went out) — and when Meta refused the token itself, flag the channel as well.
  */
 import type { ClaimedSend, SendOutcome } from "../../db/channel_sends.ts";
 import { nextSendRetryDelayMs } from "../../domain/channel_send_schedule.ts";
@@ -26,7 +26,10 @@ export interface SenderDeps {
   random?: () => number;
 }
 
-/** What a failure means for the message. */
+/**
+ * What a failure means: retry later, fail the message ("fail"), or fail it and flag the channel
+ * ("attention": Meta refused the access token).
+ */
 export function judgeGraphFailure(failure: GraphFailure): "retry" | "attention" | "fail" {
   if (failure.code === 190 || failure.status === 401) return "attention";
   if (failure.status === 0 || failure.status === 429 || failure.status >= 500) return "retry";
@@ -74,7 +77,7 @@ export async function sendClaimed(deps: SenderDeps, send: ClaimedSend): Promise<
     const { failure } = result;
     const verdict = judgeGraphFailure(failure);
     if (verdict === "attention") await deps.markAttention(send.appId, describe(failure));
-    if (verdict === "fail") {
+    if (verdict !== "retry") {
       return record({ state: "failed", error: describe(failure), code: failure.code });
     }
     const retryInMs = nextSendRetryDelayMs(send.attempts + 1, {

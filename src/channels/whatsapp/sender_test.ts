@@ -19,7 +19,7 @@ Deno.test("judgeGraphFailure retries rate limits, server errors and lost answers
   }
 });
 
-Deno.test("judgeGraphFailure flags the channel when Meta refuses its token", () => {
+Deno.test("judgeGraphFailure fails the message and flags the channel when Meta refuses its token", () => {
   assert.equal(judgeGraphFailure(failure(401, 190)), "attention");
   assert.equal(judgeGraphFailure(failure(400, 190)), "attention");
   assert.equal(judgeGraphFailure(failure(401, null)), "attention");
