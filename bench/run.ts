@@ -7,7 +7,9 @@
  * signed Slack Events API deliveries, each one member's reply in a thread that mirrors a visitor
  * conversation, of an application installed through the real install flow (POST
  * /api/v1/slack/events) — the latency of both channels' rows is the ack's: deliveries are stored,
- * answered, and applied after the 200. It prints a table of requests/s, p50 and p99 per scenario,
+ * answered, and applied after the 200. With a WebSocket open for every visitor, Open API replies
+ * to them at a fixed rate and at saturation, timing each reply's frame from the message's insert
+ * to its arrival (bench/socket_load.ts; CONTRACT §3's target: p99 within 100 ms of the commit). It prints a table of requests/s, p50 and p99 per scenario,
  * with each scenario's ratio to hello and the CPU that the server, its PostgreSQL and the load
  * generator spent per request (from /proc; it drifts much less than requests/s on a shared
  * machine). After the table: once the WhatsApp load's backlog is applied, how long one
@@ -28,6 +30,8 @@
  * BENCH_WHATSAPP_ACK_RATE and BENCH_SLACK_ACK_RATE (the fixed rates, default 2000 and 1000, at
  * which each channel's ack latency is also measured with an open-loop load, before its
  * saturation run),
+ * BENCH_SOCKET_RATE (replies/s of the sockets' fixed-rate run, default 1000; BENCH_ONLY=socket
+ * runs the socket scenarios),
  * BENCH_DENO_FLAGS (extra `deno run` flags for Parley, e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof`).
  */
 import { freePort } from "../src/db/embedded.ts";
@@ -46,6 +50,7 @@ import {
   webhookRequests,
   WHATSAPP_SCENARIO,
 } from "./whatsapp_load.ts";
+import { openVisitorSockets, type SocketLatency, socketLine } from "./socket_load.ts";
 import {
   drainLine,
   eventRequests,
@@ -122,6 +127,10 @@ const slackRate = Number(Deno.env.get("BENCH_SLACK_RATE") ?? 5000);
  */
 const whatsappAckRate = Number(Deno.env.get("BENCH_WHATSAPP_ACK_RATE") ?? 2000);
 const slackAckRate = Number(Deno.env.get("BENCH_SLACK_ACK_RATE") ?? 1000);
+/** Replies/s of the open-loop run whose frames the visitor sockets time. */
+const socketRate = Number(Deno.env.get("BENCH_SOCKET_RATE") ?? 1000);
+/** The scenario of Open API replies to visitors whose sockets are open (BENCH_ONLY=socket). */
+const SOCKET_SCENARIO = "POST /openapi/v1/messages to visitor sockets";
 /** Where the fixed-rate loads' requests start: past any saturation run's. */
 const FIXED_RATE_FIRST = 100_000_000;
 const root = new URL("../", import.meta.url).pathname;
@@ -226,6 +235,50 @@ try {
       await measure(name, parleyProcess, true, () => runLoad(make, { ...load, port: parleyPort })),
     );
   }
+  let socketsLine = "";
+  if (!only || SOCKET_SCENARIO.includes(only)) {
+    console.error(`opening: ${tokens.length} visitor sockets`);
+    await using sockets = await openVisitorSockets(parleyPort, tokens, "Socket ");
+    const reply = (i: number): LoadRequest => {
+      const chat = chats[i % chats.length];
+      return {
+        method: "POST",
+        path: "/openapi/v1/messages",
+        headers: { "content-type": "application/json", authorization: `Bearer ${chat.key}` },
+        body: JSON.stringify({ chat_id: chat.chatId, content: `Socket ${i}` }),
+      };
+    };
+    const runs: { name: string; sent: number; latency: SocketLatency }[] = [];
+    let sent = 0;
+    for (const rate of [socketRate, undefined]) {
+      const name = rate === undefined ? SOCKET_SCENARIO : `${SOCKET_SCENARIO} at ${rate}/s`;
+      console.error(`running: ${name}`);
+      const startedAt = performance.timeOrigin + performance.now();
+      const first = sent;
+      const measured = await measure(
+        name,
+        parleyProcess,
+        true,
+        () =>
+          runLoad((i) => reply(first + i), {
+            ...load,
+            port: parleyPort,
+            ...(rate === undefined ? {} : { ratePerSecond: rate }),
+          }),
+        { fixedRate: rate !== undefined },
+      );
+      results.push(measured);
+      sent += measured.load.completed;
+      await sockets.waitFor(sent, 10_000);
+      const from = startedAt + load.warmupMs;
+      runs.push({
+        name: rate === undefined ? "at saturation" : `at ${rate}/s`,
+        sent: measured.load.requests,
+        latency: sockets.latency(from, from + load.durationMs),
+      });
+    }
+    socketsLine = socketLine(sockets.open, runs, sent - sockets.received);
+  }
   let whatsappLine = "";
   if (!only || WHATSAPP_SCENARIO.includes(only)) {
     await using whatsapp = await setUpWhatsApp(dataDir);
@@ -313,6 +366,7 @@ try {
     );
   }
   printTable(results);
+  if (socketsLine) console.log(socketsLine);
   if (whatsappLine) console.log(whatsappLine);
   if (slackLine) console.log(slackLine);
   if (webhookLine) console.log(webhookLine);

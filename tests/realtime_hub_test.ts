@@ -211,6 +211,27 @@ Deno.test("hub replay pushes only unpushed messages created within the window of
   assert.deepEqual(visitor.contents(), ["pushed", "missed"]);
 });
 
+Deno.test("hub replay still owes a message to a socket attached after its notice", async () => {
+  await using db = await createTestDatabase();
+  const app = await insertApplication(db.sql, "Acme");
+  const ann = await createVisitor(db.sql, app.id);
+  const bob = await createVisitor(db.sql, app.id);
+  await using server = await startHubServer({ sql: db.sql });
+  const annSocket = await server.connect(app.id, ann);
+  const sent = await sendMessages(db.sql, [[app.id, bob, "to Bob"], [app.id, ann, "to Ann"]]);
+  // The notice reads both messages (the application has a socket); Bob has none yet.
+  await server.hub.handleNotice(
+    JSON.stringify({ a: [app.id], m: [sent[0].message_id, sent[1].message_id] }),
+  );
+  await waitUntil(() => annSocket.contents().length === 1, "Ann's message");
+  const bobSocket = await server.connect(app.id, bob);
+  await server.hub.replay();
+  await waitUntil(() => bobSocket.contents().length === 1, "Bob's replayed message");
+  await delay(50);
+  assert.deepEqual(bobSocket.contents(), ["to Bob"]);
+  assert.deepEqual(annSocket.contents(), ["to Ann"]);
+});
+
 Deno.test("hub skips sockets that close and forgets them", async () => {
   await using db = await createTestDatabase();
   const app = await insertApplication(db.sql, "Acme");

@@ -3,12 +3,12 @@ import { createTestDatabase } from "./support/database.ts";
 import { createVisitor, sendMessages } from "./support/realtime.ts";
 import { insertApplication } from "../src/db/applications.ts";
 import {
-  listClientMessagesInRange,
   listClientMessagesSince,
   listConversationsByIds,
+  listMessagesInRange,
 } from "../src/db/realtime.ts";
 
-Deno.test("realtime queries return only the watched clients' visible messages, in id order", async () => {
+Deno.test("realtime queries return visible messages in id order: by range for applications, since a time for watched clients", async () => {
   await using db = await createTestDatabase();
   const app = await insertApplication(db.sql, "Acme");
   const other = await insertApplication(db.sql, "Other");
@@ -30,20 +30,34 @@ Deno.test("realtime queries return only the watched clients' visible messages, i
   const watched = [{ appId: app.id, clientId: ann }, { appId: other.id, clientId: eve }];
   const range: [number, number] = [sent[0].message_id, sent[4].message_id + 1];
 
-  const inRange = await listClientMessagesInRange(db.sql, watched, range);
-  const expected = [
+  const inRange = await listMessagesInRange(db.sql, [app.id, other.id, app.id], range);
+  const contents = (messages: typeof inRange) =>
+    messages.map((m) => [m.appId, m.clientId, m.message.content]);
+  assert.deepEqual(contents(inRange), [
+    [app.id, ann, "Ann 1"],
+    [app.id, bob, "Bob 1"],
+    [other.id, eve, "Eve 1"],
+    [app.id, ann, "Ann 2"],
+  ]);
+  assert.deepEqual(
+    contents(await listMessagesInRange(db.sql, [other.id], range)),
+    [[other.id, eve, "Eve 1"]],
+  );
+  assert.deepEqual(
+    contents(await listMessagesInRange(db.sql, [app.id], [sent[1].message_id, sent[3].message_id])),
+    [[app.id, bob, "Bob 1"]],
+  );
+  const replayed = await listClientMessagesSince(db.sql, watched, since);
+  assert.deepEqual(contents(replayed), [
     [app.id, ann, "Ann 1"],
     [other.id, eve, "Eve 1"],
     [app.id, ann, "Ann 2"],
-  ];
-  assert.deepEqual(inRange.map((m) => [m.appId, m.clientId, m.message.content]), expected);
-  const replayed = await listClientMessagesSince(db.sql, watched, since);
-  assert.deepEqual(replayed, inRange);
+  ]);
   assert.deepEqual(
     await listClientMessagesSince(db.sql, watched, new Date(Date.now() + 60_000)),
     [],
   );
-  assert.deepEqual(await listClientMessagesInRange(db.sql, [], range), []);
+  assert.deepEqual(await listMessagesInRange(db.sql, [], range), []);
 });
 
 Deno.test("listConversationsByIds loads each named conversation of its own application", async () => {

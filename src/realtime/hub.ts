@@ -8,10 +8,10 @@
 import type { Sql } from "../db/client.ts";
 import {
   type ClientMessage,
-  listClientMessagesInRange,
   listClientMessagesSince,
   listConversationsByIds,
   listMessagesByIds,
+  listMessagesInRange,
   type WatchedClient,
 } from "../db/realtime.ts";
 import { type ChangeNotice, decodeChangeNotice } from "../domain/change_notice.ts";
@@ -166,7 +166,8 @@ export function createRealtimeHub(options: RealtimeHubOptions): RealtimeHub {
 
   function pushMessages(messages: ClientMessage[]): void {
     for (const { appId, clientId, message } of messages) {
-      if (pushed.has(message.id)) continue;
+      // Only a message pushed to a socket counts as pushed: a replay may still owe it to one.
+      if (pushed.has(message.id) || !sockets.get(appId)?.has(clientId)) continue;
       pushed.add(message.id);
       if (pushed.size > REMEMBERED_MESSAGES) pushed.delete(pushed.values().next().value!);
       push(appId, clientId, { type: "message.created", chat_id: message.chat_id, message });
@@ -176,11 +177,11 @@ export function createRealtimeHub(options: RealtimeHubOptions): RealtimeHub {
   async function pushNotice(notice: ChangeNotice): Promise<void> {
     // Sockets may have closed while the notice waited its turn: look again.
     const chats = distinctPairs((notice.c ?? []).filter(([appId]) => sockets.has(appId)));
-    const clients = notice.m ? watchedClients(notice.a) : [];
+    const apps = notice.a.filter((appId) => sockets.has(appId));
     const edits = (notice.e ?? []).filter(([appId]) => sockets.has(appId));
     const [conversations, messages, edited] = await Promise.all([
       listConversationsByIds(sql, chats),
-      notice.m ? listClientMessagesInRange(sql, clients, notice.m) : [],
+      notice.m ? listMessagesInRange(sql, apps, notice.m) : [],
       listMessagesByIds(sql, edits.map(([appId, chatId, id]) => [appId, chatId, id])),
     ]);
     // State first: a new conversation's frame comes before its first message.
