@@ -22,7 +22,7 @@ import { loadEncryptionKey } from "./crypto/encryption_key.ts";
 import { checkEncryptionKey } from "./db/key_check.ts";
 import { setLogLevel } from "./log.ts";
 import { insertUser } from "./db/users.ts";
-import { checkPassword, parseEmail, parseRole } from "./domain/user.ts";
+import { checkPassword, emailKey, parseEmail, parseRole } from "./domain/user.ts";
 import { hashPassword } from "./crypto/password.ts";
 
 /** A parsed command line: the command name and its `--flag value` pairs. */
@@ -31,27 +31,67 @@ export interface CommandLine {
   flags: Record<string, string>;
 }
 
-/** Parses `command --name value ...`; throws on a flag without a value or a stray word. */
+/** The flags each command takes. */
+const COMMAND_FLAGS: Record<string, readonly string[]> = {
+  "app:create": ["name"],
+  "key:create": ["app", "name"],
+  "key:list": ["app"],
+  "key:revoke": ["app", "id"],
+  "chat:close": ["app", "id"],
+  "flow:set": ["app", "file"],
+  "flow:get": ["app"],
+  "slack:install-url": ["app"],
+  "whatsapp:configure": [
+    "app",
+    "phone-number-id",
+    "access-token",
+    "app-secret",
+    "verify-token",
+  ],
+  "user:create": ["app", "email", "password", "role"],
+};
+
+/**
+ * Parses `command --name value ...` (or `--name=value`); throws on an unknown command, a flag
+ * the command does not take (a typo must not pass for a default), a flag without a value or a
+ * stray word. A value may start with `--` (a password, say) unless it names one of the
+ * command's flags.
+ */
 export function parseCommandLine(args: string[]): CommandLine {
   const [command, ...rest] = args;
-  if (!command) {
-    throw new Error(`Missing command: expected one of ${Object.keys(COMMANDS).join(", ")}`);
+  const known = COMMAND_FLAGS[command];
+  if (!command || !known) {
+    const list = Object.keys(COMMAND_FLAGS).join(", ");
+    throw new Error(
+      command
+        ? `Unknown command "${command}": expected one of ${list}`
+        : `Missing command: expected one of ${list}`,
+    );
   }
+  const checked = (name: string) => {
+    if (!known.includes(name)) {
+      throw new Error(
+        `Unknown flag --${name} for ${command}: expected ${known.map((f) => `--${f}`).join(", ")}`,
+      );
+    }
+    return name;
+  };
   const flags: Record<string, string> = {};
   for (let i = 0; i < rest.length; i++) {
     const arg = rest[i];
     const inline = /^--([a-z][a-z0-9-]*)=(.*)$/s.exec(arg);
     if (inline) {
-      flags[inline[1]] = inline[2];
+      flags[checked(inline[1])] = inline[2];
       continue;
     }
     const flag = /^--([a-z][a-z0-9-]*)$/.exec(arg);
     if (!flag) throw new Error(`Unexpected argument "${arg}"`);
     const value = rest[i + 1];
-    if (value === undefined || value.startsWith("--")) {
-      throw new Error(`Flag --${flag[1]} needs a value`);
+    const next = value === undefined ? null : /^--([a-z][a-z0-9-]*)(=|$)/.exec(value);
+    if (value === undefined || (next && known.includes(next[1]))) {
+      throw new Error(`Flag --${checked(flag[1])} needs a value`);
     }
-    flags[flag[1]] = value;
+    flags[checked(flag[1])] = value;
     i++;
   }
   return { command, flags };
@@ -163,6 +203,7 @@ const COMMANDS: Record<string, Handler> = {
     const user = await insertUser(sql, {
       appId,
       email,
+      emailKey: emailKey(email),
       passwordHash: await hashPassword(password),
       role,
     });

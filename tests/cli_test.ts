@@ -15,6 +15,31 @@ Deno.test("parseCommandLine reads --flag value and --flag=value", () => {
   assert.throws(() => parseCommandLine(["app:create", "stray"]), /Unexpected argument "stray"/);
 });
 
+Deno.test("parseCommandLine refuses a flag the command does not take", () => {
+  assert.throws(
+    () => parseCommandLine(["user:create", "--app", "1", "--rol", "admin"]),
+    { message: "Unknown flag --rol for user:create: expected --app, --email, --password, --role" },
+  );
+  assert.throws(() => parseCommandLine(["key:list", "--app=1", "--id=2"]), /Unknown flag --id/);
+  assert.throws(() => parseCommandLine(["nope"]), /Unknown command "nope"/);
+  assert.throws(() => parseCommandLine([]), /Missing command/);
+});
+
+Deno.test("parseCommandLine takes a value starting with -- unless it names a flag", () => {
+  assert.deepEqual(
+    parseCommandLine(["user:create", "--password", "--s3cret--", "--email", "a@b.co"]).flags,
+    { password: "--s3cret--", email: "a@b.co" },
+  );
+  assert.throws(
+    () => parseCommandLine(["user:create", "--role", "--password", "x"]),
+    /Flag --role needs a value/,
+  );
+  assert.throws(
+    () => parseCommandLine(["user:create", "--role", "--email=a@b.co"]),
+    /Flag --role needs a value/,
+  );
+});
+
 Deno.test("cli app:create and chat:close print JSON and exit 0", async () => {
   await using db = await createTestDatabase();
   const env = { DATABASE_URL: db.url };
@@ -93,11 +118,27 @@ Deno.test("cli user:create stores a dashboard login with its password hashed", a
     "s3cret-pass",
   );
   assert.equal(elsewhere.code, 0, elsewhere.stderr);
+  const accented = await create(
+    app.id,
+    "--email",
+    "élodie@exämple.com",
+    "--password",
+    "--pass-word",
+  );
+  assert.equal(accented.code, 0, accented.stderr);
 
   const refusals: [string[], string][] = [
     [
       ["--email", "AGENT@example.com", "--password", "s3cret-pass"],
       `Application ${app.id} already has a user with email AGENT@example.com`,
+    ],
+    [
+      ["--email", "ÉLODIE@EXÄMPLE.COM", "--password", "s3cret-pass"],
+      `Application ${app.id} already has a user with email ÉLODIE@EXÄMPLE.COM`,
+    ],
+    [
+      ["--email", "x@example.com", "--password", "s3cret-pass", "--rol", "admin"],
+      "Unknown flag --rol for user:create: expected --app, --email, --password, --role",
     ],
     [
       ["--email", "not-an-email", "--password", "s3cret-pass"],
@@ -122,7 +163,7 @@ Deno.test("cli user:create stores a dashboard login with its password hashed", a
   const missingApp = await create(999999, "--email", "x@example.com", "--password", "s3cret-pass");
   assert.deepEqual(JSON.parse(missingApp.stderr), { error: "Application 999999 not found" });
   const [{ count }] = await db.sql<{ count: number }[]>`SELECT count(*)::int AS count FROM users`;
-  assert.equal(count, 3);
+  assert.equal(count, 4);
 });
 
 Deno.test("cli errors are JSON on stderr with exit 1", async () => {

@@ -12,18 +12,27 @@ export const MIN_PASSWORD_LENGTH = 8;
 export const MAX_PASSWORD_LENGTH = 1024;
 
 /**
- * The email to store, trimmed; throws with a message for one that is not `local@domain` (one
- * `@`, no spaces or control characters, a dot in the domain, at most 254 characters).
+ * The email to store, trimmed and in Unicode's composed form (NFC); throws with a message for
+ * one that is not `local@domain` (one `@`, no spaces, control or invisible formatting characters
+ * such as a zero-width space, a dot in the domain, at most 254 characters).
  */
 export function parseEmail(text: string): string {
-  const email = text.trim();
+  const email = text.trim().normalize("NFC");
   if (
     email.length > 254 ||
-    !/^[^\s@\p{Cc}]{1,64}@[^\s@\p{Cc}.]+(\.[^\s@\p{Cc}.]+)+$/u.test(email)
+    !/^[^\s@\p{Cc}\p{Cf}]{1,64}@[^\s@\p{Cc}\p{Cf}.]+(\.[^\s@\p{Cc}\p{Cf}.]+)+$/u.test(email)
   ) {
     throw new Error(`"${text}" is not an email address`);
   }
   return email;
+}
+
+/**
+ * What makes two emails the same user: compatibility-normalized (NFKC) and lowercased, so that
+ * `ÉLODIE@EXÄMPLE.COM`, `élodie@exämple.com` and its decomposed spelling are one address.
+ */
+export function emailKey(email: string): string {
+  return email.normalize("NFKC").toLowerCase().normalize("NFKC");
 }
 
 /** Throws with a message unless `password` has an allowed length. */

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { checkPassword, parseEmail, parseRole } from "./user.ts";
+import { checkPassword, emailKey, parseEmail, parseRole } from "./user.ts";
 
 Deno.test("parseEmail trims and accepts local@domain", () => {
   assert.equal(parseEmail("  Agent.One+x@Example.co.uk "), "Agent.One+x@Example.co.uk");
@@ -19,12 +19,27 @@ Deno.test("parseEmail refuses what is not an address", () => {
       "a@example..com",
       "a@example.com.",
       "a\u0000@example.com",
+      "agent\u200b@example.com",
+      "agent@exa\u00admple.com",
       `${"x".repeat(65)}@example.com`,
       `a@${"x".repeat(250)}.com`,
     ]
   ) {
     assert.throws(() => parseEmail(text), /is not an email address/, JSON.stringify(text));
   }
+});
+
+Deno.test("parseEmail stores the composed form", () => {
+  assert.equal(parseEmail("e\u0301lodie@example.com"), "\u00e9lodie@example.com");
+});
+
+Deno.test("emailKey makes case and Unicode spelling variants one address", () => {
+  const key = emailKey("élodie@exämple.com");
+  assert.equal(emailKey("ÉLODIE@EXÄMPLE.COM"), key);
+  assert.equal(emailKey("E\u0301LODIE@EXA\u0308MPLE.COM"), key);
+  assert.equal(emailKey("ΣΟΦΙΑ@example.com"), emailKey("σοφια@example.com"));
+  assert.equal(emailKey("Agent@Example.com"), "agent@example.com");
+  assert.notEqual(emailKey("agent1@example.com"), emailKey("agent2@example.com"));
 });
 
 Deno.test("checkPassword counts characters, not bytes", () => {

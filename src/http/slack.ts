@@ -4,6 +4,7 @@
  * (`/events`, `/actions`) — verified over the raw bytes with the signing secret, stored, answered
  * at once and applied after the answer.
  */
+import { fetchMedia } from "../channels/media_fetch.ts";
 import { Hono } from "hono";
 import { getCookie, setCookie } from "hono/cookie";
 import { bodySizeLimit } from "./middleware/body_size_limit.ts";
@@ -147,9 +148,8 @@ export function slackRoutes(deps: SlackRoutesDeps): Hono {
       throw new AppError(404, "File not found");
     }
     // The bot token goes only to Slack's own file hosts.
-    const download = await fetch(source, {
+    const download = await fetchMedia(source, {
       headers: { authorization: `Bearer ${deps.secretBox.open(installation.botTokenSealed)}` },
-      redirect: "error",
     }).catch(() => null);
     if (!download?.ok) {
       await download?.body?.cancel();
@@ -159,6 +159,7 @@ export function slackRoutes(deps: SlackRoutesDeps): Hono {
       download.body,
       download.headers.get("content-type") ?? file?.mimetype ?? "application/octet-stream",
       download.headers.get("content-length"),
+      download.headers.get("content-encoding"),
     );
   });
 

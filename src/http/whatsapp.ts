@@ -147,6 +147,7 @@ export function whatsappRoutes(deps: WhatsAppRoutesDeps): Hono {
         download.response.headers.get("content-type") ?? found.media.mimeType ??
           "application/octet-stream",
         download.response.headers.get("content-length"),
+        download.response.headers.get("content-encoding"),
       );
     }
     throw new AppError(502, "WhatsApp did not answer");

@@ -4,6 +4,7 @@
  * token. Failures come back as data in Meta's terms (HTTP status, error code and subcode,
  * `Retry-After`), never as exceptions, so that the sender can decide what to do with each.
  */
+import { fetchMedia } from "../media_fetch.ts";
 import type { WhatsAppMessage } from "../../domain/whatsapp_messages.ts";
 
 /** How long one Graph API call may take. */
@@ -170,11 +171,9 @@ export async function downloadMedia(
   let response: Response;
   try {
     // The token goes only to Meta's own hosts: no redirect is followed.
-    response = await fetch(url, {
+    response = await fetchMedia(url, {
       headers: { authorization: `Bearer ${access.accessToken}` },
-      redirect: "error",
-      signal: AbortSignal.timeout(TIMEOUT_MS),
-    });
+    }, { headersMs: TIMEOUT_MS });
   } catch (error) {
     return { ok: false, failure: networkFailure(error) };
   }
