@@ -39,6 +39,12 @@ import { createSlackInboundProcessor } from "./channels/slack/inbound_processor.
 import { findActiveApiKey } from "./db/api_keys.ts";
 import { sha256Bytes } from "./crypto/tokens.ts";
 
+/**
+ * How long stopping waits for requests in flight (uploads, media downloads) before it stops
+ * without them.
+ */
+const SHUTDOWN_GRACE_MS = 10_000;
+
 /** A running instance. */
 export interface RunningParley {
   /** The port the HTTP server listens on. */
@@ -232,7 +238,16 @@ export async function startParley(
         clearInterval(recovery);
         const drained = server.shutdown();
         hub.stop();
-        await drained;
+        // Deno's shutdown can wait forever on a WebSocket whose client left during its upgrade
+        // (the socket never opens nor closes): past the grace period, stop without it.
+        const grace = Promise.withResolvers<"late">();
+        const timer = setTimeout(() => grace.resolve("late"), SHUTDOWN_GRACE_MS);
+        if (await Promise.race([drained, grace.promise]) === "late") {
+          log("warn", "Some connections did not finish; stopping without them", {
+            grace_ms: SHUTDOWN_GRACE_MS,
+          });
+        }
+        clearTimeout(timer);
         await listener.stop();
         await widgetHits.stop();
         await pool.stop();

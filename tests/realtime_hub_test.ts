@@ -358,3 +358,113 @@ Deno.test("hub reads the message-only notices that waited for its turn together,
   assert.deepEqual(contents, ["first", "m1", "m2", "m3", "m4", "m5"]);
   assert.equal(reads, 2, "m1 alone, then m2..m5 in one read");
 });
+
+/**
+ * A stand-in for a server-side WebSocket, to drive the states a real client cannot hold on
+ * demand: an upgrade that never completes, a reader that never reads.
+ */
+class StandInSocket extends EventTarget {
+  readyState: number = WebSocket.OPEN;
+  bufferedAmount = 0;
+  sent: string[] = [];
+  closedWith: [number, string] | null = null;
+  constructor(readyState: number = WebSocket.OPEN) {
+    super();
+    this.readyState = readyState;
+  }
+  send(data: string) {
+    this.sent.push(data);
+  }
+  close(code: number, reason: string) {
+    this.closedWith = [code, reason];
+    this.readyState = WebSocket.CLOSING;
+  }
+  open() {
+    this.readyState = WebSocket.OPEN;
+    this.dispatchEvent(new Event("open"));
+  }
+  contents(): string[] {
+    return this.sent.map((data) => JSON.parse(data)).filter((f) => f.type === "message.created")
+      .map((f) => f.message.content);
+  }
+}
+
+Deno.test("hub keeps frames for a socket in its upgrade, sends them in order when it opens, and forgets one that never opens", async () => {
+  await using db = await createTestDatabase();
+  const app = await insertApplication(db.sql, "Acme");
+  const ann = await createVisitor(db.sql, app.id);
+  const hub = createRealtimeHub({ sql: db.sql, openDeadlineMs: 300 });
+  try {
+    const opening = new StandInSocket(WebSocket.CONNECTING);
+    const stuck = new StandInSocket(WebSocket.CONNECTING);
+    hub.attachVisitor(opening as unknown as WebSocket, { appId: app.id, clientId: ann });
+    hub.attachVisitor(stuck as unknown as WebSocket, { appId: app.id, clientId: ann });
+    const sent = await sendMessages(db.sql, [[app.id, ann, "one"], [app.id, ann, "two"]]);
+    await hub.handleNotice(
+      JSON.stringify({ a: [app.id], m: [sent[0].message_id, sent[1].message_id] }),
+    );
+    assert.deepEqual(opening.sent, []);
+    opening.open();
+    assert.deepEqual(opening.contents(), ["one", "two"]);
+    assert.equal(hub.socketCount, 2);
+    await waitUntil(() => hub.socketCount === 1, "the socket that never opened to be forgotten");
+    const [third] = await sendMessages(db.sql, [[app.id, ann, "three"]]);
+    await hub.handleNotice(
+      JSON.stringify({ a: [app.id], m: [third.message_id, third.message_id] }),
+    );
+    assert.deepEqual(opening.contents(), ["one", "two", "three"]);
+    stuck.open(); // Too late: nothing kept for it, nothing sent.
+    assert.deepEqual(stuck.sent, []);
+  } finally {
+    hub.stop();
+  }
+});
+
+Deno.test("hub closes a socket that leaves more than 1 MiB unread, and sends it nothing more", async () => {
+  await using db = await createTestDatabase();
+  const app = await insertApplication(db.sql, "Acme");
+  const ann = await createVisitor(db.sql, app.id);
+  const hub = createRealtimeHub({ sql: db.sql });
+  try {
+    const reading = new StandInSocket();
+    const stalled = new StandInSocket();
+    hub.attachVisitor(reading as unknown as WebSocket, { appId: app.id, clientId: ann });
+    hub.attachVisitor(stalled as unknown as WebSocket, { appId: app.id, clientId: ann });
+    const push = async (content: string) => {
+      const [sent] = await sendMessages(db.sql, [[app.id, ann, content]]);
+      await hub.handleNotice(
+        JSON.stringify({ a: [app.id], m: [sent.message_id, sent.message_id] }),
+      );
+    };
+    await push("first");
+    stalled.bufferedAmount = 1_048_576;
+    await push("second");
+    assert.equal(stalled.closedWith, null, "at the limit it still gets frames");
+    stalled.bufferedAmount = 1_048_577;
+    await push("third");
+    assert.deepEqual(stalled.closedWith, [1008, "Frames are not being read"]);
+    await push("fourth");
+    assert.deepEqual(stalled.contents(), ["first", "second"]);
+    assert.deepEqual(reading.contents(), ["first", "second", "third", "fourth"]);
+  } finally {
+    hub.stop();
+  }
+});
+
+Deno.test("hub holds at most 20 sockets per visitor: a new one closes the oldest", async () => {
+  await using db = await createTestDatabase();
+  const hub = createRealtimeHub({ sql: db.sql });
+  try {
+    const tabs = Array.from({ length: 21 }, () => new StandInSocket());
+    for (const tab of tabs) {
+      hub.attachVisitor(tab as unknown as WebSocket, { appId: 1, clientId: 7 });
+    }
+    assert.equal(hub.socketCount, 20);
+    assert.deepEqual(tabs[0].closedWith, [1008, "Too many sockets for this visitor"]);
+    assert.ok(tabs.slice(1).every((tab) => tab.closedWith === null));
+    hub.attachVisitor(new StandInSocket() as unknown as WebSocket, { appId: 1, clientId: 8 });
+    assert.equal(hub.socketCount, 21, "another visitor's sockets count apart");
+  } finally {
+    hub.stop();
+  }
+});

@@ -29,6 +29,11 @@ export interface RealtimeHubOptions {
    */
   replayWindowMs?: number;
   /**
+   * How long a socket may stay in its upgrade before the hub forgets it (Deno never opens nor
+   * closes one whose client left during the upgrade), in milliseconds. @default 10_000
+   */
+  openDeadlineMs?: number;
+  /**
    * Receives what went wrong while loading or pushing, since nobody awaits the hub's work
    * on the notification path. @default one JSON error log line
    */
@@ -73,15 +78,40 @@ const PUSH_RETRY_DELAYS_MS = [50, 200, 800, 1_000];
 
 /** WebSocket close code of a server going away. */
 const GOING_AWAY = 1001;
+/** WebSocket close code of a policy violation (too slow a reader, too many sockets). */
+const POLICY_VIOLATION = 1008;
+
+/**
+ * Most bytes a socket may leave unread before it is closed: a client that does not read must
+ * not make the server hold every frame sent to it. A visitor that reconnects reads its history.
+ */
+const MAX_UNREAD_BYTES = 1_048_576;
+/** Most sockets one visitor may hold at once here; a new one closes the oldest. */
+const MAX_SOCKETS_PER_VISITOR = 20;
+/**
+ * How long a socket may stay in its upgrade by default: Deno never opens nor closes one whose
+ * client left during the upgrade, so the hub forgets it (and the frames it kept for it).
+ */
+const OPEN_DEADLINE_MS = 10_000;
 
 /** Creates a hub; nothing is read until a notice or a replay arrives. */
 export function createRealtimeHub(options: RealtimeHubOptions): RealtimeHub {
-  const { sql, replayWindowMs = 30_000, onError = reportError } = options;
+  const {
+    sql,
+    replayWindowMs = 30_000,
+    openDeadlineMs = OPEN_DEADLINE_MS,
+    onError = reportError,
+  } = options;
   if (!Number.isFinite(replayWindowMs) || replayWindowMs < 0) {
     throw new RangeError("Cannot create the hub: replayWindowMs must be a non-negative number");
   }
   /** Sockets by application, then by client. */
   const sockets = new Map<number, Map<number, Set<WebSocket>>>();
+  /** Frames kept for sockets still in their upgrade, sent in order once they open. */
+  const opening = new Map<
+    WebSocket,
+    { frames: string[]; deadline: ReturnType<typeof setTimeout> }
+  >();
   /** Pushed message ids, oldest first (a Set iterates in insertion order). */
   const pushed = new Set<number>();
   let socketCount = 0;
@@ -164,6 +194,29 @@ export function createRealtimeHub(options: RealtimeHubOptions): RealtimeHub {
     for (const socket of targets) sendFrame(socket, data);
   }
 
+  /**
+   * Sends without ever throwing: a socket still in its upgrade keeps the frame until it opens;
+   * one that has more than {@linkcode MAX_UNREAD_BYTES} unread is closed instead; a socket that is
+   * closing simply misses the frame.
+   */
+  function sendFrame(socket: WebSocket, data: string): void {
+    const upgrade = opening.get(socket);
+    if (upgrade) {
+      upgrade.frames.push(data);
+      return;
+    }
+    if (socket.readyState !== WebSocket.OPEN) return;
+    if (socket.bufferedAmount > MAX_UNREAD_BYTES) {
+      closeSocket(socket, POLICY_VIOLATION, "Frames are not being read");
+      return;
+    }
+    try {
+      socket.send(data);
+    } catch {
+      // It closed between the check and the send; its close event detaches it.
+    }
+  }
+
   function pushMessages(messages: ClientMessage[]): void {
     for (const { appId, clientId, message } of messages) {
       // Only a message pushed to a socket counts as pushed: a replay may still owe it to one.
@@ -216,9 +269,34 @@ export function createRealtimeHub(options: RealtimeHubOptions): RealtimeHub {
       let set = clients.get(who.clientId);
       if (!set) clients.set(who.clientId, set = new Set());
       if (set.has(socket)) return;
+      if (set.size >= MAX_SOCKETS_PER_VISITOR) {
+        const oldest = set.values().next().value!;
+        detach(oldest, who);
+        closeSocket(oldest, POLICY_VIOLATION, "Too many sockets for this visitor");
+      }
       set.add(socket);
       socketCount += 1;
       socket.addEventListener("close", () => detach(socket, who), { once: true });
+      if (socket.readyState === WebSocket.CONNECTING) {
+        const upgrade = {
+          frames: [] as string[],
+          deadline: setTimeout(() => {
+            opening.delete(socket);
+            detach(socket, who);
+          }, openDeadlineMs),
+        };
+        opening.set(socket, upgrade);
+        socket.addEventListener("open", () => {
+          clearTimeout(upgrade.deadline);
+          if (opening.get(socket) !== upgrade) return;
+          opening.delete(socket);
+          for (const data of upgrade.frames) sendFrame(socket, data);
+        }, { once: true });
+        socket.addEventListener("close", () => {
+          clearTimeout(upgrade.deadline);
+          opening.delete(socket);
+        }, { once: true });
+      }
     },
 
     handleNotice(payload) {
@@ -260,6 +338,8 @@ export function createRealtimeHub(options: RealtimeHubOptions): RealtimeHub {
         }
       }
       sockets.clear();
+      for (const { deadline } of opening.values()) clearTimeout(deadline);
+      opening.clear();
       socketCount = 0;
     },
   };
@@ -291,24 +371,13 @@ function joinMessageRuns(notices: ChangeNotice[]): ChangeNotice[] {
   return joined;
 }
 
-/** Sends without ever throwing: a socket that is closing simply misses the frame. */
-function sendFrame(socket: WebSocket, data: string): void {
-  if (socket.readyState === WebSocket.CONNECTING) {
-    // Attached during the upgrade: deliver once open, in order (listeners run in order added).
-    socket.addEventListener("open", () => sendFrame(socket, data), { once: true });
-    return;
-  }
-  if (socket.readyState !== WebSocket.OPEN) return;
+function closeSocket(
+  socket: WebSocket,
+  code = GOING_AWAY,
+  reason = "Server is shutting down",
+): void {
   try {
-    socket.send(data);
-  } catch {
-    // It closed between the check and the send; its close event detaches it.
-  }
-}
-
-function closeSocket(socket: WebSocket): void {
-  try {
-    socket.close(GOING_AWAY, "Server is shutting down");
+    socket.close(code, reason);
   } catch {
     // Not open yet or already closing: nothing more to do.
   }
