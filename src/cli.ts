@@ -31,26 +31,6 @@ export interface CommandLine {
   flags: Record<string, string>;
 }
 
-/** The flags each command takes. */
-const COMMAND_FLAGS: Record<string, readonly string[]> = {
-  "app:create": ["name"],
-  "key:create": ["app", "name"],
-  "key:list": ["app"],
-  "key:revoke": ["app", "id"],
-  "chat:close": ["app", "id"],
-  "flow:set": ["app", "file"],
-  "flow:get": ["app"],
-  "slack:install-url": ["app"],
-  "whatsapp:configure": [
-    "app",
-    "phone-number-id",
-    "access-token",
-    "app-secret",
-    "verify-token",
-  ],
-  "user:create": ["app", "email", "password", "role"],
-};
-
 /**
  * Parses `command --name value ...` (or `--name=value`); throws on an unknown command, a flag
  * the command does not take (a typo must not pass for a default), a flag without a value or a
@@ -59,9 +39,9 @@ const COMMAND_FLAGS: Record<string, readonly string[]> = {
  */
 export function parseCommandLine(args: string[]): CommandLine {
   const [command, ...rest] = args;
-  const known = COMMAND_FLAGS[command];
+  const known = COMMANDS[command]?.flags;
   if (!command || !known) {
-    const list = Object.keys(COMMAND_FLAGS).join(", ");
+    const list = Object.keys(COMMANDS).join(", ");
     throw new Error(
       command
         ? `Unknown command "${command}": expected one of ${list}`
@@ -107,108 +87,139 @@ export interface CliContext {
 
 type Handler = (sql: Sql, flags: Record<string, string>, context: CliContext) => Promise<unknown>;
 
-const COMMANDS: Record<string, Handler> = {
-  "app:create": async (sql, flags) => {
-    const name = required(flags, "name").trim();
-    if (name === "") throw new Error("Flag --name must not be blank");
-    return await insertApplication(sql, name);
+/** Each command: the flags it takes and what it does. */
+const COMMANDS: Record<string, { flags: readonly string[]; run: Handler }> = {
+  "app:create": {
+    flags: ["name"],
+    run: async (sql, flags) => {
+      const name = required(flags, "name").trim();
+      if (name === "") throw new Error("Flag --name must not be blank");
+      return await insertApplication(sql, name);
+    },
   },
-  "key:create": async (sql, flags) => {
-    const appId = await existingApp(sql, flags);
-    const name = flags.name?.trim() || null;
-    const key = newApiKey();
-    const id = await insertApiKey(sql, {
-      appId,
-      name,
-      keyHash: sha256Bytes(key),
-      prefix: key.slice("parley_".length, "parley_".length + 8),
-    });
-    if (id === null) {
-      throw new Error(`An application can have at most ${MAX_ACTIVE_API_KEYS} active API keys`);
-    }
-    return { id, key, name };
+  "key:create": {
+    flags: ["app", "name"],
+    run: async (sql, flags) => {
+      const appId = await existingApp(sql, flags);
+      const name = flags.name?.trim() || null;
+      const key = newApiKey();
+      const id = await insertApiKey(sql, {
+        appId,
+        name,
+        keyHash: sha256Bytes(key),
+        prefix: key.slice("parley_".length, "parley_".length + 8),
+      });
+      if (id === null) {
+        throw new Error(`An application can have at most ${MAX_ACTIVE_API_KEYS} active API keys`);
+      }
+      return { id, key, name };
+    },
   },
-  "key:list": async (sql, flags) => await listApiKeys(sql, await existingApp(sql, flags)),
-  "key:revoke": async (sql, flags) => {
-    const appId = await existingApp(sql, flags);
-    const revoked = await revokeApiKey(sql, appId, id(flags, "id"));
-    if (!revoked) throw new Error(`API key ${flags.id} not found`);
-    return revoked;
+  "key:list": {
+    flags: ["app"],
+    run: async (sql, flags) => await listApiKeys(sql, await existingApp(sql, flags)),
   },
-  "chat:close": async (sql, flags) => {
-    const appId = await existingApp(sql, flags);
-    const chatId = id(flags, "id");
-    const [result] = await commitBatch(sql, [{ kind: "chat.close", appId, chatId }]);
-    if (!result.ok) throw new AppError(result.status, result.message);
-    return result.value;
+  "key:revoke": {
+    flags: ["app", "id"],
+    run: async (sql, flags) => {
+      const appId = await existingApp(sql, flags);
+      const revoked = await revokeApiKey(sql, appId, id(flags, "id"));
+      if (!revoked) throw new Error(`API key ${flags.id} not found`);
+      return revoked;
+    },
   },
-  "flow:set": async (sql, flags) => {
-    const appId = await existingApp(sql, flags);
-    const file = required(flags, "file");
-    let text: string;
-    try {
-      text = await Deno.readTextFile(file);
-    } catch (error) {
-      throw new Error(`Cannot read ${file}: ${error instanceof Error ? error.message : error}`);
-    }
-    let document: unknown;
-    try {
-      document = JSON.parse(text);
-    } catch (error) {
-      throw new Error(`${file} is not JSON: ${error instanceof Error ? error.message : error}`);
-    }
-    const flow = parseFlow(document);
-    const [result] = await commitBatch(sql, [{ kind: "flow.set", appId, flow }]);
-    if (!result.ok) throw new AppError(result.status, result.message);
-    return result.value;
+  "chat:close": {
+    flags: ["app", "id"],
+    run: async (sql, flags) => {
+      const appId = await existingApp(sql, flags);
+      const chatId = id(flags, "id");
+      const [result] = await commitBatch(sql, [{ kind: "chat.close", appId, chatId }]);
+      if (!result.ok) throw new AppError(result.status, result.message);
+      return result.value;
+    },
   },
-  "flow:get": async (sql, flags) => await findFlow(sql, await existingApp(sql, flags)),
-  "slack:install-url": async (sql, flags, context) => {
-    const appId = await existingApp(sql, flags);
-    return {
-      url: await createInstallUrl(sql, context.publicBaseUrl ?? "http://localhost:8080", appId),
-    };
+  "flow:set": {
+    flags: ["app", "file"],
+    run: async (sql, flags) => {
+      const appId = await existingApp(sql, flags);
+      const file = required(flags, "file");
+      let text: string;
+      try {
+        text = await Deno.readTextFile(file);
+      } catch (error) {
+        throw new Error(`Cannot read ${file}: ${error instanceof Error ? error.message : error}`);
+      }
+      let document: unknown;
+      try {
+        document = JSON.parse(text);
+      } catch (error) {
+        throw new Error(`${file} is not JSON: ${error instanceof Error ? error.message : error}`);
+      }
+      const flow = parseFlow(document);
+      const [result] = await commitBatch(sql, [{ kind: "flow.set", appId, flow }]);
+      if (!result.ok) throw new AppError(result.status, result.message);
+      return result.value;
+    },
   },
-  "whatsapp:configure": async (sql, flags, context) => {
-    const appId = await existingApp(sql, flags);
-    if (!context.secretBox) throw new Error("whatsapp:configure needs the encryption key");
-    const box = await context.secretBox();
-    const phoneNumberId = required(flags, "phone-number-id").trim();
-    if (!/^[0-9]{1,32}$/.test(phoneNumberId)) {
-      throw new Error("Flag --phone-number-id must be the numeric id Meta shows for the number");
-    }
-    const secrets = ["access-token", "app-secret", "verify-token"].map((name) => {
-      const value = required(flags, name).trim();
-      if (value === "") throw new Error(`Flag --${name} must not be blank`);
-      return value;
-    });
-    const stored = await replaceWhatsAppChannel(sql, {
-      appId,
-      phoneNumberId,
-      accessTokenSealed: box.seal(secrets[0]),
-      appSecretSealed: box.seal(secrets[1]),
-      verifyTokenSealed: box.seal(secrets[2]),
-    });
-    if (!stored) {
-      throw new Error(`Phone number ${phoneNumberId} is configured for another application`);
-    }
-    return { app_id: appId, phone_number_id: phoneNumberId };
+  "flow:get": {
+    flags: ["app"],
+    run: async (sql, flags) => await findFlow(sql, await existingApp(sql, flags)),
   },
-  "user:create": async (sql, flags) => {
-    const appId = await existingApp(sql, flags);
-    const email = parseEmail(required(flags, "email"));
-    const password = required(flags, "password");
-    checkPassword(password);
-    const role = parseRole(flags.role ?? "agent");
-    const user = await insertUser(sql, {
-      appId,
-      email,
-      emailKey: emailKey(email),
-      passwordHash: await hashPassword(password),
-      role,
-    });
-    if (!user) throw new Error(`Application ${appId} already has a user with email ${email}`);
-    return user;
+  "slack:install-url": {
+    flags: ["app"],
+    run: async (sql, flags, context) => {
+      const appId = await existingApp(sql, flags);
+      return {
+        url: await createInstallUrl(sql, context.publicBaseUrl ?? "http://localhost:8080", appId),
+      };
+    },
+  },
+  "whatsapp:configure": {
+    flags: ["app", "phone-number-id", "access-token", "app-secret", "verify-token"],
+    run: async (sql, flags, context) => {
+      const appId = await existingApp(sql, flags);
+      if (!context.secretBox) throw new Error("whatsapp:configure needs the encryption key");
+      const box = await context.secretBox();
+      const phoneNumberId = required(flags, "phone-number-id").trim();
+      if (!/^[0-9]{1,32}$/.test(phoneNumberId)) {
+        throw new Error("Flag --phone-number-id must be the numeric id Meta shows for the number");
+      }
+      const secrets = ["access-token", "app-secret", "verify-token"].map((name) => {
+        const value = required(flags, name).trim();
+        if (value === "") throw new Error(`Flag --${name} must not be blank`);
+        return value;
+      });
+      const stored = await replaceWhatsAppChannel(sql, {
+        appId,
+        phoneNumberId,
+        accessTokenSealed: box.seal(secrets[0]),
+        appSecretSealed: box.seal(secrets[1]),
+        verifyTokenSealed: box.seal(secrets[2]),
+      });
+      if (!stored) {
+        throw new Error(`Phone number ${phoneNumberId} is configured for another application`);
+      }
+      return { app_id: appId, phone_number_id: phoneNumberId };
+    },
+  },
+  "user:create": {
+    flags: ["app", "email", "password", "role"],
+    run: async (sql, flags) => {
+      const appId = await existingApp(sql, flags);
+      const email = parseEmail(required(flags, "email"));
+      const password = required(flags, "password");
+      checkPassword(password);
+      const role = parseRole(flags.role ?? "agent");
+      const user = await insertUser(sql, {
+        appId,
+        email,
+        emailKey: emailKey(email),
+        passwordHash: await hashPassword(password),
+        role,
+      });
+      if (!user) throw new Error(`Application ${appId} already has a user with email ${email}`);
+      return user;
+    },
   },
 };
 
@@ -234,7 +245,7 @@ async function existingApp(sql: Sql, flags: Record<string, string>): Promise<num
 
 /** The handler of `command`; throws the CLI's error for an unknown one. */
 function handlerOf(command: string): Handler {
-  const handler = COMMANDS[command];
+  const handler = COMMANDS[command]?.run;
   if (!handler) {
     throw new Error(
       `Unknown command "${command}": expected one of ${Object.keys(COMMANDS).join(", ")}`,

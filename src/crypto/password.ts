@@ -4,6 +4,7 @@
  * `scrypt$<N>$<r>$<p>$<salt base64>$<hash base64>` so that the cost can rise later without
  * invalidating stored hashes.
  */
+import { Buffer } from "node:buffer";
 import { scrypt, timingSafeEqual } from "node:crypto";
 
 /** scrypt's cost parameters for new hashes: N = 2^15, r = 8, p = 1 (~32 MiB, tens of ms). */
@@ -27,18 +28,11 @@ function derive(
   });
 }
 
-function base64(bytes: Uint8Array): string {
-  return btoa(String.fromCharCode(...bytes));
-}
-
-function fromBase64(text: string): Uint8Array {
-  return Uint8Array.from(atob(text), (c) => c.charCodeAt(0));
-}
-
 /** A new salted hash of `password`, in the stored format. */
 export async function hashPassword(password: string): Promise<string> {
   const salt = crypto.getRandomValues(new Uint8Array(SALT_BYTES));
   const key = await derive(password, salt, COST);
+  const base64 = (bytes: Uint8Array) => Buffer.from(bytes).toString("base64");
   return ["scrypt", COST.N, COST.r, COST.p, base64(salt), base64(key)].join("$");
 }
 
@@ -48,14 +42,9 @@ export async function verifyPassword(password: string, stored: string): Promise<
   if (parts.length !== 6 || parts[0] !== "scrypt") return false;
   const [N, r, p] = parts.slice(1, 4).map(Number);
   if (![N, r, p].every(Number.isSafeInteger) || N > 2 ** 20 || r > 32 || p > 16) return false;
-  let salt: Uint8Array, expected: Uint8Array;
-  try {
-    salt = fromBase64(parts[4]);
-    expected = fromBase64(parts[5]);
-  } catch {
-    return false;
-  }
-  if (expected.length !== KEY_BYTES) return false;
+  const salt = Buffer.from(parts[4], "base64");
+  const expected = Buffer.from(parts[5], "base64");
+  if (salt.length === 0 || expected.length !== KEY_BYTES) return false;
   const key = await derive(password, salt, { N, r, p });
   return timingSafeEqual(key, expected);
 }
