@@ -186,6 +186,49 @@ Deno.test("hub replays messages committed while the LISTEN connection was cut an
   assert.deepEqual(visitor.contents(), ["before", "during 1", "during 2", "after"]);
 });
 
+Deno.test("hub replays conversation state, edits and deletions committed while the LISTEN connection was cut", async () => {
+  await using db = await createTestDatabase();
+  await using proxy = startOutageProxy(db.url);
+  const listenSql = connect(proxy.url, { max: 1 });
+  await using _listenPool = { [Symbol.asyncDispose]: () => listenSql.end({ timeout: 1 }) };
+  const app = await insertApplication(db.sql, "Acme");
+  const clientId = await createVisitor(db.sql, app.id);
+  await using server = await startHubServer({ sql: db.sql, listenSql });
+  const visitor = await server.connect(app.id, clientId);
+  const [kept, removed] = await sendMessages(db.sql, [
+    [app.id, clientId, "kept"],
+    [app.id, clientId, "removed"],
+  ]);
+  await waitUntil(() => visitor.contents().length === 2, "the first messages");
+  const before = visitor.frames.length;
+
+  proxy.cut();
+  await db.sql`UPDATE messages SET status = 'read', updated_at = clock_timestamp()
+    WHERE app_id = ${app.id} AND id = ${kept.message_id}`;
+  await db.sql`UPDATE messages SET deleted_at = clock_timestamp()
+    WHERE app_id = ${app.id} AND id = ${removed.message_id}`;
+  await db.sql`UPDATE conversations SET status = 'closed', closed_at = clock_timestamp()
+    WHERE app_id = ${app.id} AND id = ${kept.chat_id}`;
+  await delay(200);
+  assert.equal(visitor.frames.length, before);
+
+  proxy.restore();
+  await waitUntil(() => server.reconnects === 1, "the reconnect");
+  await waitUntil(() => visitor.frames.length === before + 3, "the replayed changes");
+  await delay(50);
+  const replayed = visitor.frames.slice(before);
+  assert.deepEqual(replayed.map((frame) => frame.type), [
+    "chat.updated",
+    "message.updated",
+    "message.deleted",
+  ]);
+  const [chat, updated, deleted] = replayed;
+  assert.equal(chat.type === "chat.updated" && chat.chat.status, "closed");
+  assert.equal(updated.type === "message.updated" && updated.message.status, "read");
+  assert.deepEqual(deleted.message, { id: removed.message_id, chat_id: removed.chat_id });
+  assert.deepEqual(visitor.contents(), ["kept", "removed"]);
+});
+
 Deno.test("hub replay pushes only unpushed messages created within the window of the last notice", async () => {
   await using db = await createTestDatabase();
   const app = await insertApplication(db.sql, "Acme");

@@ -121,6 +121,53 @@ export async function listClientMessagesSince(
   return rows.map(toClientMessage);
 }
 
+/** What changed since a time for watched clients, besides their new messages. */
+export interface ClientChanges {
+  /** Conversations opened, closed, reopened or written to since then, by application and id. */
+  conversations: ClientConversation[];
+  /** Messages edited, given a status or deleted since then, in id order. */
+  edited: (ClientMessage & { deleted: boolean })[];
+}
+
+/**
+ * The conversations of the `clients` whose state may have changed at or after `since` and the
+ * visible messages of theirs edited, given a status or deleted since: what a socket may have missed
+ * besides new messages while the LISTEN connection was down. A conversation written to counts
+ * (a reopen moves only its activity time), so some of these changed nothing a socket has not seen.
+ */
+export async function listClientChangesSince(
+  sql: Tx,
+  clients: WatchedClient[],
+  since: Date,
+): Promise<ClientChanges> {
+  if (clients.length === 0) return { conversations: [], edited: [] };
+  const { appIds, clientIds } = columns(clients);
+  const at = since.toISOString();
+  const [conversations, edited] = await Promise.all([
+    sql<(Conversation & { app_id: number })[]>`
+      SELECT c.app_id, c.id, c.client_id, c.status, c.channel, c.last_message_at, c.created_at
+      FROM unnest(${appIds}::bigint[], ${clientIds}::bigint[]) AS w (app_id, client_id)
+      JOIN conversations c ON c.app_id = w.app_id AND c.client_id = w.client_id
+      WHERE greatest(c.created_at, c.last_message_at, c.closed_at) >= ${at}::timestamptz
+      ORDER BY c.app_id, c.id`,
+    sql<(ClientMessageRow & { deleted: boolean })[]>`
+      SELECT m.app_id, c.client_id, m.id, m.conversation_id, m.sender_type, m.sender_name,
+        m.message_type, m.content, m.payload, m.internal, m.status, m.created_at,
+        m.deleted_at IS NOT NULL AS deleted
+      FROM unnest(${appIds}::bigint[], ${clientIds}::bigint[]) AS w (app_id, client_id)
+      JOIN conversations c ON c.app_id = w.app_id AND c.client_id = w.client_id
+      JOIN messages m ON m.app_id = c.app_id AND m.conversation_id = c.id
+      WHERE m.app_id = ANY (${distinct(appIds)}::bigint[])
+        AND greatest(m.updated_at, m.deleted_at) >= ${at}::timestamptz
+        AND NOT m.internal
+      ORDER BY m.id`,
+  ]);
+  return {
+    conversations: conversations.map(({ app_id, ...chat }) => ({ appId: app_id, chat })),
+    edited: edited.map((row) => ({ ...toClientMessage(row), deleted: row.deleted })),
+  };
+}
+
 function toClientMessage(row: ClientMessageRow): ClientMessage {
   return { appId: row.app_id, clientId: row.client_id, message: toMessage(row) };
 }

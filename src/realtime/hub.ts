@@ -7,7 +7,9 @@
  */
 import type { Sql } from "../db/client.ts";
 import {
+  type ClientChanges,
   type ClientMessage,
+  listClientChangesSince,
   listClientMessagesSince,
   listConversationsByIds,
   listMessagesByIds,
@@ -62,7 +64,11 @@ export interface RealtimeHub {
   attachVisitor(socket: WebSocket, who: Visitor): void;
   /** Pushes what a NOTIFY payload announces; resolves when pushed, never rejects. */
   handleNotice(payload: string): Promise<void>;
-  /** Pushes recent messages not pushed yet: run it after the LISTEN connection reconnects. */
+  /**
+   * Pushes what recent commits changed for the attached clients: their conversations' state,
+   * the messages not pushed yet and edits, status changes and deletions (state frames may repeat
+   * ones already sent). Run it after the LISTEN connection reconnects.
+   */
   replay(): Promise<void>;
   /** Sockets attached and not closed yet. */
   readonly socketCount: number;
@@ -237,12 +243,19 @@ export function createRealtimeHub(options: RealtimeHubOptions): RealtimeHub {
       notice.m ? listMessagesInRange(sql, apps, notice.m) : [],
       listMessagesByIds(sql, edits.map(([appId, chatId, id]) => [appId, chatId, id])),
     ]);
-    // State first: a new conversation's frame comes before its first message.
-    for (const { appId, chat } of conversations) {
+    pushChanges({ conversations, edited }, messages);
+  }
+
+  /**
+   * Pushes conversations' state first (a new conversation's frame comes before its first
+   * message), then new messages, then edits.
+   */
+  function pushChanges(changes: ClientChanges, messages: ClientMessage[]): void {
+    for (const { appId, chat } of changes.conversations) {
       push(appId, chat.client_id, { type: "chat.updated", chat_id: chat.id, message: chat, chat });
     }
     pushMessages(messages);
-    for (const { appId, clientId, message, deleted } of edited) {
+    for (const { appId, clientId, message, deleted } of changes.edited) {
       push(
         appId,
         clientId,
@@ -321,7 +334,11 @@ export function createRealtimeHub(options: RealtimeHubOptions): RealtimeHub {
       const since = new Date(lastNoticeAt - replayWindowMs);
       return serialize(async () => {
         const clients = watchedClients(sockets.keys());
-        pushMessages(await listClientMessagesSince(sql, clients, since));
+        const [messages, changes] = await Promise.all([
+          listClientMessagesSince(sql, clients, since),
+          listClientChangesSince(sql, clients, since),
+        ]);
+        pushChanges(changes, messages);
       });
     },
 
