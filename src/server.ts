@@ -40,8 +40,8 @@ import { findActiveApiKey } from "./db/api_keys.ts";
 import { sha256Bytes } from "./crypto/tokens.ts";
 
 /**
- * How long stopping waits for requests in flight (uploads, media downloads) before it stops
- * without them.
+ * How long stopping waits by default for requests in flight (uploads, media downloads) before
+ * it stops without them.
  */
 const SHUTDOWN_GRACE_MS = 10_000;
 
@@ -65,6 +65,11 @@ export interface StartOptions {
   resolveHost?: Resolver;
   /** What the delivery worker resolves these names to instead of asking DNS. @default none */
   deliveryHosts?: Record<string, string[]>;
+  /**
+   * How long stopping waits for requests in flight before it stops without them, in
+   * milliseconds. @default 10_000
+   */
+  shutdownGraceMs?: number;
 }
 
 /** Starts an instance with `config`; resolves once it accepts requests. */
@@ -92,6 +97,7 @@ export async function startParley(
     caCerts = [await Deno.readTextFile(config.webhookCaFile)];
   }
   const resolveHost = options.resolveHost ?? systemResolver;
+  const { shutdownGraceMs = SHUTDOWN_GRACE_MS } = options;
   const lost = Promise.withResolvers<Error>();
   const database = await openDatabase(config, lost.resolve);
   const sql = connect(database.url, { max: 10 });
@@ -241,10 +247,10 @@ export async function startParley(
         // Deno's shutdown can wait forever on a WebSocket whose client left during its upgrade
         // (the socket never opens nor closes): past the grace period, stop without it.
         const grace = Promise.withResolvers<"late">();
-        const timer = setTimeout(() => grace.resolve("late"), SHUTDOWN_GRACE_MS);
+        const timer = setTimeout(() => grace.resolve("late"), shutdownGraceMs);
         if (await Promise.race([drained, grace.promise]) === "late") {
           log("warn", "Some connections did not finish; stopping without them", {
-            grace_ms: SHUTDOWN_GRACE_MS,
+            grace_ms: shutdownGraceMs,
           });
         }
         clearTimeout(timer);

@@ -12,6 +12,7 @@ import { executeCommand } from "../src/cli.ts";
 import { createSecretBox } from "../src/crypto/secret_box.ts";
 import { metaSignature } from "../src/channels/whatsapp/signature.ts";
 import { whatsappWebhookBody } from "./support/whatsapp_webhook.ts";
+import type { StartOptions } from "../src/server.ts";
 
 const PHONE_NUMBER_ID = "106540352242922";
 const ACCESS_TOKEN = "EAAG-test-token";
@@ -26,10 +27,10 @@ interface Env extends AsyncDisposable {
   app: KeyedApp;
 }
 
-async function setUp(): Promise<Env> {
+async function setUp(options: StartOptions = {}): Promise<Env> {
   const db = await createTestDatabase();
   const graph = await startFakeGraphApi({ accessToken: ACCESS_TOKEN });
-  const server = await startTestServer(db.url, { WHATSAPP_GRAPH_URL: graph.url });
+  const server = await startTestServer(db.url, { WHATSAPP_GRAPH_URL: graph.url }, options);
   const app = await createKeyedApp(db.sql);
   const box = createSecretBox(new Uint8Array(Buffer.from(TEST_ENCRYPTION_KEY, "base64")));
   const configured = await executeCommand(db.sql, {
@@ -411,6 +412,39 @@ Deno.test("each inbound kind is stored readably; media get a proxy link that str
   const own = await fetch(links.link(env.app.appId, "1048576"));
   assert.equal(own.status, 200);
   await own.body?.cancel();
+});
+
+Deno.test("stopping waits for a media download only for its grace period", async () => {
+  // The proxy gives a stalled upstream body 30 s; stopping must not wait that long.
+  await using env = await setUp({ shutdownGraceMs: 300 });
+  const bytes = new TextEncoder().encode("0123456789abcdef");
+  env.graph.addMedia("77", bytes, "image/png");
+  env.graph.stallDownloads();
+  const base = { from: CUSTOMER, timestamp: String(Math.floor(Date.now() / 1000)) };
+  const image = {
+    ...base,
+    id: "wamid.stall",
+    type: "image",
+    image: { id: "77", mime_type: "image/png" },
+  };
+  assert.equal(await post(env, webhookBody([image])), 200);
+  await processed(env);
+  const [row] = await env.db.sql`SELECT payload FROM messages`;
+  const link = new URL(row.payload.url);
+  const download = await fetch(`${env.server.baseUrl}${link.pathname}${link.search}`);
+  assert.equal(download.status, 200);
+  const reader = download.body!.getReader();
+  const first = await reader.read();
+  assert.deepEqual(first.value, bytes.slice(0, 8));
+
+  const started = performance.now();
+  const stopped = env.server.parley.stop().then(() => performance.now() - started);
+  const deadline = Promise.withResolvers<number>();
+  const timer = setTimeout(() => deadline.resolve(Infinity), 8_000);
+  const waited = await Promise.race([stopped, deadline.promise]);
+  clearTimeout(timer);
+  assert.ok(waited < 8_000, `stopping waited ${waited} ms for the stalled download`);
+  await reader.cancel();
 });
 
 Deno.test("the 24-hour window: free-form inside, 422 outside, templates always", async () => {

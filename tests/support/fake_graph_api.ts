@@ -55,6 +55,11 @@ export interface FakeGraphApi extends AsyncDisposable {
   addMedia(id: string, bytes: Uint8Array, mimeType: string): void;
   /** Makes every download URL given so far answer 404, as Meta's do a few minutes after lookup. */
   expireMediaUrls(): void;
+  /**
+   * Makes later downloads send their head and the first half of the file, then nothing more
+   * until this fake stops: an upstream that stalls mid-body.
+   */
+  stallDownloads(): void;
   /** Meta's error body: `{"error":{"message","type","code","error_subcode"?,"fbtrace_id"}}`. */
   errorBody(code: number, message: string, subcode?: number): unknown;
 }
@@ -131,6 +136,9 @@ export function startFakeGraphApi(options: FakeGraphApiOptions = {}): Promise<Fa
   const media = new Map<string, { bytes: Uint8Array; mimeType: string; sha256: string }>();
   /** Live download links: hash → media id. */
   const links = new Map<string, string>();
+  /** Bodies of stalled downloads, ended when the fake stops. */
+  const stalled = new Set<ReadableStreamDefaultController<Uint8Array>>();
+  let stall = false;
   let sent = 0;
 
   /** Whether `authorization` passes: the token when one is set, else any Bearer token if `required`. */
@@ -176,9 +184,20 @@ export function startFakeGraphApi(options: FakeGraphApiOptions = {}): Promise<Fa
     const id = links.get(query.get("hash") ?? "");
     const found = id === query.get("mid") ? media.get(id ?? "") : undefined;
     if (found === undefined) return reply(404, errorBody(100, "Media URL not found or expired"));
-    return new Response(found.bytes.slice(), {
-      headers: { "content-type": found.mimeType, "content-length": String(found.bytes.length) },
+    const headers = {
+      "content-type": found.mimeType,
+      "content-length": String(found.bytes.length),
+    };
+    if (!stall) return new Response(found.bytes.slice(), { headers });
+    let held: ReadableStreamDefaultController<Uint8Array>;
+    const body = new ReadableStream<Uint8Array>({
+      start(controller) {
+        controller.enqueue(found.bytes.slice(0, found.bytes.length >> 1));
+        stalled.add(held = controller);
+      },
+      cancel: () => void stalled.delete(held),
     });
+    return new Response(body, { headers });
   };
 
   const handle = async (request: Request): Promise<Response> => {
@@ -213,7 +232,12 @@ export function startFakeGraphApi(options: FakeGraphApiOptions = {}): Promise<Fa
       media.set(id, { bytes: bytes.slice(), mimeType, sha256 });
     },
     expireMediaUrls: () => links.clear(),
+    stallDownloads: () => void (stall = true),
     errorBody,
-    [Symbol.asyncDispose]: () => server.shutdown(),
+    [Symbol.asyncDispose]() {
+      for (const controller of stalled) controller.error(new Error("The fake stopped"));
+      stalled.clear();
+      return server.shutdown();
+    },
   });
 }
