@@ -388,9 +388,20 @@ Deno.test("widget requests are rate-limited per visitor token and per IP for new
   });
   assert.equal(other.status, 200);
   assert.equal(other.headers.get("x-ratelimit-remaining"), "2");
-  // Two visitors were created from this IP; the third creation is allowed, the fourth not.
-  const third = await call(server.baseUrl, "POST", `/api/v1/widget/${app.public_id}/visitors`);
-  const fourth = await call(server.baseUrl, "POST", `/api/v1/widget/${app.public_id}/visitors`);
+  // A token that the route does not authenticate with buys no bucket of its own.
+  const sideToken = await call(server.baseUrl, "POST", "/api/v1/widget/messages?token=made-up", {
+    token: a.visitor_token,
+    body: { content: "again" },
+  });
+  assert.equal(sideToken.status, 429);
+  // Two visitors were created from this IP; the third creation is allowed, the fourth not, and
+  // a token sent along (visitor creation takes none) changes nothing.
+  const third = await call(server.baseUrl, "POST", `/api/v1/widget/${app.public_id}/visitors`, {
+    token: "made-up-1",
+  });
+  const fourth = await call(server.baseUrl, "POST", `/api/v1/widget/${app.public_id}/visitors`, {
+    token: "made-up-2",
+  });
   assert.deepEqual([third.status, fourth.status], [200, 429]);
   const [messages] = await db.sql`SELECT count(*) AS n FROM messages`;
   assert.equal(messages.n, 4);

@@ -88,7 +88,15 @@ export function widgetRoutes(deps: WidgetDeps): Hono {
     return visitor;
   }
 
-  function bearer(c: Context): string | undefined {
+  /**
+   * The visitor token a request authenticates with: the Bearer token, or for the socket (browsers
+   * cannot set headers on a WebSocket) `?token=` first.
+   */
+  function tokenOf(c: Context): string | undefined {
+    if (c.req.path.endsWith("/socket")) {
+      const query = c.req.query("token");
+      if (query !== undefined) return query;
+    }
     const match = /^Bearer +(\S+)\s*$/i.exec(c.req.header("authorization") ?? "");
     return match?.[1];
   }
@@ -103,12 +111,13 @@ export function widgetRoutes(deps: WidgetDeps): Hono {
 
   const bucketOfToken = createBucketNames({ prefix: "widget:" });
 
-  // Per visitor token; requests without one (visitor creation) per client IP.
+  // Per visitor token — the one the route authenticates with, so that another token sent along
+  // buys no fresh bucket; visitor creation, which takes no token, per client IP whatever it sends.
   routes.use(rateLimit({
     counter: deps.hitCounter,
     limit: deps.widgetRateLimit,
     bucketOf(c) {
-      const token = c.req.query("token") ?? bearer(c);
+      const token = c.req.path.endsWith("/visitors") ? undefined : tokenOf(c);
       return token ? bucketOfToken(token) : `widget-ip:${clientIp(c, deps.trustProxy)}`;
     },
   }));
@@ -140,7 +149,7 @@ export function widgetRoutes(deps: WidgetDeps): Hono {
   });
 
   routes.post("/messages", async (c) => {
-    const visitor = await authenticate(bearer(c));
+    const visitor = await authenticate(tokenOf(c));
     const parsed = visitorMessageSchema.safeParse(await readBody(c, ["json"]));
     if (!parsed.success || parsed.data.content.trim() === "") {
       throw new AppError(400, "content is required");
@@ -162,7 +171,7 @@ export function widgetRoutes(deps: WidgetDeps): Hono {
   });
 
   routes.post("/actions", async (c) => {
-    const visitor = await authenticate(bearer(c));
+    const visitor = await authenticate(tokenOf(c));
     const parsed = actionSchema.safeParse(await readBody(c, ["json"]));
     if (!parsed.success) {
       const issue = parsed.error.issues[0];
@@ -180,7 +189,7 @@ export function widgetRoutes(deps: WidgetDeps): Hono {
   });
 
   routes.get("/messages", async (c) => {
-    const visitor = await authenticate(bearer(c));
+    const visitor = await authenticate(tokenOf(c));
     const chatParam = c.req.query("chat_id");
     const chat = chatParam === undefined
       ? await findLatestClientConversation(deps.sql, visitor.appId, visitor.clientId)
@@ -201,7 +210,7 @@ export function widgetRoutes(deps: WidgetDeps): Hono {
   });
 
   routes.get("/socket", async (c) => {
-    const visitor = await authenticate(c.req.query("token") ?? bearer(c));
+    const visitor = await authenticate(tokenOf(c));
     if ((c.req.header("upgrade") ?? "").toLowerCase() !== "websocket") {
       throw new AppError(426, "Expected a WebSocket upgrade");
     }
