@@ -477,7 +477,11 @@ Deno.test("edits and deletions in Slack follow the mirrored message; the bot's o
   );
   assert.equal(rows[0].content, "First try, edited");
   await send(
-    threadEvent("Ev14", thread, { subtype: "message_deleted", deleted_ts: "1800000001.000001" }),
+    threadEvent("Ev14", thread, {
+      subtype: "message_deleted",
+      deleted_ts: "1800000001.000001",
+      previous_message: { user: "U2", text: "First try, edited", ts: "1800000001.000001" },
+    }),
   );
   rows = await agentMessages(
     env,
@@ -505,6 +509,68 @@ Deno.test("edits and deletions in Slack follow the mirrored message; the bot's o
   );
   const seen = (await history.json()).data.map((message: { content: string }) => message.content);
   assert.deepEqual(seen, ["Hello"]);
+});
+
+Deno.test("deleting the bot's copy of a visitor's message erases nothing; a reply edited into a note leaves the visitor", async () => {
+  await using env = await setUp();
+  await install(env);
+  const chat = await createVisitorChat(env.server.baseUrl, env.app.publicId, "My own words");
+  const thread = await threadTs(env);
+  const [mirror] = await eventually(
+    () => env.db.sql`SELECT ts FROM slack_messages WHERE message_id = ${chat.messageId}`,
+    (rows) => rows.length === 1,
+    "the visitor's message mirrored",
+  );
+  const frames: { type: string; message?: { id: number; content?: string } }[] = [];
+  const socket = new WebSocket(
+    `${env.server.baseUrl.replace("http", "ws")}/api/v1/widget/socket?token=${chat.token}`,
+  );
+  socket.onmessage = (event) => frames.push(JSON.parse(event.data));
+  await new Promise((resolve) => socket.onopen = resolve);
+  const events = `${env.server.baseUrl}/api/v1/slack/events`;
+  const send = async (body: unknown) => {
+    const res = await env.slack.postEvent(events, body);
+    assert.equal(res.status, 200);
+    await res.body?.cancel();
+  };
+  await send(threadEvent("Ev20", thread, {
+    subtype: "message_deleted",
+    deleted_ts: mirror.ts,
+    previous_message: { bot_id: "B1", text: "My own words", ts: mirror.ts },
+  }));
+  await send(threadEvent("Ev21", thread, { subtype: "message_deleted", deleted_ts: mirror.ts }));
+  await send(threadEvent("Ev22", thread, { user: "U2", text: "Visible", ts: "1800000002.000001" }));
+  const [reply] = await agentMessages(env, chat.chatId, (rows) => rows.length === 1, "the reply");
+  await send(threadEvent("Ev23", thread, {
+    subtype: "message_changed",
+    message: { user: "U2", text: "note: secret", ts: "1800000002.000001", thread_ts: thread },
+    previous_message: { user: "U2", text: "Visible", ts: "1800000002.000001" },
+  }));
+  await eventually(
+    () => env.db.sql`SELECT internal, content FROM messages WHERE id = ${reply.id}`,
+    ([row]) => row.internal === true,
+    "the reply made internal",
+  );
+  await waitUntil(() => frames.some((frame) => frame.type === "message.deleted"), "the removal");
+  const closed = new Promise((resolve) => socket.onclose = resolve);
+  socket.close();
+  await closed;
+
+  assert.deepEqual(
+    frames.filter((frame) => frame.type.startsWith("message.")).map((frame) =>
+      `${frame.type} ${frame.message?.content ?? ""}`.trim()
+    ),
+    ["message.created Visible", "message.deleted"],
+  );
+  const [visitorMessage] = await env.db.sql`
+    SELECT deleted_at FROM messages WHERE id = ${chat.messageId}`;
+  assert.equal(visitorMessage.deleted_at, null);
+  const history = await fetch(
+    `${env.server.baseUrl}/api/v1/widget/messages?chat_id=${chat.chatId}`,
+    { headers: { authorization: `Bearer ${chat.token}` } },
+  );
+  const seen = (await history.json()).data.map((message: { content: string }) => message.content);
+  assert.deepEqual(seen, ["My own words"]);
 });
 
 Deno.test("a file an agent attaches in Slack reaches the visitor through the signed media proxy", async () => {

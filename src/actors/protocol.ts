@@ -138,7 +138,14 @@ export type SlackChange =
     channelId: string;
     ts: string;
   }
-  | { kind: "edit"; channelId: string; ts: string; text: string }
+  | {
+    kind: "edit";
+    channelId: string;
+    ts: string;
+    text: string;
+    /** The new text is a `note:`: a reply the visitor saw becomes internal (hidden from them). */
+    internal: boolean;
+  }
   | { kind: "delete"; channelId: string; ts: string };
 
 /**

@@ -57,23 +57,25 @@ export async function listMessagesInRange(
 }
 
 /**
- * The messages named by `[appId, chatId, messageId]` (edited ones), with their conversation's
- * client; internal notes are left out, deleted ones come back with `deleted: true`.
+ * The messages named by `[appId, chatId, messageId, gone]` (edited ones), with their
+ * conversation's client; deleted ones come back with `deleted: true`, and so do internal ones
+ * named as gone (a reply made internal); other internal notes are left out.
  */
 export async function listMessagesByIds(
   sql: Tx,
-  keys: [number, number, number][],
+  keys: [number, number, number, 0 | 1][],
 ): Promise<(ClientMessage & { deleted: boolean })[]> {
   if (keys.length === 0) return [];
   const rows = await sql<(ClientMessageRow & { deleted: boolean })[]>`
     SELECT m.app_id, c.client_id, m.id, m.conversation_id, m.sender_type, m.sender_name,
       m.message_type, m.content, m.payload, m.internal, m.status, m.created_at,
-      m.deleted_at IS NOT NULL AS deleted
+      m.deleted_at IS NOT NULL OR m.internal AS deleted
     FROM unnest(${keys.map((k) => k[0])}::bigint[], ${keys.map((k) => k[1])}::bigint[],
-      ${keys.map((k) => k[2])}::bigint[]) AS k (app_id, chat_id, id)
+      ${keys.map((k) => k[2])}::bigint[], ${keys.map((k) => k[3])}::int[])
+      AS k (app_id, chat_id, id, gone)
     JOIN messages m ON m.app_id = k.app_id AND m.conversation_id = k.chat_id AND m.id = k.id
     JOIN conversations c ON c.app_id = m.app_id AND c.id = m.conversation_id
-    WHERE NOT m.internal
+    WHERE NOT m.internal OR k.gone = 1
     ORDER BY m.id`;
   return rows.map((row) => ({ ...toClientMessage(row), deleted: row.deleted }));
 }

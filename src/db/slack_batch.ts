@@ -75,7 +75,8 @@ export async function applySlackEvents(
           changes[index].push({
             appId,
             queuedEvents: edited.queuedEvents,
-            edited: { chatId: edited.chatId, messageId: edited.messageId, deleted: false },
+            // Made internal, it is gone for the visitor.
+            edited: { chatId: edited.chatId, messageId: edited.messageId, deleted: edited.hidden },
           });
         }
       });

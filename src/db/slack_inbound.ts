@@ -136,23 +136,33 @@ export async function findMessageConversation(
 }
 
 /**
- * Applies an edit made in Slack to the Parley message mirrored as (channel, ts): its content
- * changes when the text did, and `message.updated` is queued for a subscribed webhook. Resolves
- * to the message changed, or null.
+ * Applies an edit made in Slack to a member's reply mirrored as (channel, ts): its content
+ * changes when the text did, an edit into a `note:` makes it internal (`hidden`: the visitor saw
+ * it and must now lose it), and `message.updated` is queued for a subscribed webhook. Resolves to
+ * the message changed, or null.
  */
 export async function editSlackMessage(
   sql: Tx,
   appId: number,
-  link: { teamId: string; channelId: string; ts: string; text: string },
-): Promise<{ messageId: number; chatId: number; queuedEvents: number } | null> {
-  const [row] = await sql<{ id: number; conversation_id: number; queued: number }[]>`
-    WITH edited AS (
-      UPDATE messages m SET content = ${link.text}, updated_at = clock_timestamp()
-      FROM slack_messages s
+  link: { teamId: string; channelId: string; ts: string; text: string; internal: boolean },
+): Promise<
+  { messageId: number; chatId: number; queuedEvents: number; hidden: boolean } | null
+> {
+  const [row] = await sql<
+    { id: number; conversation_id: number; queued: number; hidden: boolean }[]
+  >`
+    WITH target AS (
+      SELECT m.id, m.internal FROM slack_messages s
+      JOIN messages m ON m.app_id = s.app_id AND m.id = s.message_id
       WHERE s.team_id = ${link.teamId} AND s.channel_id = ${link.channelId} AND s.ts = ${link.ts}
-        AND s.app_id = ${appId} AND m.app_id = s.app_id AND m.id = s.message_id
-        AND m.message_type = 'text' AND m.content <> ${link.text} AND m.deleted_at IS NULL
-      RETURNING m.id, m.conversation_id
+        AND s.app_id = ${appId} AND m.sender_type = 'agent' AND m.message_type = 'text'
+        AND m.content <> ${link.text} AND m.deleted_at IS NULL
+    ), edited AS (
+      UPDATE messages m SET content = ${link.text}, updated_at = clock_timestamp(),
+        internal = m.internal OR ${link.internal}
+      FROM target t
+      WHERE m.app_id = ${appId} AND m.id = t.id
+      RETURNING m.id, m.conversation_id, NOT t.internal AND m.internal AS hidden
     ), event AS (
       INSERT INTO outbox (app_id, kind, topic, payload)
       SELECT ${appId}, 'webhook', 'message.updated',
@@ -161,11 +171,18 @@ export async function editSlackMessage(
         AND 'message.updated' = ANY (w.events)
       RETURNING 1
     )
-    SELECT id, conversation_id, (SELECT count(*) FROM event)::int AS queued FROM edited`;
-  return row ? { messageId: row.id, chatId: row.conversation_id, queuedEvents: row.queued } : null;
+    SELECT id, conversation_id, hidden, (SELECT count(*) FROM event)::int AS queued FROM edited`;
+  return row
+    ? {
+      messageId: row.id,
+      chatId: row.conversation_id,
+      queuedEvents: row.queued,
+      hidden: row.hidden,
+    }
+    : null;
 }
 
-/** Deletes the Parley message mirrored as (channel, ts); resolves to it, or null. */
+/** Deletes the member's reply mirrored as (channel, ts); resolves to it, or null. */
 export async function deleteSlackMessage(
   sql: Tx,
   appId: number,
@@ -176,7 +193,7 @@ export async function deleteSlackMessage(
     FROM slack_messages s
     WHERE s.team_id = ${link.teamId} AND s.channel_id = ${link.channelId} AND s.ts = ${link.ts}
       AND s.app_id = ${appId} AND m.app_id = s.app_id AND m.id = s.message_id
-      AND m.deleted_at IS NULL
+      AND m.sender_type = 'agent' AND m.deleted_at IS NULL
     RETURNING m.id, m.conversation_id`;
   return row ? { messageId: row.id, chatId: row.conversation_id } : null;
 }

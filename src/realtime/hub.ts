@@ -241,7 +241,7 @@ export function createRealtimeHub(options: RealtimeHubOptions): RealtimeHub {
     const [conversations, messages, edited] = await Promise.all([
       listConversationsByIds(sql, chats),
       notice.m ? listMessagesInRange(sql, apps, notice.m) : [],
-      listMessagesByIds(sql, edits.map(([appId, chatId, id]) => [appId, chatId, id])),
+      listMessagesByIds(sql, edits),
     ]);
     pushChanges({ conversations, edited }, messages);
   }

@@ -129,14 +129,14 @@ export function createSlackInboundProcessor(deps: SlackInboundDeps): SlackInboun
     if (event.subtype === "message_changed") {
       const message = event.message;
       if (!message || isOwn(installation, message) || typeof message.ts !== "string") return null;
-      return {
-        kind: "edit",
-        channelId,
-        ts: message.ts,
-        text: storable(await readable(installation, String(message.text ?? ""))),
-      };
+      const text = storable(await readable(installation, String(message.text ?? "")));
+      return { kind: "edit", channelId, ts: message.ts, text, internal: isNote(text) };
     }
     if (event.subtype === "message_deleted") {
+      // Removing the bot's copy of a visitor's message from Slack must not erase the visitor's
+      // words: like edits, only deletions of members' own replies count.
+      const previous = event.previous_message;
+      if (!previous || isOwn(installation, previous)) return null;
       return typeof event.deleted_ts === "string"
         ? { kind: "delete", channelId, ts: event.deleted_ts }
         : null;
@@ -174,7 +174,7 @@ export function createSlackInboundProcessor(deps: SlackInboundDeps): SlackInboun
       if (thread) threads.set(threadKey, thread);
     }
     if (!thread || thread.appId !== installation.appId) return null;
-    const internal = /^\s*note:/i.test(text);
+    const internal = isNote(text);
     return {
       kind: "reply",
       chatId: thread.chatId,
@@ -311,4 +311,9 @@ export function createSlackInboundProcessor(deps: SlackInboundDeps): SlackInboun
 /** Slack text as PostgreSQL can store it (no NUL, no lone surrogate). */
 function storable(text: string): string {
   return text.toWellFormed().replaceAll("\u0000", "\uFFFD");
+}
+
+/** Whether a member's text is an internal note (CONTRACT §6.2: it starts with `note:`). */
+function isNote(text: string): boolean {
+  return /^\s*note:/i.test(text);
 }
