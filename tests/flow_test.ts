@@ -198,6 +198,10 @@ Deno.test("clicks that are stale, foreign or unknown are refused and change noth
   });
   assert.equal(malformed.status, 400);
   assert.match((await malformed.json()).message, /^Invalid action: chat_id /);
+  assert.deepEqual(await visitor.click(chatId, welcome.id, "sales\u0000"), {
+    status: 400,
+    json: { code: 400, message: "Invalid action: action_id must not contain NUL characters" },
+  });
   assert.deepEqual(await env.db.sql`SELECT count(*) AS n FROM messages`, before);
 
   // Still waiting: the refusals consumed nothing.

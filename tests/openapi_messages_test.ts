@@ -147,6 +147,41 @@ Deno.test("POST /messages stores a rich message with its parsed payload", async 
   assert.deepEqual(stored.payload, document);
 });
 
+Deno.test("POST /messages stores lone surrogates in rich content as U+FFFD and refuses a body that is not UTF-8", async () => {
+  await using db = await createTestDatabase();
+  await using server = await startTestServer(db.url);
+  const app = await createKeyedApp(db.sql);
+  const chat = await createVisitorChat(server.baseUrl, app.publicId);
+  const content = String.raw`{"text":"hi \ud800","buttons":[{"id":"a","title":"A \udc00"}]}`;
+  const res = await apiCall(server.baseUrl, "/messages", {
+    key: app.key,
+    json: { chat_id: chat.chatId, content, message_type: "buttons" },
+  });
+  assert.equal(res.status, 200, JSON.stringify(res.json));
+  const [stored] = await db
+    .sql`SELECT payload FROM messages WHERE id = ${res.json.data.message_id}`;
+  assert.deepEqual(stored.payload, {
+    text: "hi \ufffd",
+    buttons: [{ id: "a", title: "A \ufffd" }],
+  });
+
+  const before = await messageCount(db.sql);
+  const bytes = new Uint8Array([
+    ...new TextEncoder().encode(`{"chat_id":${chat.chatId},"content":"a`),
+    0xff,
+    0xfe,
+    ...new TextEncoder().encode(`"}`),
+  ]);
+  const refused = await fetch(`${server.baseUrl}/openapi/v1/messages`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${app.key}`, "content-type": "application/json" },
+    body: bytes,
+  });
+  assert.equal(refused.status, 400);
+  assert.deepEqual(await refused.json(), { code: 400, message: "Invalid JSON body" });
+  assert.equal(await messageCount(db.sql), before);
+});
+
 Deno.test("POST /messages answers every error row of the contract and writes nothing", async () => {
   await using db = await createTestDatabase();
   await using server = await startTestServer(db.url);
@@ -212,7 +247,37 @@ Deno.test("POST /messages answers every error row of the contract and writes not
       "content must not contain NUL characters",
     ],
     ["broken JSON", { body: '{"chat_id":', type: json }, 400, "Invalid JSON body"],
-    ["JSON array", { body: "[1]", type: json }, 400, "Invalid JSON body"],
+    // A body that parses but is no object names neither field.
+    ["JSON array", { body: "[1]", type: json }, 400, required],
+    ["JSON null", { body: "null", type: json }, 400, required],
+    [
+      "body nested too deeply",
+      {
+        body: `{"chat_id":${id},"content":"hi","x":${"[".repeat(65)}${"]".repeat(65)}}`,
+        type: json,
+      },
+      400,
+      "Invalid JSON body",
+    ],
+    [
+      "object type",
+      body({ chat_id: id, content: "hi", message_type: { toString: 1 } }),
+      400,
+      types,
+    ],
+    ["array type", body({ chat_id: id, content: "hi", message_type: ["text"] }), 400, types],
+    [
+      "rich content nested too deeply",
+      body({
+        chat_id: id,
+        message_type: "template",
+        content: `{"name":"n","language":"en","components":[{"a":${"[".repeat(4_950)}${
+          "]".repeat(4_950)
+        }}]}`,
+      }),
+      400,
+      "content is not valid for message_type template: nested more than 64 levels deep",
+    ],
     ["empty JSON body", { body: "", type: json }, 400, "Invalid JSON body"],
     ["text/plain", { body: "hi", type: "text/plain" }, 415, "Unsupported content type"],
     ["no content type", { body: "hi", type: "" }, 415, "Unsupported content type"],

@@ -113,10 +113,11 @@ Deno.test("bad widget input gets the contract's envelope and writes nothing", as
       "Invalid JSON body",
     ],
     [
+      // It parses, but names no field.
       "JSON that is not an object",
       await call(server.baseUrl, "POST", "/api/v1/widget/messages", { token, raw: "[1]" }),
       400,
-      "Invalid JSON body",
+      "content is required",
     ],
     [
       "content of the wrong type",

@@ -229,13 +229,30 @@ export async function createActorPool(options: ActorPoolOptions): Promise<ActorP
       if (!slot.worker) throw new Error("Worker is gone");
       send(slot.worker, { type: "ask", asks });
     } catch (error) {
-      logError("Cannot send commands to actor worker", slot.index, error);
-      for (const { id } of asks) {
-        const pending = slot.pending.get(id);
-        slot.pending.delete(id);
-        pending?.resolve(INTERNAL_ERROR);
+      // One command that cannot be cloned (too deep a document, say) must not fail the others
+      // sent with it, whoever they came from: each goes again on its own.
+      if (slot.worker && asks.length > 1) {
+        for (const ask of asks) sendAlone(slot, ask);
+        return;
       }
+      logError("Cannot send commands to actor worker", slot.index, error);
+      for (const { id } of asks) fail(slot, id);
     }
+  }
+
+  function sendAlone(slot: Slot, ask: Ask): void {
+    try {
+      send(slot.worker!, { type: "ask", asks: [ask] });
+    } catch (error) {
+      logError("Cannot send a command to actor worker", slot.index, error);
+      fail(slot, ask.id);
+    }
+  }
+
+  function fail(slot: Slot, id: number): void {
+    const pending = slot.pending.get(id);
+    slot.pending.delete(id);
+    pending?.resolve(INTERNAL_ERROR);
   }
 
   /** One timer for every ask: the oldest pending asks come first, so a sweep stops early. */

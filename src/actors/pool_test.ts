@@ -97,6 +97,26 @@ Deno.test("createActorPool() sends an idle worker's ask at once and a busy worke
   });
 });
 
+Deno.test("createActorPool() fails only the ask that cannot be sent, not those sent with it", async () => {
+  await withPool({ size: 1, workerUrl: ECHO_WORKER }, async (pool) => {
+    // Asked in one tick, the three go to the worker in one message; a function cannot be cloned.
+    const uncloneable = { ...message("bad"), payload: () => {} } as unknown as AppCommand;
+    let results: CommandResult[] = [];
+    const printed = await capturingErrors(async () => {
+      results = await Promise.all([
+        pool.ask("app:1", message("before")),
+        pool.ask("app:2", uncloneable),
+        pool.ask("app:3", message("after")),
+      ]);
+    });
+    const [before, bad, after] = results;
+    assert.equal(valueOf(before).content, "before");
+    assert.deepEqual(bad, INTERNAL_ERROR);
+    assert.equal(valueOf(after).content, "after");
+    assert.equal(printed.length, 1, printed.join("\n"));
+  });
+});
+
 Deno.test("createActorPool() sends a busy worker's asks after coalesceMs without an answer", async () => {
   await withPool({ size: 1, workerUrl: ECHO_WORKER, coalesceMs: 20 }, async (pool) => {
     const busy = pool.ask("app:1", message("delay:400"));

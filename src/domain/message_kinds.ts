@@ -8,6 +8,7 @@
 import { z } from "zod";
 import { AppError } from "./app_error.ts";
 import { MAX_CONTENT_LENGTH } from "./conversation.ts";
+import { MAX_JSON_DEPTH, parseJsonDocument } from "./json_document.ts";
 
 /** Every message type, in contract order. */
 export const MESSAGE_TYPES = [
@@ -328,12 +329,13 @@ export function parseMessageContent(
   if (content.includes("\0")) throw new AppError(400, NUL_IN_CONTENT);
   if (isPlainType(messageType)) return { messageType, payload: null };
 
-  let document: unknown;
-  try {
-    document = JSON.parse(content);
-  } catch (error) {
-    throw invalidContent(messageType, "not a JSON document", error);
+  const parsed = parseJsonDocument(content);
+  if (!parsed.ok) {
+    throw parsed.reason === "depth"
+      ? invalidContent(messageType, `nested more than ${MAX_JSON_DEPTH} levels deep`)
+      : invalidContent(messageType, "not a JSON document", parsed.cause);
   }
+  const document = parsed.value;
   if (typeof document !== "object" || document === null || Array.isArray(document)) {
     throw invalidContent(messageType, "not a JSON object");
   }

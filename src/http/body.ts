@@ -5,6 +5,7 @@
  */
 import type { Context } from "hono";
 import { AppError } from "../domain/app_error.ts";
+import { parseJsonDocument } from "../domain/json_document.ts";
 
 /** Body encodings a route may accept. */
 export type BodyEncoding = "json" | "form";
@@ -21,36 +22,48 @@ function encodingOf(c: Context, accepted: BodyEncoding[]): BodyEncoding | null {
 
 /**
  * Reads the body as a plain object. `optional` lets an empty body (no content at all) stand
- * for `{}`. Form bodies give string values.
+ * for `{}`. Form bodies give string values. A JSON value other than an object names no fields:
+ * it reads as `{}`, so that the route reports the fields it lacks.
  */
 export async function readBody(
   c: Context,
   accepted: BodyEncoding[],
   options: { optional?: boolean } = {},
 ): Promise<Record<string, unknown>> {
-  const text = await c.req.text();
-  if (options.optional && text.trim() === "") return {};
+  const bytes = await c.req.arrayBuffer();
+  if (options.optional && lenientUtf8.decode(bytes).trim() === "") return {};
   const encoding = encodingOf(c, accepted);
   if (encoding === null) throw new AppError(415, "Unsupported content type");
-  if (encoding === "form") return Object.fromEntries(new URLSearchParams(text));
-  const value = parseJson(text);
-  if (value === null || typeof value !== "object" || Array.isArray(value)) {
-    throw new AppError(400, "Invalid JSON body");
+  if (encoding === "form") {
+    return Object.fromEntries(new URLSearchParams(lenientUtf8.decode(bytes)));
   }
+  const value = parseJson(bytes);
+  if (value === null || typeof value !== "object" || Array.isArray(value)) return {};
   return value as Record<string, unknown>;
 }
 
 /** Reads a JSON body as whatever value it holds, for routes that judge its shape themselves. */
 export async function readJson(c: Context): Promise<unknown> {
-  const text = await c.req.text();
+  const bytes = await c.req.arrayBuffer();
   if (encodingOf(c, ["json"]) === null) throw new AppError(415, "Unsupported content type");
-  return parseJson(text);
+  return parseJson(bytes);
 }
 
-function parseJson(text: string): unknown {
+const lenientUtf8 = new TextDecoder();
+const strictUtf8 = new TextDecoder("utf-8", { fatal: true });
+
+/**
+ * A JSON body's value: its bytes must be UTF-8 (RFC 8259) and its text a client's JSON
+ * document as {@linkcode parseJsonDocument} takes it, else `400 Invalid JSON body`.
+ */
+function parseJson(bytes: ArrayBuffer): unknown {
+  let text: string;
   try {
-    return JSON.parse(text);
+    text = strictUtf8.decode(bytes);
   } catch (error) {
     throw new AppError(400, "Invalid JSON body", { cause: error });
   }
+  const document = parseJsonDocument(text);
+  if (!document.ok) throw new AppError(400, "Invalid JSON body", { cause: document.cause });
+  return document.value;
 }

@@ -67,7 +67,10 @@ const ID = z.number().int().positive().max(Number.MAX_SAFE_INTEGER);
 const actionSchema = z.object({
   chat_id: ID,
   message_id: ID,
-  action_id: z.string().min(1).max(256),
+  // PostgreSQL text cannot hold NUL, and no button id has one.
+  action_id: z.string().min(1).max(256).refine((id) => !id.includes("\0"), {
+    message: "must not contain NUL characters",
+  }),
 });
 
 /** Routes under `/api/v1/widget`. */

@@ -68,8 +68,10 @@ export function messageRoutes(deps: MessageRoutesDeps): Hono<{ Variables: ApiKey
       throw new AppError(400, REQUIRED);
     }
     const content = body.content as string;
+    // Anything but a string (an array, an object) is no type's name.
+    const requestedType = body.message_type === undefined ? "text" : body.message_type;
     const { messageType, payload } = parseMessageContent(
-      body.message_type === undefined ? "text" : String(body.message_type),
+      typeof requestedType === "string" ? requestedType : "",
       content,
     );
     // A positive integer beyond the ids Parley hands out names no conversation of anyone's.
