@@ -414,6 +414,28 @@ Deno.test("each inbound kind is stored readably; media get a proxy link that str
   await own.body?.cancel();
 });
 
+Deno.test("an unreadable error code in a status sinks nothing else of its delivery", async () => {
+  await using env = await setUp();
+  const failed = {
+    id: "wamid.nobody",
+    status: "failed",
+    timestamp: String(Math.floor(Date.now() / 1000)),
+    recipient_id: CUSTOMER,
+    errors: [{ code: 3_000_000_000, title: "x" }],
+  };
+  const other = "15550008888";
+  const contacts = [{ profile: { name: "Other" }, wa_id: other }];
+  assert.equal(
+    await post(env, webhookBody([textMessage("still here", undefined, other)], [failed], contacts)),
+    200,
+  );
+  await processed(env);
+  const rows = await env.db.sql`SELECT content FROM messages`;
+  assert.deepEqual(rows.map((row) => row.content), ["still here"]);
+  const [delivery] = await env.db.sql`SELECT attempts, last_error FROM whatsapp_deliveries`;
+  assert.deepEqual({ ...delivery }, { attempts: 0, last_error: null });
+});
+
 Deno.test("stopping waits for a media download only for its grace period", async () => {
   // The proxy gives a stalled upstream body 30 s; stopping must not wait that long.
   await using env = await setUp({ shutdownGraceMs: 300 });

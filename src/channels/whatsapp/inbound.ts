@@ -90,7 +90,12 @@ const CHANGE_VALUE = z.object({
   errors: LIST,
 });
 const CONTACT = z.object({ wa_id: z.string(), profile: z.object({ name: OPTIONAL }).optional() });
-const META_ERROR = z.object({ code: z.number(), title: OPTIONAL, message: OPTIONAL });
+/** Meta's error codes are 32-bit integers (the column too); any other number is unreadable. */
+const META_ERROR = z.object({
+  code: z.int().min(-(2 ** 31)).max(2 ** 31 - 1),
+  title: OPTIONAL,
+  message: OPTIONAL,
+});
 const MESSAGE = z.object({
   id: ID,
   from: ID,

@@ -113,6 +113,15 @@ Deno.test("parseWhatsAppWebhook() reads Meta's failed status sample with its err
   });
 });
 
+Deno.test("parseWhatsAppWebhook() keeps a failed status whose error code is no 32-bit integer, without the error", () => {
+  const parsed = parseWhatsAppWebhook(JSON.parse(STATUS_FAILED.replace("131049", "3000000000")));
+  assert.equal(parsed.items.length, 1);
+  const [item] = parsed.items;
+  assert.deepEqual(item.kind === "status" && [item.status, item.error], ["failed", null]);
+  const fraction = parseWhatsAppWebhook(JSON.parse(STATUS_FAILED.replace("131049", "1.5")));
+  assert.deepEqual(fraction.items[0].kind === "status" && fraction.items[0].error, null);
+});
+
 Deno.test("parseWhatsAppWebhook() reads images and stickers as image, the rest as file", () => {
   const sha256 = "81d3bd8a8db4868c9520ed47186e8b7c5789e61ff79f7f834be6950b808a90d3";
   const cases: [string, object, string, object][] = [
