@@ -34,6 +34,8 @@ const FLOW = {
 interface Frame {
   type: string;
   chat_id: number;
+  /** On `chat.updated`. */
+  chat?: { status: string };
   message?: {
     id: number;
     sender_type: string;
@@ -224,6 +226,15 @@ Deno.test("a click leading to close closes the conversation, and its buttons go 
   );
   const [chat] = await env.db.sql`SELECT status FROM conversations WHERE id = ${chatId}`;
   assert.equal(chat.status, "closed");
+  // The close reaches the socket after the messages that led to it.
+  await waitUntil(
+    () => visitor.frames.filter((frame) => frame.type === "chat.updated").length === 2,
+    "the closed state",
+  );
+  const order = visitor.frames.map((frame) =>
+    frame.type === "chat.updated" ? `chat ${frame.chat?.status}` : frame.type
+  );
+  assert.deepEqual(order.slice(-3), ["message.created", "message.created", "chat closed"]);
   assert.equal((await visitor.click(chatId, welcome.id, "sales")).status, 409);
 
   // The next message opens a new conversation, and the Flow starts again there.

@@ -247,14 +247,16 @@ export function createRealtimeHub(options: RealtimeHubOptions): RealtimeHub {
   }
 
   /**
-   * Pushes conversations' state first (a new conversation's frame comes before its first
-   * message), then new messages, then edits.
+   * Pushes an open conversation's state before the new messages (a new or reopened conversation
+   * comes before the messages in it), a closed one's after them (a farewell or the click that
+   * closed it comes before the close), then edits.
    */
   function pushChanges(changes: ClientChanges, messages: ClientMessage[]): void {
-    for (const { appId, chat } of changes.conversations) {
+    const pushState = ({ appId, chat }: ClientChanges["conversations"][number]) =>
       push(appId, chat.client_id, { type: "chat.updated", chat_id: chat.id, message: chat, chat });
-    }
+    changes.conversations.filter(({ chat }) => chat.status === "open").forEach(pushState);
     pushMessages(messages);
+    changes.conversations.filter(({ chat }) => chat.status !== "open").forEach(pushState);
     for (const { appId, clientId, message, deleted } of changes.edited) {
       push(
         appId,
