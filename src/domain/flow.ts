@@ -111,8 +111,17 @@ export function parseFlow(input: unknown): Flow {
   }
   // A JSON object may hold a "__proto__" key, which no plain object can carry as a node name.
   const rawNodes = (input as { nodes?: unknown }).nodes;
-  if (typeof rawNodes === "object" && rawNodes !== null && Object.hasOwn(rawNodes, RESERVED_KEY)) {
-    throw invalid(`nodes.${RESERVED_KEY} is a reserved name`);
+  if (typeof rawNodes === "object" && rawNodes !== null) {
+    if (Object.hasOwn(rawNodes, RESERVED_KEY)) {
+      throw invalid(`nodes.${RESERVED_KEY} is a reserved name`);
+    }
+    // Nor as a key of `on`, which parsing would drop unseen.
+    for (const [name, node] of Object.entries(rawNodes)) {
+      const on = (node as { on?: unknown } | null)?.on;
+      if (typeof on === "object" && on !== null && Object.hasOwn(on, RESERVED_KEY)) {
+        throw invalid(`nodes.${name}: button id "${RESERVED_KEY}" is reserved in a Flow`);
+      }
+    }
   }
   const parsed = FLOW_DOCUMENT.safeParse(input, { error: describeIssue });
   if (!parsed.success) {

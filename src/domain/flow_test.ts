@@ -268,4 +268,14 @@ Deno.test("parseFlow refuses __proto__ as a node name or a mapped button id, say
     refusal(button),
     'Invalid flow: nodes.a: button id "__proto__" is reserved in a Flow',
   );
+  // Mapped in `on` beside the real buttons, it was dropped unseen.
+  const extra = JSON.parse(
+    '{"start":"a","nodes":{"a":{"message":{"message_type":"buttons","content":' +
+      '{"text":"t","buttons":[{"id":"x","title":"X"}]}},' +
+      '"on":{"x":"close","__proto__":"no_such_node"}}}}',
+  );
+  assert.equal(
+    refusal(extra),
+    'Invalid flow: nodes.a: button id "__proto__" is reserved in a Flow',
+  );
 });
