@@ -26,6 +26,8 @@ export interface ClaimedDelivery {
   createdAt: string;
   /** The lease of this claim; recording the attempt requires it still to be in place. */
   claimedUntil: string;
+  /** The body an earlier attempt sent, which every later one sends again; null before the first. */
+  body: string | null;
   context: DeliveryContext;
 }
 
@@ -36,6 +38,7 @@ interface ClaimedRow {
   attempts: number;
   created_at: string;
   claimed_until: string;
+  body: string | null;
   url: string | null;
   events: string[] | null;
   enabled: boolean | null;
@@ -65,9 +68,10 @@ export async function claimDueDeliveries(
       UPDATE outbox o
       SET claimed_until = clock_timestamp() + make_interval(secs => ${options.leaseSeconds})
       FROM due WHERE o.app_id = due.app_id AND o.id = due.id
-      RETURNING o.app_id, o.id, o.topic, o.payload, o.attempts, o.created_at, o.claimed_until
+      RETURNING o.app_id, o.id, o.topic, o.payload, o.attempts, o.created_at, o.claimed_until,
+        o.body
     )
-    SELECT c.app_id, c.id, c.topic, c.attempts, c.created_at, c.claimed_until,
+    SELECT c.app_id, c.id, c.topic, c.attempts, c.created_at, c.claimed_until, c.body,
       w.url, w.events, w.enabled, w.secret_encrypted,
       CASE WHEN conv.id IS NOT NULL THEN json_build_object(
         'id', conv.id, 'client_id', conv.client_id, 'status', conv.status,
@@ -100,6 +104,7 @@ export async function claimDueDeliveries(
     attempts: row.attempts,
     createdAt: row.created_at,
     claimedUntil: row.claimed_until,
+    body: row.body,
     context: {
       webhook: row.url === null ? null : {
         url: row.url,
@@ -132,6 +137,8 @@ export interface RecordedAttempt {
   delivery: { appId: number; id: number; claimedUntil: string };
   attempt: AttemptRecord;
   outcome: AttemptOutcome;
+  /** The body this attempt sent, kept for the later ones when none was kept yet. */
+  body?: string | null;
 }
 
 /**
@@ -150,8 +157,9 @@ export async function recordAttempts(sql: Tx, records: RecordedAttempt[]): Promi
         ${column((r) => r.attempt.responseExcerpt)}::text[],
         ${column((r) => r.outcome.state)}::text[],
         ${column((r) => r.outcome.state === "pending" ? r.outcome.retryInMs / 1000 : 0)}::float8[],
-        ${column((r) => r.delivery.claimedUntil)}::timestamptz[]
-      ) AS input (app_id, id, status_code, latency_ms, error, excerpt, state, retry_in, claim)
+        ${column((r) => r.delivery.claimedUntil)}::timestamptz[],
+        ${column((r) => r.body ?? null)}::text[]
+      ) AS input (app_id, id, status_code, latency_ms, error, excerpt, state, retry_in, claim, body)
     ), attempts AS (
       INSERT INTO webhook_attempts
         (app_id, outbox_id, status_code, latency_ms, error, response_excerpt)
@@ -162,7 +170,7 @@ export async function recordAttempts(sql: Tx, records: RecordedAttempt[]): Promi
       state = CASE WHEN o.retry_requested AND i.state <> 'succeeded' THEN 'pending' ELSE i.state END,
       run_at = clock_timestamp() + CASE WHEN o.retry_requested AND i.state <> 'succeeded'
         THEN interval '0' ELSE make_interval(secs => i.retry_in) END,
-      retry_requested = false
+      retry_requested = false, body = coalesce(o.body, i.body)
     FROM input i
     -- Only while this claim holds: a manual retry or an expired lease handed the delivery on.
     WHERE o.app_id = i.app_id AND o.id = i.id AND o.claimed_until = i.claim`;

@@ -64,8 +64,11 @@ export async function attemptDelivery(
   const now = deps.now ?? Date.now;
   const { context } = delivery;
   const { webhook } = context;
+  /** The body sent by this attempt, when it built one (the first attempt). */
+  let built: string | null = null;
   const record = (attempt: AttemptRecord, outcome: AttemptOutcome) =>
-    deps.record({ delivery, attempt: storable(attempt), outcome }).then(() => outcome);
+    deps.record({ delivery, attempt: storable(attempt), outcome, body: built })
+      .then(() => outcome);
   const failure = (attempt: AttemptRecord, retryAfterMs: number | null = null) => {
     const retryInMs = nextRetryDelayMs(delivery.attempts + 1, {
       retryAfterMs,
@@ -90,7 +93,7 @@ export async function attemptDelivery(
       { state: "failed" },
     );
   }
-  if (!context.conversation) {
+  if (delivery.body === null && !context.conversation) {
     return record(
       {
         statusCode: null,
@@ -120,7 +123,8 @@ export async function attemptDelivery(
   }
 
   const id = eventIdOf(delivery);
-  const body = JSON.stringify({
+  // Built once, from the state when first sent: a retry repeats those bytes under the same id.
+  const body = delivery.body ?? (built = JSON.stringify({
     id,
     type: delivery.topic,
     created_at: delivery.createdAt,
@@ -128,7 +132,7 @@ export async function attemptDelivery(
     data: context.message
       ? { conversation: context.conversation, message: context.message }
       : { conversation: context.conversation },
-  });
+  }));
   const timestamp = Math.floor(now() / 1000);
   let response: PinnedResponse;
   try {
