@@ -27,6 +27,8 @@ export interface ActorPoolOptions {
   workerUrl?: URL;
   /** An ask unanswered this long resolves to a 500. @default 30_000 */
   askTimeoutMs?: number;
+  /** How long the workers may take to become ready before creating the pool fails. @default 30_000 */
+  startTimeoutMs?: number;
   /** How long {@linkcode ActorPool.stop} waits for a worker to drain before terminating it. @default 10_000 */
   stopTimeoutMs?: number;
   /** Longest an ask waits to travel with others while its worker is busy. @default 1 */
@@ -89,14 +91,19 @@ export function workerIndexFor(key: string, size: number): number {
 /** Spawns `size` workers, initialises them, and resolves once every one is ready. */
 export async function createActorPool(options: ActorPoolOptions): Promise<ActorPool> {
   const { size, databaseUrl, workerUrl = DEFAULT_WORKER_URL, logLevel = "info" } = options;
-  const { askTimeoutMs = 30_000, stopTimeoutMs = 10_000, coalesceMs = 1 } = options;
+  const {
+    askTimeoutMs = 30_000,
+    startTimeoutMs = 30_000,
+    stopTimeoutMs = 10_000,
+    coalesceMs = 1,
+  } = options;
   if (!Number.isInteger(size) || size < 1) {
     throw new RangeError("Cannot create actor pool: size must be a positive integer");
   }
   if (typeof databaseUrl !== "string" || databaseUrl === "") {
     throw new TypeError("Cannot create actor pool: databaseUrl is required");
   }
-  if (!(askTimeoutMs > 0) || !(stopTimeoutMs > 0)) {
+  if (!(askTimeoutMs > 0) || !(startTimeoutMs > 0) || !(stopTimeoutMs > 0)) {
     throw new RangeError("Cannot create actor pool: timeouts must be positive");
   }
   if (!(coalesceMs >= 0)) {
@@ -302,7 +309,7 @@ export async function createActorPool(options: ActorPoolOptions): Promise<ActorP
   const startTimeout = new Promise<never>((_, reject) => {
     startTimer = setTimeout(
       () => reject(new Error("Cannot start actor pool: workers did not become ready in time")),
-      askTimeoutMs,
+      startTimeoutMs,
     );
   });
   try {

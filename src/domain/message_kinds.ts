@@ -248,6 +248,14 @@ export const MEDIA_CONTENT = z.object({
 export type MediaContent = z.infer<typeof MEDIA_CONTENT>;
 
 /**
+ * An image or file as stored, which may also link with http: the media links Parley gives files
+ * received from a channel start with `PUBLIC_BASE_URL`, http in development. Shown as text only.
+ */
+const STORED_MEDIA_CONTENT = MEDIA_CONTENT.extend({
+  url: z.string().refine((value) => isHttpsUrl(value.replace(/^http:\/\//i, "https://"))),
+});
+
+/**
  * `template` content (WhatsApp only): `{"name": str, "language": str, "components"?: [object]}`.
  * `name` is required (≤ 512 characters), `language` is the required language code (≤ 32
  * characters, e.g. `en_US`; the WhatsApp adapter sends it as `{"code": language}`), and
@@ -444,7 +452,7 @@ export function plainTextOf(messageType: MessageType, payload: unknown, content:
       );
     case "image":
     case "file":
-      return renderWith(MEDIA_CONTENT, payload, content, (doc) => {
+      return renderWith(STORED_MEDIA_CONTENT, payload, content, (doc) => {
         const label = isPresent(doc.caption)
           ? doc.caption
           : isPresent(doc.filename)

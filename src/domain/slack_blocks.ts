@@ -266,7 +266,8 @@ function renderGroups(message: SlackMessageSource, state: RenderState): Piece[][
     case "image":
     case "file": {
       const doc = MEDIA_CONTENT.safeParse(payload);
-      if (!doc.success) return plain(content);
+      // Not native (an http link of a development setup, say): as text, never as its JSON.
+      if (!doc.success) return plain(plainTextOf(type, payload, content));
       return [type === "image" ? image(doc.data) : file(doc.data)];
     }
     default:

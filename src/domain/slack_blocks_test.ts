@@ -278,6 +278,24 @@ Deno.test("renderSlackMessage() renders a file as its escaped name linked to its
   );
 });
 
+Deno.test("renderSlackMessage() shows media stored with an http link as its caption and link, not its JSON", () => {
+  // Parley's own links to received files are http under an http PUBLIC_BASE_URL.
+  const payload = {
+    url: "http://localhost:8080/api/v1/whatsapp/media/M1?exp=1&sig=a",
+    caption: "my pic",
+  };
+  const [rendered] = renderSlackMessage({
+    id: 7,
+    message_type: "image",
+    content: JSON.stringify(payload),
+    payload,
+  });
+  const shown = JSON.stringify(rendered.blocks);
+  assert.ok(shown.includes("my pic"), shown);
+  assert.ok(!shown.includes('\\"url\\"'), shown);
+  assert.equal(rendered.text.includes("{"), false, rendered.text);
+});
+
 Deno.test("renderSlackMessage() renders a template as plain text", async () => {
   await assertRendersAs(
     "template",

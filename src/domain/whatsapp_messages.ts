@@ -305,15 +305,21 @@ export function renderWhatsAppMessages(
           return messages;
         });
       });
+    // Not native (an http link of a development setup, say): as text, never as its JSON.
     case "image":
       return renderParsed(
         MEDIA_CONTENT,
         payload,
-        content,
+        plainTextOf(type, payload, content),
         (media) => imageMessages(media.url, [media.caption, media.filename].find(isPresent)),
       );
     case "file":
-      return renderParsed(MEDIA_CONTENT, payload, content, documentMessages);
+      return renderParsed(
+        MEDIA_CONTENT,
+        payload,
+        plainTextOf(type, payload, content),
+        documentMessages,
+      );
     case "template":
       return renderParsed(TEMPLATE_CONTENT, payload, content, (doc) => [{
         type: "template",

@@ -397,6 +397,25 @@ Deno.test("renderWhatsAppMessages() splits a caption over 1024 characters into f
   assert.equal(`${image.image.caption} ${text.text.body}`, caption);
 });
 
+Deno.test("renderWhatsAppMessages() sends media stored with an http link as its caption and link, not its JSON", () => {
+  // Parley's own links to received files are http under an http PUBLIC_BASE_URL.
+  const payload = {
+    url: "http://localhost:8080/api/v1/slack/media/F1?exp=1&sig=a",
+    caption: "my pic",
+  };
+  for (const type of ["image", "file"] as const) {
+    const messages = renderWhatsAppMessages({
+      message_type: type,
+      content: JSON.stringify(payload),
+      payload,
+    });
+    assert.deepEqual(messages, [{
+      type: "text",
+      text: { body: `my pic\n${payload.url}` },
+    }]);
+  }
+});
+
 Deno.test("renderWhatsAppMessages() and buttonIdOfReply() route ids of 200, 201 and 256 characters", () => {
   const ids = [200, 201, 256].map((n, i) => String(i).repeat(n));
   const asButtons = ids.map((id, i) => ({ id, title: `B${i}` }));
