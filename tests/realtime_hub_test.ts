@@ -29,6 +29,20 @@ async function insertInternalNote(sql: Sql, appId: number, chatId: number): Prom
   return row.id;
 }
 
+/** A LISTEN pool that reaches the database through a proxy the test cuts and restores. */
+function listenThroughOutageProxy(databaseUrl: string) {
+  const proxy = startOutageProxy(databaseUrl);
+  const listenSql = connect(proxy.url, { max: 1 });
+  return {
+    proxy,
+    listenSql,
+    async [Symbol.asyncDispose]() {
+      await listenSql.end({ timeout: 1 });
+      await proxy[Symbol.asyncDispose]();
+    },
+  };
+}
+
 Deno.test("hub pushes a committed message to the visitor's socket with the exact Message shape", async () => {
   await using db = await createTestDatabase();
   const app = await insertApplication(db.sql, "Acme");
@@ -159,9 +173,8 @@ Deno.test("hub replays messages committed while the LISTEN connection was termin
 
 Deno.test("hub replays messages committed while the LISTEN connection was cut and held", async () => {
   await using db = await createTestDatabase();
-  await using proxy = startOutageProxy(db.url);
-  const listenSql = connect(proxy.url, { max: 1 });
-  await using _listenPool = { [Symbol.asyncDispose]: () => listenSql.end({ timeout: 1 }) };
+  await using outage = listenThroughOutageProxy(db.url);
+  const { proxy, listenSql } = outage;
   const app = await insertApplication(db.sql, "Acme");
   const clientId = await createVisitor(db.sql, app.id);
   const neighbour = await createVisitor(db.sql, app.id);
@@ -188,9 +201,8 @@ Deno.test("hub replays messages committed while the LISTEN connection was cut an
 
 Deno.test("hub replays conversation state, edits and deletions committed while the LISTEN connection was cut", async () => {
   await using db = await createTestDatabase();
-  await using proxy = startOutageProxy(db.url);
-  const listenSql = connect(proxy.url, { max: 1 });
-  await using _listenPool = { [Symbol.asyncDispose]: () => listenSql.end({ timeout: 1 }) };
+  await using outage = listenThroughOutageProxy(db.url);
+  const { proxy, listenSql } = outage;
   const app = await insertApplication(db.sql, "Acme");
   const clientId = await createVisitor(db.sql, app.id);
   await using server = await startHubServer({ sql: db.sql, listenSql });

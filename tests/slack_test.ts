@@ -401,6 +401,34 @@ function threadEvent(id: string, thread: string, event: Record<string, unknown>)
   };
 }
 
+/** A visitor's socket and the frames it received until closed. */
+async function openVisitorSocket(env: Env, token: string) {
+  const frames: { type: string; message?: { id: number; content?: string } }[] = [];
+  const socket = new WebSocket(
+    `${env.server.baseUrl.replace("http", "ws")}/api/v1/widget/socket?token=${token}`,
+  );
+  socket.onmessage = (event) => frames.push(JSON.parse(event.data));
+  await new Promise((resolve) => socket.onopen = resolve);
+  return {
+    frames,
+    async close() {
+      const closed = new Promise((resolve) => socket.onclose = resolve);
+      socket.close();
+      await closed;
+    },
+  };
+}
+
+/** Posts signed events to Parley, each to be answered 200. */
+function eventPoster(env: Env) {
+  const events = `${env.server.baseUrl}/api/v1/slack/events`;
+  return async (body: unknown, options: { retryNum?: number } = {}) => {
+    const res = await env.slack.postEvent(events, body, options);
+    assert.equal(res.status, 200);
+    await res.body?.cancel();
+  };
+}
+
 async function agentMessages(
   env: Env,
   chatId: number,
@@ -422,18 +450,8 @@ Deno.test("edits and deletions in Slack follow the mirrored message; the bot's o
   await install(env);
   const chat = await createVisitorChat(env.server.baseUrl, env.app.publicId, "Hello");
   const thread = await threadTs(env);
-  const frames: { type: string; message?: { id: number; content?: string } }[] = [];
-  const socket = new WebSocket(
-    `${env.server.baseUrl.replace("http", "ws")}/api/v1/widget/socket?token=${chat.token}`,
-  );
-  socket.onmessage = (event) => frames.push(JSON.parse(event.data));
-  await new Promise((resolve) => socket.onopen = resolve);
-  const events = `${env.server.baseUrl}/api/v1/slack/events`;
-  const send = async (body: unknown, options = {}) => {
-    const res = await env.slack.postEvent(events, body, options);
-    assert.equal(res.status, 200);
-    await res.body?.cancel();
-  };
+  const { frames, close } = await openVisitorSocket(env, chat.token);
+  const send = eventPoster(env);
   // A first delivery that never reached Parley: Slack's retry is applied.
   await send(
     threadEvent("Ev10", thread, { user: "U2", text: "First try", ts: "1800000001.000001" }),
@@ -498,9 +516,7 @@ Deno.test("edits and deletions in Slack follow the mirrored message; the bot's o
     ),
     ["message.created First try", "message.updated First try, edited", "message.deleted"],
   );
-  const closed = new Promise((resolve) => socket.onclose = resolve);
-  socket.close();
-  await closed;
+  await close();
   const history = await fetch(
     `${env.server.baseUrl}/api/v1/widget/messages?chat_id=${chat.chatId}`,
     {
@@ -521,18 +537,8 @@ Deno.test("deleting the bot's copy of a visitor's message erases nothing; a repl
     (rows) => rows.length === 1,
     "the visitor's message mirrored",
   );
-  const frames: { type: string; message?: { id: number; content?: string } }[] = [];
-  const socket = new WebSocket(
-    `${env.server.baseUrl.replace("http", "ws")}/api/v1/widget/socket?token=${chat.token}`,
-  );
-  socket.onmessage = (event) => frames.push(JSON.parse(event.data));
-  await new Promise((resolve) => socket.onopen = resolve);
-  const events = `${env.server.baseUrl}/api/v1/slack/events`;
-  const send = async (body: unknown) => {
-    const res = await env.slack.postEvent(events, body);
-    assert.equal(res.status, 200);
-    await res.body?.cancel();
-  };
+  const { frames, close } = await openVisitorSocket(env, chat.token);
+  const send = eventPoster(env);
   await send(threadEvent("Ev20", thread, {
     subtype: "message_deleted",
     deleted_ts: mirror.ts,
@@ -552,9 +558,7 @@ Deno.test("deleting the bot's copy of a visitor's message erases nothing; a repl
     "the reply made internal",
   );
   await waitUntil(() => frames.some((frame) => frame.type === "message.deleted"), "the removal");
-  const closed = new Promise((resolve) => socket.onclose = resolve);
-  socket.close();
-  await closed;
+  await close();
 
   assert.deepEqual(
     frames.filter((frame) => frame.type.startsWith("message.")).map((frame) =>
