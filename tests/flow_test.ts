@@ -271,6 +271,41 @@ Deno.test("buttons the bot sends through the Open API take one click, which driv
   assert.equal(rows[2].content, "Buy");
 });
 
+Deno.test("the bot's buttons sent while a Flow waits leave the Flow's step clickable", async () => {
+  await using env = await setUp();
+  await using visitor = await visitorOf(env.server.baseUrl, env.app.publicId);
+  const chatId: number = (await visitor.send("Hello")).json.data.chat_id;
+  await waitUntil(() => visitor.messages().length >= 2, "the Flow's first message");
+  const welcome = visitor.messages()[1];
+  const rate = JSON.stringify({ text: "Rate us", buttons: [{ id: "good", title: "Good" }] });
+  const sent = await apiCall(env.server.baseUrl, "/messages", {
+    key: env.app.key,
+    json: { chat_id: chatId, message_type: "buttons", content: rate },
+  });
+  assert.equal(sent.status, 200);
+  const rateId: number = sent.json.data.message_id;
+
+  // The Flow's step still moves the Flow on, and the bot's buttons take their one click.
+  assert.equal((await visitor.click(chatId, welcome.id, "sales")).status, 200);
+  await waitUntil(
+    () => visitor.messages().some((message) => message.content.startsWith("A sales rep")),
+    "the Flow's next node",
+  );
+  assert.equal((await visitor.click(chatId, rateId, "good")).status, 200);
+  assert.equal((await visitor.click(chatId, rateId, "good")).status, 409);
+  assert.equal((await visitor.click(chatId, welcome.id, "help")).status, 409);
+  const rows = await env.db.sql`
+    SELECT sender_type, content FROM messages WHERE conversation_id = ${chatId} ORDER BY id`;
+  assert.deepEqual(rows.map((row) => `${row.sender_type}: ${row.content}`), [
+    "visitor: Hello",
+    `flow: ${welcome.content}`,
+    `bot: ${rate}`,
+    "visitor: Sales",
+    "flow: A sales rep will be with you shortly.",
+    "visitor: Good",
+  ]);
+});
+
 Deno.test("without a Flow nothing automatic is sent", async () => {
   await using db = await createTestDatabase();
   await using server = await startTestServer(db.url);

@@ -53,7 +53,7 @@ export async function acceptAction(sql: Tx, input: ActionInput): Promise<Accepte
     WITH stamp AS (
       SELECT clock_timestamp() AS at
     ), chat AS (
-      SELECT id, status, action_message_id, flow_node FROM conversations
+      SELECT id, status, action_message_id, flow_node, reply_action_message_id FROM conversations
       WHERE app_id = ${input.appId} AND id = ${input.chatId} AND client_id = ${input.clientId}
       FOR UPDATE
     ), button AS (
@@ -69,13 +69,20 @@ export async function acceptAction(sql: Tx, input: ActionInput): Promise<Accepte
         AND m.message_type IN ('buttons', 'card', 'carousel')
         AND NOT m.internal AND m.deleted_at IS NULL
     ), accepted AS (
+      -- The Flow's current step moves the Flow on; the bot's or an agent's buttons take one
+      -- click and leave the Flow where it waits.
       UPDATE conversations c
-      SET action_message_id = NULL, flow_node = NULL,
+      SET action_message_id = CASE WHEN flow_step THEN NULL ELSE c.action_message_id END,
+        flow_node = CASE WHEN flow_step THEN NULL ELSE c.flow_node END,
+        reply_action_message_id = CASE WHEN flow_step THEN c.reply_action_message_id END,
         last_message_at = stamp.at, last_inbound_at = stamp.at
-      FROM chat, button, stamp
+      FROM chat, button, stamp,
+        LATERAL (SELECT chat.action_message_id = ${input.messageId} AS flow_step) step
       WHERE c.app_id = ${input.appId} AND c.id = chat.id AND chat.status = 'open'
-        AND chat.action_message_id = ${input.messageId} AND button.title IS NOT NULL
-      RETURNING chat.flow_node, button.title, stamp.at
+        AND ${input.messageId} IN (chat.action_message_id, chat.reply_action_message_id)
+        AND button.title IS NOT NULL
+      RETURNING CASE WHEN step.flow_step THEN chat.flow_node END AS flow_node, button.title,
+        stamp.at
     ), message AS (
       INSERT INTO messages (app_id, conversation_id, sender_type, message_type, content, created_at)
       SELECT ${input.appId}, ${input.chatId}, 'visitor', 'text', a.title, a.at FROM accepted a

@@ -48,7 +48,7 @@ export async function closeConversation(
       SELECT id, status FROM conversations WHERE app_id = ${appId} AND id = ${id} FOR UPDATE
     ), closed AS (
       UPDATE conversations c SET status = 'closed', closed_at = clock_timestamp(),
-        action_message_id = NULL, flow_node = NULL
+        action_message_id = NULL, flow_node = NULL, reply_action_message_id = NULL
       FROM target t
       WHERE c.app_id = ${appId} AND c.id = t.id AND t.status = 'open'
       RETURNING c.id, c.client_id, c.status, c.channel, c.last_message_at, c.created_at

@@ -26,9 +26,9 @@ export type AppendedReply =
  * than {@linkcode REPLY_WINDOW_HOURS} hours ago is refused; the conversation is reopened and
  * its activity time moves to the statement's timestamp; `message.sent` is queued for a
  * subscribed webhook; a reply to a WhatsApp conversation is stored `pending` and queued for the
- * channel's sender. A reply that offers buttons becomes the message the conversation waits on
- * for a click (the last such reply of a conversation wins), with its Flow node when a Flow sent
- * it. `reopened` is true on the first reply of a conversation that was closed. Also answers how
+ * channel's sender. A reply that offers buttons becomes a message the conversation waits on for a
+ * click: a Flow's is the Flow's current step (with its node), the bot's or an agent's is clickable
+ * beside it and drives no Flow (for each, the last such reply of a conversation wins). `reopened` is true on the first reply of a conversation that was closed. Also answers how
  * many webhook events were queued.
  */
 export async function appendReplies(
@@ -94,16 +94,22 @@ export async function appendReplies(
         ARRAY(SELECT route FROM accepted ORDER BY k), ARRAY(SELECT id FROM message ORDER BY id)
       ) AS result (n, app_id, chat_id, flow_node, actionable, route, message_id)
     ), waiting AS (
+      -- The Flow's newest step with buttons, and apart from it the bot's or an agent's.
       SELECT app_id, chat_id,
-        (array_agg(message_id ORDER BY n DESC) FILTER (WHERE actionable))[1] AS message_id,
-        (array_agg(flow_node ORDER BY n DESC) FILTER (WHERE actionable))[1] AS flow_node
+        (array_agg(message_id ORDER BY n DESC)
+          FILTER (WHERE actionable AND flow_node IS NOT NULL))[1] AS flow_message_id,
+        (array_agg(flow_node ORDER BY n DESC)
+          FILTER (WHERE actionable AND flow_node IS NOT NULL))[1] AS flow_node,
+        (array_agg(message_id ORDER BY n DESC)
+          FILTER (WHERE actionable AND flow_node IS NULL))[1] AS reply_message_id
       -- Internal notes leave the conversation as the visitor sees it: neither reopened nor moved.
       FROM result WHERE route <> 'internal' GROUP BY app_id, chat_id
     ), touched AS (
       UPDATE conversations c
       SET last_message_at = stamp.at, status = 'open', closed_at = NULL,
-        action_message_id = COALESCE(w.message_id, c.action_message_id),
-        flow_node = CASE WHEN w.message_id IS NULL THEN c.flow_node ELSE w.flow_node END
+        action_message_id = COALESCE(w.flow_message_id, c.action_message_id),
+        flow_node = CASE WHEN w.flow_message_id IS NULL THEN c.flow_node ELSE w.flow_node END,
+        reply_action_message_id = COALESCE(w.reply_message_id, c.reply_action_message_id)
       FROM waiting w CROSS JOIN stamp
       WHERE c.app_id = w.app_id AND c.id = w.chat_id
     ), events AS (

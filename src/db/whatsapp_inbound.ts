@@ -212,7 +212,7 @@ export async function storeWhatsAppClick(
     WITH stamp AS (
       SELECT clock_timestamp() AS at, ${entry.timestamp}::timestamptz AS sent_at
     ), chat AS (
-      SELECT c.id, c.status, c.action_message_id, c.flow_node
+      SELECT c.id, c.status, c.action_message_id, c.flow_node, c.reply_action_message_id
       FROM conversations c
       JOIN client_identities i ON i.app_id = c.app_id AND i.client_id = c.client_id
         AND i.channel = 'whatsapp' AND i.external_id = ${entry.waId}
@@ -222,11 +222,15 @@ export async function storeWhatsAppClick(
         )
       FOR UPDATE OF c
     ), accepted AS (
-      UPDATE conversations c SET action_message_id = NULL, flow_node = NULL
-      FROM chat
+      -- As on the web (acceptAction): the Flow's step moves the Flow on, other buttons do not.
+      UPDATE conversations c
+      SET action_message_id = CASE WHEN flow_step THEN NULL ELSE c.action_message_id END,
+        flow_node = CASE WHEN flow_step THEN NULL ELSE c.flow_node END,
+        reply_action_message_id = CASE WHEN flow_step THEN c.reply_action_message_id END
+      FROM chat, LATERAL (SELECT chat.action_message_id = ${entry.messageId} AS flow_step) step
       WHERE c.app_id = ${appId} AND c.id = chat.id AND chat.status = 'open'
-        AND chat.action_message_id = ${entry.messageId}
-      RETURNING chat.flow_node
+        AND ${entry.messageId} IN (chat.action_message_id, chat.reply_action_message_id)
+      RETURNING CASE WHEN step.flow_step THEN chat.flow_node END AS flow_node
     ), touched AS (
       UPDATE conversations c SET last_message_at = stamp.at,
         last_inbound_at = GREATEST(c.last_inbound_at, stamp.sent_at)

@@ -235,7 +235,7 @@ export function startFakeGraphApi(options: FakeGraphApiOptions = {}): Promise<Fa
     stallDownloads: () => void (stall = true),
     errorBody,
     [Symbol.asyncDispose]() {
-      for (const controller of stalled) controller.error(new Error("The fake stopped"));
+      for (const controller of stalled) controller.close();
       stalled.clear();
       return server.shutdown();
     },
