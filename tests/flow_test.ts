@@ -306,6 +306,47 @@ Deno.test("the bot's buttons sent while a Flow waits leave the Flow's step click
   ]);
 });
 
+Deno.test("a web visitor's click on a template's quick reply drives the Flow", async () => {
+  await using db = await createTestDatabase();
+  await using server = await startTestServer(db.url);
+  const app = await createKeyedApp(db.sql);
+  const flow = {
+    start: "ask",
+    nodes: {
+      ask: {
+        message: {
+          message_type: "template",
+          content: {
+            name: "confirm_order",
+            language: "en_US",
+            components: [{
+              type: "button",
+              sub_type: "quick_reply",
+              index: "0",
+              parameters: [{ type: "payload", payload: "yes" }],
+            }],
+          },
+        },
+        on: { yes: "close" },
+      },
+    },
+  };
+  const put = await apiCall(server.baseUrl, "/flow", { method: "PUT", key: app.key, json: flow });
+  assert.equal(put.status, 200, JSON.stringify(put.json));
+  await using visitor = await visitorOf(server.baseUrl, app.publicId);
+  const chatId: number = (await visitor.send("Hello")).json.data.chat_id;
+  await waitUntil(() => visitor.messages().length >= 2, "the template");
+  const template = visitor.messages()[1];
+  assert.equal((await visitor.click(chatId, template.id, "no")).status, 400);
+  assert.equal((await visitor.click(chatId, template.id, "yes")).status, 200);
+  const [chat] = await db.sql`SELECT status FROM conversations WHERE id = ${chatId}`;
+  assert.equal(chat.status, "closed");
+  const [click] = await db.sql`
+    SELECT content FROM messages WHERE conversation_id = ${chatId} AND sender_type = 'visitor'
+    ORDER BY id DESC LIMIT 1`;
+  assert.equal(click.content, "yes");
+});
+
 Deno.test("without a Flow nothing automatic is sent", async () => {
   await using db = await createTestDatabase();
   await using server = await startTestServer(db.url);

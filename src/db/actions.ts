@@ -57,16 +57,21 @@ export async function acceptAction(sql: Tx, input: ActionInput): Promise<Accepte
       WHERE app_id = ${input.appId} AND id = ${input.chatId} AND client_id = ${input.clientId}
       FOR UPDATE
     ), button AS (
+      -- The buttons buttonsOffered() finds: a template's quick reply is titled by its payload.
       SELECT COALESCE(
-        jsonb_path_query_first(m.payload, '$.buttons[*] ? (@.id == $id)', v.vars),
+        jsonb_path_query_first(m.payload, '$.buttons[*] ? (@.id == $id)', v.vars) ->> 'title',
         jsonb_path_query_first(m.payload, '$.cards[*].buttons[*] ? (@.id == $id)', v.vars)
-      ) ->> 'title' AS title
+          ->> 'title',
+        jsonb_path_query_first(m.payload,
+          '$.components[*] ? (@.type == "button" && @.sub_type == "quick_reply")'
+          ' .parameters[*] ? (@.type == "payload" && @.payload == $id)', v.vars) ->> 'payload'
+      ) AS title
       FROM messages m
       JOIN chat ON chat.id = m.conversation_id
       CROSS JOIN (SELECT jsonb_build_object('id', ${input.actionId}::text) AS vars) v
       WHERE m.app_id = ${input.appId} AND m.conversation_id = ${input.chatId}
         AND m.id = ${input.messageId}
-        AND m.message_type IN ('buttons', 'card', 'carousel')
+        AND m.message_type IN ('buttons', 'card', 'carousel', 'template')
         AND NOT m.internal AND m.deleted_at IS NULL
     ), accepted AS (
       -- The Flow's current step moves the Flow on; the bot's or an agent's buttons take one
