@@ -1,6 +1,7 @@
 /**
  * The client's IP address: the connection's peer, or — only when the operator says a proxy
- * in front can be trusted (`TRUST_PROXY=1`) — the left-most `X-Forwarded-For` entry.
+ * in front can be trusted (`TRUST_PROXY=1`) — the right-most `X-Forwarded-For` entry, the one
+ * that proxy added for the peer it saw (entries left of it are whatever the client sent).
  */
 import type { Context } from "hono";
 import { getConnInfo } from "hono/deno";
@@ -8,7 +9,7 @@ import { getConnInfo } from "hono/deno";
 /** The IP address the request came from. */
 export function clientIp(c: Context, trustProxy: boolean): string {
   if (trustProxy) {
-    const forwarded = c.req.header("x-forwarded-for")?.split(",")[0]?.trim();
+    const forwarded = c.req.header("x-forwarded-for")?.split(",").at(-1)?.trim();
     if (forwarded) return forwarded;
   }
   try {
