@@ -436,6 +436,32 @@ Deno.test("an unreadable error code in a status sinks nothing else of its delive
   assert.deepEqual({ ...delivery }, { attempts: 0, last_error: null });
 });
 
+Deno.test("a webhook POST whose signature cannot pass is refused before its body is sent", async () => {
+  await using env = await setUp();
+  const port = Number(new URL(env.server.baseUrl).port);
+  for (const signature of [null, "sha1=abc", `sha256=${"0".repeat(63)}`]) {
+    // 8 MB announced, none of it sent: an answer proves nothing waited for the upload.
+    const conn = await Deno.connect({ hostname: "127.0.0.1", port });
+    const head = [
+      `POST /api/v1/whatsapp/webhook/${env.app.appId} HTTP/1.1`,
+      "Host: parley.test",
+      "Content-Type: application/json",
+      "Content-Length: 8000000",
+      ...(signature === null ? [] : [`X-Hub-Signature-256: ${signature}`]),
+      "",
+      "",
+    ].join("\r\n");
+    await conn.write(new TextEncoder().encode(head));
+    const buffer = new Uint8Array(4096);
+    const read = await conn.read(buffer);
+    conn.close();
+    const answer = new TextDecoder().decode(buffer.subarray(0, read ?? 0));
+    assert.match(answer, /^HTTP\/1\.1 401 /, `${signature}: ${answer}`);
+  }
+  const [row] = await env.db.sql`SELECT count(*)::int AS n FROM whatsapp_deliveries`;
+  assert.equal(row.n, 0);
+});
+
 Deno.test("stopping waits for a media download only for its grace period", async () => {
   // The proxy gives a stalled upstream body 30 s; stopping must not wait that long.
   await using env = await setUp({ shutdownGraceMs: 300 });

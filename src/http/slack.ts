@@ -7,13 +7,13 @@
 import { fetchMedia } from "../channels/media_fetch.ts";
 import { Hono } from "hono";
 import { getCookie, setCookie } from "hono/cookie";
-import { bodySizeLimit } from "./middleware/body_size_limit.ts";
+import { bodySizeLimit, readWithin } from "./middleware/body_size_limit.ts";
 import type { Sql } from "../db/client.ts";
 import { insertSlackDeliveries } from "../db/slack_inbound.ts";
 import { createBatchedWriter, STORE_LINGER_MS } from "../db/batched_writer.ts";
 import { AppError } from "../domain/app_error.ts";
 import { describeError, log } from "../log.ts";
-import { isValidSlackRequest } from "../channels/slack/signature.ts";
+import { couldBeSlackRequest, isValidSlackRequest } from "../channels/slack/signature.ts";
 import {
   beginInstall,
   completeInstall,
@@ -88,12 +88,18 @@ export function slackRoutes(deps: SlackRoutesDeps): Hono {
 
   /** The raw body of a request Slack signed; 401 for any other (or with no secret set). */
   async function verifiedBody(request: Request): Promise<Uint8Array> {
-    const raw = new Uint8Array(await request.arrayBuffer());
-    const verified = isValidSlackRequest(raw, {
+    const headers = {
       timestamp: request.headers.get("x-slack-request-timestamp"),
       signature: request.headers.get("x-slack-signature"),
-    }, deps.slack.signingSecret);
-    if (!verified) throw new AppError(401, "Invalid Slack signature");
+    };
+    // Headers that cannot pass cost no upload; a body gets 10 s to arrive.
+    if (!couldBeSlackRequest(headers, deps.slack.signingSecret) || !request.body) {
+      throw new AppError(401, "Invalid Slack signature");
+    }
+    const raw = await readWithin(request.body, { maxBytes: MAX_SLACK_BODY_BYTES });
+    if (!isValidSlackRequest(raw, headers, deps.slack.signingSecret)) {
+      throw new AppError(401, "Invalid Slack signature");
+    }
     return raw;
   }
 

@@ -5,7 +5,7 @@
  * that serves customers' files to whoever holds a link Parley signed.
  */
 import { Hono } from "hono";
-import { bodySizeLimit } from "./middleware/body_size_limit.ts";
+import { bodySizeLimit, readWithin } from "./middleware/body_size_limit.ts";
 import { timingSafeEqual } from "node:crypto";
 import { Buffer } from "node:buffer";
 import type { Sql } from "../db/client.ts";
@@ -16,7 +16,7 @@ import { findMediaApps } from "../db/channel_media.ts";
 import type { SecretBox } from "../crypto/secret_box.ts";
 import { AppError } from "../domain/app_error.ts";
 import { describeError, log } from "../log.ts";
-import { isValidMetaSignature } from "../channels/whatsapp/signature.ts";
+import { couldBeMetaSignature, isValidMetaSignature } from "../channels/whatsapp/signature.ts";
 import type { InboundProcessor } from "../channels/whatsapp/inbound_processor.ts";
 import type { MediaLinks } from "../channels/media_links.ts";
 import { downloadMedia, lookUpMedia } from "../channels/whatsapp/graph_client.ts";
@@ -99,8 +99,13 @@ export function whatsappRoutes(deps: WhatsAppRoutesDeps): Hono {
       // No channel, no secret to match: refused like any other signature (CONTRACT §6.1), the
       // body unread.
       if (!channel) throw new AppError(401, "Invalid signature");
-      const raw = new Uint8Array(await c.req.arrayBuffer());
-      if (!isValidMetaSignature(raw, c.req.header("x-hub-signature-256"), channel.appSecret)) {
+      // A header that cannot pass costs no upload; a body gets 10 s to arrive.
+      const signature = c.req.header("x-hub-signature-256");
+      if (!couldBeMetaSignature(signature, channel.appSecret) || !c.req.raw.body) {
+        throw new AppError(401, "Invalid signature");
+      }
+      const raw = await readWithin(c.req.raw.body, { maxBytes: MAX_WHATSAPP_BODY_BYTES });
+      if (!isValidMetaSignature(raw, signature, channel.appSecret)) {
         throw new AppError(401, "Invalid signature");
       }
       const appId = Number(appIdText);

@@ -40,7 +40,31 @@ export function slackSignature(raw: Uint8Array, timestamp: string, signingSecret
  */
 export function isValidSlackRequest(
   raw: Uint8Array,
-  headers: { timestamp: string | null | undefined; signature: string | null | undefined },
+  headers: SlackSigningHeaders,
+  signingSecret: string | null,
+  nowMs: number = Date.now(),
+): boolean {
+  if (!couldBeSlackRequest(headers, signingSecret, nowMs)) return false;
+  const match = SIGNATURE_HEADER.exec(headers.signature!)!;
+  return timingSafeEqual(
+    Buffer.from(match[1], "hex"),
+    digestOf(raw, headers.timestamp!, signingSecret!),
+  );
+}
+
+/** The headers Slack signs a request with. */
+export interface SlackSigningHeaders {
+  timestamp: string | null | undefined;
+  signature: string | null | undefined;
+}
+
+/**
+ * Whether a request's headers alone leave it possibly Slack's (a secret is set, the signature
+ * is well-formed, the timestamp within 5 minutes of `nowMs`): checked before its body is read,
+ * so that a request that cannot pass costs no upload.
+ */
+export function couldBeSlackRequest(
+  headers: SlackSigningHeaders,
   signingSecret: string | null,
   nowMs: number = Date.now(),
 ): boolean {
@@ -48,7 +72,5 @@ export function isValidSlackRequest(
   if (!signingSecret || !timestamp || !signature) return false;
   if (!TIMESTAMP_HEADER.test(timestamp)) return false;
   if (Math.abs(nowMs / 1000 - Number(timestamp)) > MAX_SKEW_SECONDS) return false;
-  const match = SIGNATURE_HEADER.exec(signature);
-  if (match === null) return false;
-  return timingSafeEqual(Buffer.from(match[1], "hex"), digestOf(raw, timestamp, signingSecret));
+  return SIGNATURE_HEADER.test(signature);
 }

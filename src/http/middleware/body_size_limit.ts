@@ -14,6 +14,12 @@ import { AppError } from "../../domain/app_error.ts";
 /** Largest request body accepted, in bytes. */
 export const MAX_BODY_BYTES = 256 * 1024;
 
+/**
+ * How long a client may take to send a body this module reads: one that trickles in must not hold
+ * its connection and buffers for as long as it likes.
+ */
+export const BODY_DEADLINE_MS = 10_000;
+
 /** Creates the body-limit middleware. */
 export function bodySizeLimit(maxBytes: number = MAX_BODY_BYTES): MiddlewareHandler {
   if (!Number.isInteger(maxBytes) || maxBytes < 0) {
@@ -29,21 +35,51 @@ export function bodySizeLimit(maxBytes: number = MAX_BODY_BYTES): MiddlewareHand
       return await next();
     }
     if (!c.req.raw.body) return await next();
-    c.req.raw = new Request(c.req.raw, { body: await readLimited(c.req.raw.body, maxBytes) });
+    const body = await readWithin(c.req.raw.body, { maxBytes });
+    c.req.raw = new Request(c.req.raw, { body });
     await next();
   };
 }
 
-/** Reads `stream` whole, refusing it as soon as it passes `maxBytes`. */
-async function readLimited(stream: ReadableStream<Uint8Array>, maxBytes: number): Promise<Blob> {
-  const chunks: Uint8Array<ArrayBuffer>[] = [];
+/**
+ * Reads `stream` whole: `413 Request body too large` as soon as it passes `maxBytes`, `408 Request
+ * body not received in time` once `deadlineMs` have passed (the stream is cancelled either way).
+ */
+export async function readWithin(
+  stream: ReadableStream<Uint8Array>,
+  options: { maxBytes: number; deadlineMs?: number },
+): Promise<Uint8Array<ArrayBuffer>> {
+  const { maxBytes, deadlineMs = BODY_DEADLINE_MS } = options;
+  const reader = stream.getReader();
+  const late = Promise.withResolvers<never>();
+  late.promise.catch(() => {}); // raced below; this only marks it handled
+  const timer = setTimeout(
+    () => late.reject(new AppError(408, "Request body not received in time")),
+    deadlineMs,
+  );
+  const chunks: Uint8Array[] = [];
   let size = 0;
-  for await (const chunk of stream) {
-    size += chunk.length;
-    if (size > maxBytes) throw tooLarge();
-    chunks.push(new Uint8Array(chunk));
+  try {
+    for (;;) {
+      const { done, value } = await Promise.race([reader.read(), late.promise]);
+      if (done) break;
+      size += value.length;
+      if (size > maxBytes) throw tooLarge();
+      chunks.push(value);
+    }
+  } catch (error) {
+    reader.cancel().catch(() => {});
+    throw error;
+  } finally {
+    clearTimeout(timer);
   }
-  return new Blob(chunks);
+  const bytes = new Uint8Array(size);
+  let offset = 0;
+  for (const chunk of chunks) {
+    bytes.set(chunk, offset);
+    offset += chunk.length;
+  }
+  return bytes;
 }
 
 function tooLarge(): AppError {

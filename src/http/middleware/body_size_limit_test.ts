@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { Hono } from "hono";
-import { bodySizeLimit } from "./body_size_limit.ts";
+import { bodySizeLimit, readWithin } from "./body_size_limit.ts";
 import { AppError } from "../../domain/app_error.ts";
 
 function appWithLimit(maxBytes: number): Hono {
@@ -56,4 +56,28 @@ Deno.test("bodySizeLimit() lets bodiless requests through and refuses a bad limi
   assert.equal(await (await app.request("/")).text(), "fine");
   assert.throws(() => bodySizeLimit(-1), RangeError);
   assert.throws(() => bodySizeLimit(1.5), RangeError);
+});
+
+Deno.test("readWithin() joins a body's chunks, refuses one too large and gives up on one that stalls", async () => {
+  const whole = await readWithin(streamOf("ab", "", "cde"), { maxBytes: 5 });
+  assert.equal(new TextDecoder().decode(whole), "abcde");
+  await assert.rejects(
+    () => readWithin(streamOf("abc", "def"), { maxBytes: 5 }),
+    (error: AppError) => error.status === 413,
+  );
+  let cancelled = false;
+  const stalled = new ReadableStream<Uint8Array>({
+    start(controller) {
+      controller.enqueue(new TextEncoder().encode("a"));
+    },
+    cancel() {
+      cancelled = true;
+    },
+  });
+  await assert.rejects(
+    () => readWithin(stalled, { maxBytes: 5, deadlineMs: 50 }),
+    (error: AppError) =>
+      error.status === 408 && error.message === "Request body not received in time",
+  );
+  assert.equal(cancelled, true);
 });
