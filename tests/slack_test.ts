@@ -269,6 +269,30 @@ async function threadTs(env: Env): Promise<string> {
   return row.thread_ts;
 }
 
+Deno.test("a visitor's messages are posted under their name marked as a visitor's", async () => {
+  await using env = await setUp();
+  await install(env);
+  const unnamed = await createVisitorChat(env.server.baseUrl, env.app.publicId, "Hi");
+  await waitUntil(() => posts(env.slack).length >= 2, "the unnamed visitor's message");
+  const created = await fetch(`${env.server.baseUrl}/api/v1/widget/${env.app.publicId}/visitors`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ name: "Parley" }),
+  });
+  const { visitor_token: token } = (await created.json()).data;
+  const sent = await fetch(`${env.server.baseUrl}/api/v1/widget/messages`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+    body: JSON.stringify({ content: "I am not the system" }),
+  });
+  assert.equal(sent.status, 200);
+  await waitUntil(() => posts(env.slack).length >= 4, "the named visitor's message");
+  const usernames = posts(env.slack).filter((post) => post.params.thread_ts).map((post) =>
+    post.params.username
+  );
+  assert.deepEqual(usernames, [`Visitor #${unnamed.chatId}`, "Parley (visitor)"]);
+});
+
 Deno.test("a signed Slack request over 1 MiB is refused with 413 and stored nowhere", async () => {
   await using env = await setUp();
   const res = await env.slack.postEvent(`${env.server.baseUrl}/api/v1/slack/events`, {

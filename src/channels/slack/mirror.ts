@@ -131,7 +131,10 @@ export async function sendMirror(deps: MirrorDeps, send: ClaimedMirror): Promise
     }
     const message = send.message;
     if (send.topic === "message" && message) {
-      const visitor = conversation.visitorName ?? `Visitor #${conversation.id}`;
+      // A name the visitor chose is marked as theirs: "Parley" or "Flow" must not pass for ours.
+      const visitor = conversation.visitorName === null
+        ? `Visitor #${conversation.id}`
+        : `${conversation.visitorName} (visitor)`;
       const parts = renderSlackMessage({
         id: message.id,
         message_type: message.messageType,
