@@ -93,3 +93,35 @@ export function connectWorkerPool(url: string, applicationName: string): Sql {
     },
   });
 }
+
+/** How long a transaction waits for a connection of its pool before it fails. */
+export const RESERVE_TIMEOUT_MS = 10_000;
+
+/**
+ * A connection of `sql` reserved for a transaction, or an error after `timeoutMs`. postgres.js
+ * 3.4 can leave a queued `reserve()` unsettled forever when the server ends the connection it
+ * waits for (porsager/postgres#1195: after the embedded PostgreSQL was killed and started again,
+ * the commit loop waited on two such reserves and the instance never wrote again). A connection
+ * that arrives after the deadline is released at once.
+ */
+export async function reserveWithin(
+  sql: Pick<Sql, "reserve">,
+  timeoutMs: number = RESERVE_TIMEOUT_MS,
+): Promise<postgres.ReservedSql> {
+  const reserving = sql.reserve();
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(
+      () => reject(new Error(`No database connection came within ${timeoutMs} ms`)),
+      timeoutMs,
+    );
+  });
+  try {
+    return await Promise.race([reserving, late]);
+  } catch (error) {
+    reserving.then((conn) => conn.release(), () => {});
+    throw error;
+  } finally {
+    clearTimeout(timer);
+  }
+}

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { splitSocketHost } from "./client.ts";
+import { reserveWithin, splitSocketHost, type Sql } from "./client.ts";
 
 Deno.test("splitSocketHost turns libpq's ?host=/dir into a socket path", () => {
   assert.deepEqual(splitSocketHost("postgres://u:p@127.0.0.1:5433/db?host=%2Ftmp%2Fpg"), {
@@ -11,4 +11,24 @@ Deno.test("splitSocketHost turns libpq's ?host=/dir into a socket path", () => {
 Deno.test("splitSocketHost leaves TCP URLs alone", () => {
   const url = "postgres://u:p@db.example.com:5432/db?sslmode=require";
   assert.deepEqual(splitSocketHost(url), { url, socketPath: null });
+});
+
+Deno.test("reserveWithin fails a reserve that never settles and releases one that comes late", async () => {
+  const late = Promise.withResolvers<{ release(): void }>();
+  let released = 0;
+  const stuck = { reserve: () => late.promise } as unknown as Pick<Sql, "reserve">;
+  await assert.rejects(() => reserveWithin(stuck, 20), /No database connection came within 20 ms/);
+  late.resolve({ release: () => void released++ });
+  await new Promise((resolve) => setTimeout(resolve, 0));
+  assert.equal(released, 1);
+
+  const conn = { release: () => void released++ };
+  const prompt = { reserve: () => Promise.resolve(conn) } as unknown as Pick<Sql, "reserve">;
+  assert.equal(await reserveWithin(prompt, 20), conn);
+  assert.equal(released, 1);
+  const failing = { reserve: () => Promise.reject(new Error("down")) } as unknown as Pick<
+    Sql,
+    "reserve"
+  >;
+  await assert.rejects(() => reserveWithin(failing, 20), /down/);
 });

@@ -11,7 +11,7 @@
  * the Flow's steps follow in a second flight, and the Slack mirror of what changed is queued,
  * still before the NOTIFY and COMMIT.
  */
-import type { Sql, Tx } from "./client.ts";
+import { reserveWithin, type Sql, type Tx } from "./client.ts";
 import type {
   AppCommand,
   CommandResult,
@@ -55,7 +55,7 @@ interface Outcome {
 /** Executes `commands` in order in one transaction; one result per command, same order. */
 export async function commitBatch(sql: Sql, commands: AppCommand[]): Promise<CommandResult[]> {
   const appIds = [...new Set(commands.map((command) => command.appId))].sort((a, b) => a - b);
-  const conn = await sql.reserve();
+  const conn = await reserveWithin(sql);
   try {
     // Queries start when executed and go out in that order, pipelined: BEGIN, the locks and
     // every step leave in one flight, and the NOTIFY and COMMIT in a second one.
