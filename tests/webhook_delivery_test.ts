@@ -199,17 +199,24 @@ Deno.test("disabling the webhook cancels pending deliveries", async () => {
   await subscribe(server.baseUrl, app.key, receiver.url, ["message.received"]);
   await createVisitorChat(server.baseUrl, app.publicId);
   await waitUntil(() => receiver.received.length === 1, "the first attempt", 10_000);
-  const disabled = await apiCall(server.baseUrl, "/webhook", {
-    method: "PUT",
-    key: app.key,
-    json: { url: receiver.url, events: ["message.received"], enabled: false },
-  });
-  assert.equal(disabled.status, 200);
-  await settled(db.sql, app.appId, (row) => row.attempts === 1);
-  await db.sql`UPDATE outbox SET run_at = now() WHERE app_id = ${app.appId}`;
-  const row = await settled(db.sql, app.appId, (row) => row.state !== "pending");
+  await settled(db.sql, app.appId, (row) => row.attempts === 1 && row.state === "pending");
+  const configure = (enabled: boolean) =>
+    apiCall(server.baseUrl, "/webhook", {
+      method: "PUT",
+      key: app.key,
+      json: { url: receiver.url, events: ["message.received"], enabled },
+    });
+  assert.equal((await configure(false)).status, 200);
+  // Cancelled by the change itself, not hours later at its next attempt.
+  const [row] = await db.sql<DeliveryRow[]>`
+    SELECT id, state, attempts, last_error, run_at > now() AS later
+    FROM outbox WHERE app_id = ${app.appId}`;
   assert.equal(row.state, "failed");
   assert.match(row.last_error ?? "", /^cancelled: /);
+  // Enabled again, the webhook does not send what was cancelled, even once due.
+  assert.equal((await configure(true)).status, 200);
+  await db.sql`UPDATE outbox SET run_at = now() WHERE app_id = ${app.appId}`;
+  await new Promise((resolve) => setTimeout(resolve, 1_500));
   assert.equal(receiver.received.length, 1, "no attempt after disabling");
 });
 

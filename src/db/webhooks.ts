@@ -16,7 +16,9 @@ export async function findWebhook(sql: Tx, appId: number): Promise<WebhookConfig
 
 /**
  * Replaces an application's configuration. `newSecretSealed` is stored only by the first one:
- * the secret is created once and never rotated by an update. Returns what is stored.
+ * the secret is created once and never rotated by an update. Pending deliveries the new
+ * configuration no longer sends (the webhook disabled, or their event unsubscribed) are cancelled
+ * at once, but for one in flight, which is cancelled at its next attempt. Returns what is stored.
  */
 export async function replaceWebhook(
   sql: Tx,
@@ -25,6 +27,14 @@ export async function replaceWebhook(
   newSecretSealed: string,
 ): Promise<StoredWebhook> {
   const [row] = await sql<(WebhookConfig & { secret_encrypted: string })[]>`
+    WITH cancelled AS (
+      UPDATE outbox o
+      SET state = 'failed', last_error = 'cancelled: the webhook is disabled or no longer subscribed'
+      WHERE o.app_id = ${appId} AND o.kind = 'webhook' AND o.state = 'pending'
+        AND (o.claimed_until IS NULL OR o.claimed_until < clock_timestamp())
+        AND NOT (${config.enabled} AND ${config.url} <> ''
+          AND o.topic = ANY (${config.events}::text[]))
+    )
     INSERT INTO webhooks (app_id, url, events, enabled, secret_encrypted)
     VALUES (${appId}, ${config.url}, ${config.events}::text[], ${config.enabled}, ${newSecretSealed})
     ON CONFLICT (app_id) DO UPDATE SET url = EXCLUDED.url, events = EXCLUDED.events,
