@@ -451,7 +451,7 @@ Deno.test("a retry asked while an attempt is in flight neither doubles it nor un
   assert.deepEqual([row.state, row.attempts], ["succeeded", 1]);
 });
 
-Deno.test("a message.failed delivery carries the platform's error code and title", async () => {
+Deno.test("a delivery carries the platform's error code and title, and every claim announces what the first one took", async () => {
   await using db = await createTestDatabase();
   const app = await createKeyedApp(db.sql);
   const [client] = await db.sql<{ id: number }[]>`
@@ -476,6 +476,17 @@ Deno.test("a message.failed delivery carries the platform's error code and title
     code: 131047,
     title: "Re-engagement message",
   });
+
+  // A deliverer that died mid-attempt: the next claim announces what the first one took, though
+  // the conversation and message changed since.
+  await db.sql`UPDATE conversations SET status = 'closed', closed_at = now() WHERE id = ${chat.id}`;
+  await db.sql`UPDATE messages SET content = 'edited' WHERE id = ${message.id}`;
+  await db.sql`UPDATE outbox SET claimed_until = now() - interval '1 second'`;
+  const [again] = await claimDueDeliveries(db.sql, { limit: 10, leaseSeconds: 60 });
+  assert.equal(again.id, claimed.id);
+  assert.deepEqual(again.context, claimed.context);
+  assert.equal(again.context.conversation?.status, "open");
+  assert.equal(again.context.message?.content, "hi");
 });
 
 Deno.test("a retry asked during an attempt makes its failure due again at once, even the last", async () => {

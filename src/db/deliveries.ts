@@ -26,8 +26,6 @@ export interface ClaimedDelivery {
   createdAt: string;
   /** The lease of this claim; recording the attempt requires it still to be in place. */
   claimedUntil: string;
-  /** The body an earlier attempt sent, which every later one sends again; null before the first. */
-  body: string | null;
   context: DeliveryContext;
 }
 
@@ -38,19 +36,18 @@ interface ClaimedRow {
   attempts: number;
   created_at: string;
   claimed_until: string;
-  body: string | null;
   url: string | null;
   events: string[] | null;
   enabled: boolean | null;
   secret_encrypted: string | null;
-  conversation: Conversation | null;
-  message: MessageRow | null;
+  snapshot: { conversation: Conversation | null; message: MessageRow | null };
 }
 
 /**
  * Claims up to `limit` due deliveries for `leaseSeconds`, each with the configuration in force
- * now and its conversation and message — one statement for the whole claim, since per-delivery
- * queries cost the database more than the deliveries themselves.
+ * now and its conversation and message as its first claim found them (that claim keeps them in
+ * `outbox.snapshot`, so that every attempt announces the same) — one statement for the whole
+ * claim, since per-delivery queries cost the database more than the deliveries themselves.
  */
 export async function claimDueDeliveries(
   sql: Tx,
@@ -64,39 +61,45 @@ export async function claimDueDeliveries(
       ORDER BY run_at
       LIMIT ${options.limit}
       FOR UPDATE SKIP LOCKED
+    ), taken AS (
+      -- What a first claim announces, kept with the claim (committed before any attempt).
+      SELECT o.app_id, o.id, json_build_object(
+        'conversation', CASE WHEN conv.id IS NOT NULL THEN json_build_object(
+          'id', conv.id, 'client_id', conv.client_id, 'status', conv.status,
+          'channel', conv.channel,
+          'last_message_at',
+          to_char(conv.last_message_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
+          'created_at',
+          to_char(conv.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')
+        ) END,
+        'message', CASE WHEN m.id IS NOT NULL THEN json_build_object(
+          'id', m.id, 'conversation_id', m.conversation_id, 'sender_type', m.sender_type,
+          'sender_name', m.sender_name, 'message_type', m.message_type, 'content', m.content,
+          'payload', m.payload, 'internal', m.internal, 'status', m.status,
+          'failure_code', m.failure_code, 'failure_title', m.failure_title,
+          'created_at', to_char(m.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')
+        ) END
+      ) AS snapshot
+      FROM due JOIN outbox o ON o.app_id = due.app_id AND o.id = due.id AND o.snapshot IS NULL
+      LEFT JOIN conversations conv
+        ON conv.app_id = o.app_id AND conv.id = (o.payload ->> 'conversation_id')::bigint
+      -- The conversation too, so that both indexes on messages are exact: on (app_id, id) alone
+      -- the planner may pick (app_id, conversation_id, id) and skip-scan every conversation.
+      LEFT JOIN messages m
+        ON m.app_id = o.app_id AND m.conversation_id = (o.payload ->> 'conversation_id')::bigint
+          AND m.id = (o.payload ->> 'message_id')::bigint
     ), claimed AS (
       UPDATE outbox o
-      SET claimed_until = clock_timestamp() + make_interval(secs => ${options.leaseSeconds})
-      FROM due WHERE o.app_id = due.app_id AND o.id = due.id
-      RETURNING o.app_id, o.id, o.topic, o.payload, o.attempts, o.created_at, o.claimed_until,
-        o.body
+      SET claimed_until = clock_timestamp() + make_interval(secs => ${options.leaseSeconds}),
+        snapshot = coalesce(o.snapshot, t.snapshot)
+      FROM due LEFT JOIN taken t ON t.app_id = due.app_id AND t.id = due.id
+      WHERE o.app_id = due.app_id AND o.id = due.id
+      RETURNING o.app_id, o.id, o.topic, o.attempts, o.created_at, o.claimed_until, o.snapshot
     )
-    SELECT c.app_id, c.id, c.topic, c.attempts, c.created_at, c.claimed_until, c.body,
-      w.url, w.events, w.enabled, w.secret_encrypted,
-      CASE WHEN conv.id IS NOT NULL THEN json_build_object(
-        'id', conv.id, 'client_id', conv.client_id, 'status', conv.status,
-        'channel', conv.channel,
-        'last_message_at',
-        to_char(conv.last_message_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
-        'created_at',
-        to_char(conv.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')
-      ) END AS conversation,
-      CASE WHEN m.id IS NOT NULL THEN json_build_object(
-        'id', m.id, 'conversation_id', m.conversation_id, 'sender_type', m.sender_type,
-        'sender_name', m.sender_name, 'message_type', m.message_type, 'content', m.content,
-        'payload', m.payload, 'internal', m.internal, 'status', m.status,
-        'failure_code', m.failure_code, 'failure_title', m.failure_title,
-        'created_at', to_char(m.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')
-      ) END AS message
+    SELECT c.app_id, c.id, c.topic, c.attempts, c.created_at, c.claimed_until, c.snapshot,
+      w.url, w.events, w.enabled, w.secret_encrypted
     FROM claimed c
-    LEFT JOIN webhooks w ON w.app_id = c.app_id
-    LEFT JOIN conversations conv
-      ON conv.app_id = c.app_id AND conv.id = (c.payload ->> 'conversation_id')::bigint
-    -- The conversation too, so that both indexes on messages are exact: on (app_id, id) alone
-    -- the planner may pick (app_id, conversation_id, id) and skip-scan every conversation.
-    LEFT JOIN messages m
-      ON m.app_id = c.app_id AND m.conversation_id = (c.payload ->> 'conversation_id')::bigint
-        AND m.id = (c.payload ->> 'message_id')::bigint`;
+    LEFT JOIN webhooks w ON w.app_id = c.app_id`;
   return rows.map((row) => ({
     appId: row.app_id,
     id: row.id,
@@ -104,7 +107,6 @@ export async function claimDueDeliveries(
     attempts: row.attempts,
     createdAt: row.created_at,
     claimedUntil: row.claimed_until,
-    body: row.body,
     context: {
       webhook: row.url === null ? null : {
         url: row.url,
@@ -112,8 +114,8 @@ export async function claimDueDeliveries(
         enabled: row.enabled ?? false,
         secretSealed: row.secret_encrypted ?? "",
       },
-      conversation: row.conversation,
-      message: row.message ? toMessage(row.message) : null,
+      conversation: row.snapshot.conversation,
+      message: row.snapshot.message ? toMessage(row.snapshot.message) : null,
     },
   }));
 }
@@ -137,8 +139,6 @@ export interface RecordedAttempt {
   delivery: { appId: number; id: number; claimedUntil: string };
   attempt: AttemptRecord;
   outcome: AttemptOutcome;
-  /** The body this attempt sent, kept for the later ones when none was kept yet. */
-  body?: string | null;
 }
 
 /**
@@ -157,9 +157,8 @@ export async function recordAttempts(sql: Tx, records: RecordedAttempt[]): Promi
         ${column((r) => r.attempt.responseExcerpt)}::text[],
         ${column((r) => r.outcome.state)}::text[],
         ${column((r) => r.outcome.state === "pending" ? r.outcome.retryInMs / 1000 : 0)}::float8[],
-        ${column((r) => r.delivery.claimedUntil)}::timestamptz[],
-        ${column((r) => r.body ?? null)}::text[]
-      ) AS input (app_id, id, status_code, latency_ms, error, excerpt, state, retry_in, claim, body)
+        ${column((r) => r.delivery.claimedUntil)}::timestamptz[]
+      ) AS input (app_id, id, status_code, latency_ms, error, excerpt, state, retry_in, claim)
     ), attempts AS (
       INSERT INTO webhook_attempts
         (app_id, outbox_id, status_code, latency_ms, error, response_excerpt)
@@ -170,7 +169,7 @@ export async function recordAttempts(sql: Tx, records: RecordedAttempt[]): Promi
       state = CASE WHEN o.retry_requested AND i.state <> 'succeeded' THEN 'pending' ELSE i.state END,
       run_at = clock_timestamp() + CASE WHEN o.retry_requested AND i.state <> 'succeeded'
         THEN interval '0' ELSE make_interval(secs => i.retry_in) END,
-      retry_requested = false, body = coalesce(o.body, i.body)
+      retry_requested = false
     FROM input i
     -- Only while this claim holds: a manual retry or an expired lease handed the delivery on.
     WHERE o.app_id = i.app_id AND o.id = i.id AND o.claimed_until = i.claim`;

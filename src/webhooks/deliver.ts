@@ -64,11 +64,8 @@ export async function attemptDelivery(
   const now = deps.now ?? Date.now;
   const { context } = delivery;
   const { webhook } = context;
-  /** The body sent by this attempt, when it built one (the first attempt). */
-  let built: string | null = null;
   const record = (attempt: AttemptRecord, outcome: AttemptOutcome) =>
-    deps.record({ delivery, attempt: storable(attempt), outcome, body: built })
-      .then(() => outcome);
+    deps.record({ delivery, attempt: storable(attempt), outcome }).then(() => outcome);
   const failure = (attempt: AttemptRecord, retryAfterMs: number | null = null) => {
     const retryInMs = nextRetryDelayMs(delivery.attempts + 1, {
       retryAfterMs,
@@ -93,7 +90,7 @@ export async function attemptDelivery(
       { state: "failed" },
     );
   }
-  if (delivery.body === null && !context.conversation) {
+  if (!context.conversation) {
     return record(
       {
         statusCode: null,
@@ -123,8 +120,9 @@ export async function attemptDelivery(
   }
 
   const id = eventIdOf(delivery);
-  // Built once, from the state when first sent: a retry repeats those bytes under the same id.
-  const body = delivery.body ?? (built = JSON.stringify({
+  // The conversation and message come from the snapshot the first claim kept: every attempt
+  // sends the same bytes under the same id.
+  const body = JSON.stringify({
     id,
     type: delivery.topic,
     created_at: delivery.createdAt,
@@ -132,7 +130,7 @@ export async function attemptDelivery(
     data: context.message
       ? { conversation: context.conversation, message: context.message }
       : { conversation: context.conversation },
-  }));
+  });
   const timestamp = Math.floor(now() / 1000);
   let response: PinnedResponse;
   try {
