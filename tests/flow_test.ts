@@ -4,6 +4,7 @@ import { startTestServer } from "./support/server.ts";
 import { apiCall, createKeyedApp } from "./support/open_api.ts";
 import { waitUntil } from "./support/realtime.ts";
 import { executeCommand } from "../src/cli.ts";
+import { templateFlow } from "./support/flows.ts";
 
 /** The contract's sample Flow (CONTRACT §4.1), with a node that closes the conversation. */
 const FLOW = {
@@ -310,27 +311,7 @@ Deno.test("a web visitor's click on a template's quick reply drives the Flow", a
   await using db = await createTestDatabase();
   await using server = await startTestServer(db.url);
   const app = await createKeyedApp(db.sql);
-  const flow = {
-    start: "ask",
-    nodes: {
-      ask: {
-        message: {
-          message_type: "template",
-          content: {
-            name: "confirm_order",
-            language: "en_US",
-            components: [{
-              type: "button",
-              sub_type: "quick_reply",
-              index: "0",
-              parameters: [{ type: "payload", payload: "yes" }],
-            }],
-          },
-        },
-        on: { yes: "close" },
-      },
-    },
-  };
+  const flow = templateFlow(["yes"], { yes: "close" });
   const put = await apiCall(server.baseUrl, "/flow", { method: "PUT", key: app.key, json: flow });
   assert.equal(put.status, 200, JSON.stringify(put.json));
   await using visitor = await visitorOf(server.baseUrl, app.publicId);

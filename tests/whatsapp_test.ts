@@ -12,6 +12,7 @@ import { executeCommand } from "../src/cli.ts";
 import { createSecretBox } from "../src/crypto/secret_box.ts";
 import { metaSignature } from "../src/channels/whatsapp/signature.ts";
 import { whatsappWebhookBody } from "./support/whatsapp_webhook.ts";
+import { templateFlow } from "./support/flows.ts";
 import type { StartOptions } from "../src/server.ts";
 
 const PHONE_NUMBER_ID = "106540352242922";
@@ -699,29 +700,9 @@ Deno.test("a refused access token flags the channel and fails the message (4xx i
 
 Deno.test("a template's quick-reply button drives the Flow like a reply button", async () => {
   await using env = await setUp();
-  const quickReply = (index: number, payload: string) => ({
-    type: "button",
-    sub_type: "quick_reply",
-    index: String(index),
-    parameters: [{ type: "payload", payload }],
+  const flow = templateFlow(["yes", "no"], { yes: "great", no: "handoff" }, {
+    great: { message: { message_type: "text", content: "Great, it ships today." } },
   });
-  const flow = {
-    start: "ask",
-    nodes: {
-      ask: {
-        message: {
-          message_type: "template",
-          content: {
-            name: "confirm_order",
-            language: "en_US",
-            components: [quickReply(0, "yes"), quickReply(1, "no")],
-          },
-        },
-        on: { yes: "great", no: "handoff" },
-      },
-      great: { message: { message_type: "text", content: "Great, it ships today." } },
-    },
-  };
   const put = await apiCall(env.server.baseUrl, "/flow", {
     method: "PUT",
     key: env.app.key,
