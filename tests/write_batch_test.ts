@@ -4,6 +4,7 @@ import { commitBatch } from "../src/db/write_batch.ts";
 import { insertApplication } from "../src/db/applications.ts";
 import { CHANGES_CHANNEL, decodeChangeNotice } from "../src/domain/change_notice.ts";
 import type { CommandResult } from "../src/actors/protocol.ts";
+import { parseFlow } from "../src/domain/flow.ts";
 
 function value<T>(result: CommandResult): T {
   assert.equal(result.ok, true, JSON.stringify(result));
@@ -428,4 +429,42 @@ Deno.test("a batch whose statements fail after the first rolls back and leaves n
     { kind: "visitor.create", appId: app.id, tokenHash: "h1", name: null, email: null },
   ]);
   assert.equal(created.ok, true);
+});
+
+Deno.test("commitBatch starts a conversation with the Flow in force at its command, even one the batch set", async () => {
+  await using db = await createTestDatabase();
+  const app = await insertApplication(db.sql, "Acme");
+  const flowSaying = (content: string) =>
+    parseFlow({ start: "hi", nodes: { hi: { message: { message_type: "text", content } } } });
+  const visitors = await commitBatch(
+    db.sql,
+    ["a", "b", "c"].map((hash) => ({
+      kind: "visitor.create" as const,
+      appId: app.id,
+      tokenHash: hash,
+      name: null,
+      email: null,
+    })),
+  );
+  const [a, b, c] = visitors.map((result) => value<{ client_id: number }>(result).client_id);
+  const send = (clientId: number) =>
+    ({
+      kind: "visitor.message",
+      appId: app.id,
+      clientId,
+      messageType: "text",
+      content: "?",
+    }) as const;
+  await commitBatch(db.sql, [
+    send(a),
+    { kind: "flow.set", appId: app.id, flow: flowSaying("first Flow") },
+    send(b),
+    { kind: "flow.set", appId: app.id, flow: null },
+    send(c),
+  ]);
+  const rows = await db.sql<{ client_id: number; content: string }[]>`
+    SELECT c.client_id, m.content FROM messages m
+    JOIN conversations c ON c.app_id = m.app_id AND c.id = m.conversation_id
+    WHERE m.sender_type = 'flow' ORDER BY m.id`;
+  assert.deepEqual(rows.map((row) => [row.client_id, row.content]), [[b, "first Flow"]]);
 });

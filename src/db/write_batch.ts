@@ -33,6 +33,7 @@ import { type FlowEffect, type FlowTrigger, runFlowSteps } from "./flow_runs.ts"
 import { applyWhatsAppDeliveries } from "./whatsapp_batch.ts";
 import { applySlackEvents } from "./slack_batch.ts";
 import { type ChangeNotice, CHANGES_CHANNEL, encodeChangeNotice } from "../domain/change_notice.ts";
+import type { Flow } from "../domain/flow.ts";
 
 /** What one command did, for its caller and for the batch's change notice. */
 interface Outcome {
@@ -50,6 +51,40 @@ interface Outcome {
   /** What a command of many changes (a WhatsApp delivery) changed, and its Flow triggers. */
   changes?: FlowEffect[];
   flowTriggers?: FlowTrigger[];
+}
+
+/**
+ * The batch's Flow triggers in command order, each run with the Flows in force at its command:
+ * those the batch started with, as every earlier `flow.set` of the batch replaced them (a
+ * conversation started after a Flow was set in the same transaction gets that Flow). Runs
+ * without triggers or without Flows are left out.
+ */
+function flowRuns(
+  commands: AppCommand[],
+  outcomes: Outcome[],
+  loaded: Map<number, Flow>,
+): { triggers: FlowTrigger[]; flows: Map<number, Flow> }[] {
+  const runs: { triggers: FlowTrigger[]; flows: Map<number, Flow> }[] = [];
+  let flows = loaded;
+  let triggers: FlowTrigger[] = [];
+  const close = () => {
+    if (triggers.length > 0 && flows.size > 0) runs.push({ triggers, flows });
+    triggers = [];
+  };
+  outcomes.forEach((outcome, index) => {
+    const command = commands[index];
+    if (command.kind === "flow.set") {
+      close();
+      flows = new Map(flows);
+      if (command.flow === null) flows.delete(command.appId);
+      else flows.set(command.appId, command.flow);
+      return;
+    }
+    if (outcome.flowTrigger) triggers.push(outcome.flowTrigger);
+    triggers.push(...outcome.flowTriggers ?? []);
+  });
+  close();
+  return runs;
 }
 
 /** Executes `commands` in order in one transaction; one result per command, same order. */
@@ -72,12 +107,8 @@ export async function commitBatch(sql: Sql, commands: AppCommand[]): Promise<Com
       await locked;
       const { flows, slackApps } = await contextFound;
       outcomes = (await Promise.all(pending)).flat();
-      const triggers = outcomes.flatMap((outcome) => [
-        ...(outcome.flowTrigger ? [outcome.flowTrigger] : []),
-        ...(outcome.flowTriggers ?? []),
-      ]);
-      if (flows.size > 0 && triggers.length > 0) {
-        flowEffects = await runFlowSteps(conn, triggers, flows);
+      for (const { triggers, flows: inForce } of flowRuns(commands, outcomes, flows)) {
+        flowEffects.push(...await runFlowSteps(conn, triggers, inForce));
       }
       changes = [
         ...outcomes.map((outcome, index) => ({ appId: commands[index].appId, ...outcome })),
