@@ -100,7 +100,7 @@ export async function commitBatch(sql: Sql, commands: AppCommand[]): Promise<Com
     const contextFound = loadBatchContext(conn, appIds);
     const pending = planSteps(commands).map((step) => execute(conn, step));
     let outcomes: Outcome[];
-    let flowEffects: FlowEffect[] = [];
+    const flowEffects: FlowEffect[] = [];
     let changes: FlowEffect[] = [];
     try {
       await begun;
