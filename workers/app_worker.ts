@@ -6,7 +6,13 @@
 /// <reference no-default-lib="true" />
 /// <reference lib="deno.worker" />
 import { type CommitLoop, createCommitLoop, SHUTTING_DOWN } from "../src/actors/commit_loop.ts";
-import type { CommandResult, FromWorker, Reply, ToWorker } from "../src/actors/protocol.ts";
+import type {
+  AppCommand,
+  CommandResult,
+  FromWorker,
+  Reply,
+  ToWorker,
+} from "../src/actors/protocol.ts";
 import { connectWorkerPool, type Sql } from "../src/db/client.ts";
 import { commitBatch } from "../src/db/write_batch.ts";
 import { setLogLevel } from "../src/log.ts";
@@ -14,6 +20,24 @@ import { guardWorkerThread } from "../src/worker_guards.ts";
 
 let sql: Sql | null = null;
 let loop: CommitLoop | null = null;
+
+/**
+ * How long a transaction may stay unsettled before the worker ends itself. postgres.js 3.4 can
+ * lose a query whose connection the server ended (after the embedded PostgreSQL was killed, a
+ * batch never settled and this worker never committed again); its pool then starts a fresh
+ * worker, with a fresh database pool, and answers the commands in flight with 500 at once.
+ */
+const STUCK_TRANSACTION_MS = 20_000;
+
+/** `commitBatch` under the watchdog of {@linkcode STUCK_TRANSACTION_MS}. */
+function commitWatched(pool: Sql, commands: AppCommand[]): Promise<CommandResult[]> {
+  const watchdog = setTimeout(() => {
+    throw new Error(
+      `A transaction did not settle within ${STUCK_TRANSACTION_MS} ms: ending the actor worker`,
+    );
+  }, STUCK_TRANSACTION_MS);
+  return commitBatch(pool, commands).finally(() => clearTimeout(watchdog));
+}
 
 function post(message: FromWorker): void {
   self.postMessage(message);
@@ -42,7 +66,7 @@ self.onmessage = async (event: MessageEvent<ToWorker>) => {
       setLogLevel(message.logLevel);
       const pool = connectWorkerPool(message.databaseUrl, "parley-worker");
       sql = pool;
-      loop = createCommitLoop({ commit: (commands) => commitBatch(pool, commands) });
+      loop = createCommitLoop({ commit: (commands) => commitWatched(pool, commands) });
       post({ type: "ready" });
       break;
     }
