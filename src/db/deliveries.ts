@@ -55,7 +55,7 @@ export async function claimDueDeliveries(
 ): Promise<ClaimedDelivery[]> {
   const rows = await sql<ClaimedRow[]>`
     WITH due AS (
-      SELECT app_id, id FROM outbox
+      SELECT app_id, id, payload, snapshot IS NOT NULL AS kept FROM outbox
       WHERE kind = 'webhook' AND state = 'pending' AND run_at <= clock_timestamp()
         AND (claimed_until IS NULL OR claimed_until < clock_timestamp())
       ORDER BY run_at
@@ -63,7 +63,7 @@ export async function claimDueDeliveries(
       FOR UPDATE SKIP LOCKED
     ), taken AS (
       -- What a first claim announces, kept with the claim (committed before any attempt).
-      SELECT o.app_id, o.id, json_build_object(
+      SELECT due.app_id, due.id, CASE WHEN NOT due.kept THEN json_build_object(
         'conversation', CASE WHEN conv.id IS NOT NULL THEN json_build_object(
           'id', conv.id, 'client_id', conv.client_id, 'status', conv.status,
           'channel', conv.channel,
@@ -79,21 +79,21 @@ export async function claimDueDeliveries(
           'failure_code', m.failure_code, 'failure_title', m.failure_title,
           'created_at', to_char(m.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')
         ) END
-      ) AS snapshot
-      FROM due JOIN outbox o ON o.app_id = due.app_id AND o.id = due.id AND o.snapshot IS NULL
-      LEFT JOIN conversations conv
-        ON conv.app_id = o.app_id AND conv.id = (o.payload ->> 'conversation_id')::bigint
+      ) END AS snapshot
+      FROM due
+      LEFT JOIN conversations conv ON NOT due.kept
+        AND conv.app_id = due.app_id AND conv.id = (due.payload ->> 'conversation_id')::bigint
       -- The conversation too, so that both indexes on messages are exact: on (app_id, id) alone
       -- the planner may pick (app_id, conversation_id, id) and skip-scan every conversation.
-      LEFT JOIN messages m
-        ON m.app_id = o.app_id AND m.conversation_id = (o.payload ->> 'conversation_id')::bigint
-          AND m.id = (o.payload ->> 'message_id')::bigint
+      LEFT JOIN messages m ON NOT due.kept
+        AND m.app_id = due.app_id AND m.conversation_id = (due.payload ->> 'conversation_id')::bigint
+          AND m.id = (due.payload ->> 'message_id')::bigint
     ), claimed AS (
       UPDATE outbox o
       SET claimed_until = clock_timestamp() + make_interval(secs => ${options.leaseSeconds}),
         snapshot = coalesce(o.snapshot, t.snapshot)
-      FROM due LEFT JOIN taken t ON t.app_id = due.app_id AND t.id = due.id
-      WHERE o.app_id = due.app_id AND o.id = due.id
+      FROM taken t
+      WHERE o.app_id = t.app_id AND o.id = t.id
       RETURNING o.app_id, o.id, o.topic, o.attempts, o.created_at, o.claimed_until, o.snapshot
     )
     SELECT c.app_id, c.id, c.topic, c.attempts, c.created_at, c.claimed_until, c.snapshot,
