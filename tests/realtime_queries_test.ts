@@ -125,6 +125,8 @@ Deno.test("listClientChangesSince finds watched clients' conversations changed a
     changes.edited.map((e) => [e.clientId, e.message.content, e.message.status ?? null, e.deleted]),
     [[ann, "Ann 1", "delivered", false], [ann, "Ann 3", null, true]],
   );
+  // Every message was created before the window.
+  assert.deepEqual(changes.messages, []);
   // A conversation written to since counts; nothing at all changed after a later time.
   await db.sql`UPDATE conversations SET last_message_at = now() WHERE id = ${sent[0].chat_id}`;
   const written = await listClientChangesSince(db.sql, [{ appId: app.id, clientId: ann }], since);
@@ -135,10 +137,11 @@ Deno.test("listClientChangesSince finds watched clients' conversations changed a
       [{ appId: app.id, clientId: ann }],
       new Date(Date.now() + 60_000),
     ),
-    { conversations: [], edited: [] },
+    { conversations: [], messages: [], edited: [] },
   );
   assert.deepEqual(await listClientChangesSince(db.sql, [], since), {
     conversations: [],
+    messages: [],
     edited: [],
   });
 });

@@ -123,29 +123,33 @@ export async function listClientMessagesSince(
   return rows.map(toClientMessage);
 }
 
-/** What changed since a time for watched clients, besides their new messages. */
+/** What commits changed for the visitor sockets: a notice's changes, or a replay's. */
 export interface ClientChanges {
-  /** Conversations opened, closed, reopened or written to since then, by application and id. */
+  /** Conversations whose state changed (or may have), by application and id. */
   conversations: ClientConversation[];
-  /** Messages edited, given a status or deleted since then, in id order. */
+  /** Messages created, in id order. */
+  messages: ClientMessage[];
+  /** Messages edited, given a status or deleted, in id order. */
   edited: (ClientMessage & { deleted: boolean })[];
 }
 
 /**
- * The conversations of the `clients` whose state may have changed at or after `since` and the
- * visible messages of theirs edited, given a status or deleted since: what a socket may have missed
- * besides new messages while the LISTEN connection was down. A conversation written to counts
- * (a reopen moves only its activity time), so some of these changed nothing a socket has not seen.
+ * What the `clients` may have missed while the LISTEN connection was down: the messages of theirs
+ * created at or after `since` ({@linkcode listClientMessagesSince}), their conversations whose
+ * state may have changed since, and their visible messages edited, given a status or deleted
+ * since. A conversation written to counts (a reopen moves only its activity time), so some of
+ * these changed nothing a socket has not seen.
  */
 export async function listClientChangesSince(
   sql: Tx,
   clients: WatchedClient[],
   since: Date,
 ): Promise<ClientChanges> {
-  if (clients.length === 0) return { conversations: [], edited: [] };
+  if (clients.length === 0) return { conversations: [], messages: [], edited: [] };
   const { appIds, clientIds } = columns(clients);
   const at = since.toISOString();
-  const [conversations, edited] = await Promise.all([
+  const [messages, conversations, edited] = await Promise.all([
+    listClientMessagesSince(sql, clients, since),
     sql<(Conversation & { app_id: number })[]>`
       SELECT c.app_id, c.id, c.client_id, c.status, c.channel, c.last_message_at, c.created_at
       FROM unnest(${appIds}::bigint[], ${clientIds}::bigint[]) AS w (app_id, client_id)
@@ -166,6 +170,7 @@ export async function listClientChangesSince(
   ]);
   return {
     conversations: conversations.map(({ app_id, ...chat }) => ({ appId: app_id, chat })),
+    messages,
     edited: edited.map((row) => ({ ...toClientMessage(row), deleted: row.deleted })),
   };
 }

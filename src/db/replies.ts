@@ -28,8 +28,9 @@ export type AppendedReply =
  * subscribed webhook; a reply to a WhatsApp conversation is stored `pending` and queued for the
  * channel's sender. A reply that offers buttons becomes a message the conversation waits on for a
  * click: a Flow's is the Flow's current step (with its node), the bot's or an agent's is clickable
- * beside it and drives no Flow (for each, the last such reply of a conversation wins). `reopened` is true on the first reply of a conversation that was closed. Also answers how
- * many webhook events were queued.
+ * beside it and drives no Flow (for each, the last such reply of a conversation wins).
+ * `reopened` is true on the first reply of a conversation that was closed. Also answers how many
+ * webhook events were queued.
  */
 export async function appendReplies(
   sql: Tx,

@@ -1,6 +1,6 @@
 /** Queries of the `webhooks` table: one configuration per application, its secret sealed. */
 import type { Tx } from "./client.ts";
-import type { WebhookConfig } from "../domain/webhook_config.ts";
+import { UNSUBSCRIBED_CANCELLATION, type WebhookConfig } from "../domain/webhook_config.ts";
 
 /** A stored configuration and its sealed secret. */
 export interface StoredWebhook extends WebhookConfig {
@@ -29,7 +29,7 @@ export async function replaceWebhook(
   const [row] = await sql<(WebhookConfig & { secret_encrypted: string })[]>`
     WITH cancelled AS (
       UPDATE outbox o
-      SET state = 'failed', last_error = 'cancelled: the webhook is disabled or no longer subscribed'
+      SET state = 'failed', last_error = ${UNSUBSCRIBED_CANCELLATION}
       WHERE o.app_id = ${appId} AND o.kind = 'webhook' AND o.state = 'pending'
         AND (o.claimed_until IS NULL OR o.claimed_until < clock_timestamp())
         AND NOT (${config.enabled} AND ${config.url} <> ''

@@ -29,6 +29,13 @@ export interface WebhookConfig {
 /** The configuration of an application that never configured one. */
 export const NO_WEBHOOK: WebhookConfig = { url: "", events: [], enabled: false };
 
+/**
+ * Why a pending delivery was cancelled: the webhook is disabled, or no longer subscribed to its
+ * event (recorded when the configuration changes, or at an attempt that finds it so).
+ */
+export const UNSUBSCRIBED_CANCELLATION =
+  "cancelled: the webhook is disabled or no longer subscribed";
+
 /** Longest webhook url accepted, in characters. */
 export const MAX_WEBHOOK_URL_LENGTH = 2048;
 

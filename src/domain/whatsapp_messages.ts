@@ -253,15 +253,19 @@ export function buttonIdOfReply(
   return null;
 }
 
-/** `render(document)` when `payload` fits `schema`, else `fallback` as text messages. */
+/**
+ * `render(document)` when the message's payload fits `schema`, else its plain text as text
+ * messages (`plainTextOf`: readable where it can be, never the payload's JSON).
+ */
 function renderParsed<T>(
   schema: z.ZodType<T>,
-  payload: unknown,
-  fallback: string,
+  message: { message_type: MessageType; content: string; payload: unknown },
   render: (document: T) => WhatsAppMessage[],
 ): WhatsAppMessage[] {
-  const parsed = schema.safeParse(payload);
-  return parsed.success ? render(parsed.data) : textMessages(fallback);
+  const parsed = schema.safeParse(message.payload);
+  return parsed.success
+    ? render(parsed.data)
+    : textMessages(plainTextOf(message.message_type, message.payload, message.content));
 }
 
 /**
@@ -290,14 +294,13 @@ export function renderWhatsAppMessages(
     case "buttons":
       return renderParsed(
         BUTTONS_CONTENT,
-        payload,
-        content,
+        message,
         (doc) => choiceMessages({ ...doc, firstIndex: 0 }, { sectionTitle: LIST_SECTION_TITLE }),
       );
     case "card":
-      return renderParsed(CARD_CONTENT, payload, content, (card) => cardMessages(card, 0));
+      return renderParsed(CARD_CONTENT, message, (card) => cardMessages(card, 0));
     case "carousel":
-      return renderParsed(CAROUSEL_CONTENT, payload, content, (doc) => {
+      return renderParsed(CAROUSEL_CONTENT, message, (doc) => {
         let firstIndex = 0;
         return doc.cards.flatMap((card) => {
           const messages = cardMessages(card, firstIndex);
@@ -305,23 +308,17 @@ export function renderWhatsAppMessages(
           return messages;
         });
       });
-    // Not native (an http link of a development setup, say): as text, never as its JSON.
+    // A link that is not https (a development setup's own, say) is sent as text.
     case "image":
       return renderParsed(
         MEDIA_CONTENT,
-        payload,
-        plainTextOf(type, payload, content),
+        message,
         (media) => imageMessages(media.url, [media.caption, media.filename].find(isPresent)),
       );
     case "file":
-      return renderParsed(
-        MEDIA_CONTENT,
-        payload,
-        plainTextOf(type, payload, content),
-        documentMessages,
-      );
+      return renderParsed(MEDIA_CONTENT, message, documentMessages);
     case "template":
-      return renderParsed(TEMPLATE_CONTENT, payload, content, (doc) => [{
+      return renderParsed(TEMPLATE_CONTENT, message, (doc) => [{
         type: "template",
         template: {
           name: doc.name,

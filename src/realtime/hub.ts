@@ -10,7 +10,6 @@ import {
   type ClientChanges,
   type ClientMessage,
   listClientChangesSince,
-  listClientMessagesSince,
   listConversationsByIds,
   listMessagesByIds,
   listMessagesInRange,
@@ -243,7 +242,7 @@ export function createRealtimeHub(options: RealtimeHubOptions): RealtimeHub {
       notice.m ? listMessagesInRange(sql, apps, notice.m) : [],
       listMessagesByIds(sql, edits),
     ]);
-    pushChanges({ conversations, edited }, messages);
+    pushChanges({ conversations, messages, edited });
   }
 
   /**
@@ -251,11 +250,11 @@ export function createRealtimeHub(options: RealtimeHubOptions): RealtimeHub {
    * comes before the messages in it), a closed one's after them (a farewell or the click that
    * closed it comes before the close), then edits.
    */
-  function pushChanges(changes: ClientChanges, messages: ClientMessage[]): void {
+  function pushChanges(changes: ClientChanges): void {
     const pushState = ({ appId, chat }: ClientChanges["conversations"][number]) =>
       push(appId, chat.client_id, { type: "chat.updated", chat_id: chat.id, message: chat, chat });
     changes.conversations.filter(({ chat }) => chat.status === "open").forEach(pushState);
-    pushMessages(messages);
+    pushMessages(changes.messages);
     changes.conversations.filter(({ chat }) => chat.status !== "open").forEach(pushState);
     for (const { appId, clientId, message, deleted } of changes.edited) {
       push(
@@ -336,11 +335,7 @@ export function createRealtimeHub(options: RealtimeHubOptions): RealtimeHub {
       const since = new Date(lastNoticeAt - replayWindowMs);
       return serialize(async () => {
         const clients = watchedClients(sockets.keys());
-        const [messages, changes] = await Promise.all([
-          listClientMessagesSince(sql, clients, since),
-          listClientChangesSince(sql, clients, since),
-        ]);
-        pushChanges(changes, messages);
+        pushChanges(await listClientChangesSince(sql, clients, since));
       });
     },
 

@@ -15,6 +15,7 @@ import {
 import type { SecretBox } from "../crypto/secret_box.ts";
 import { sha256Hex } from "../crypto/tokens.ts";
 import { nextRetryDelayMs, parseRetryAfter } from "../domain/delivery_schedule.ts";
+import { UNSUBSCRIBED_CANCELLATION } from "../domain/webhook_config.ts";
 import type { CheckedUrl } from "./ssrf_guard.ts";
 import { UnsafeUrlError } from "./ssrf_guard.ts";
 import type { PinnedRequest, PinnedResponse } from "./pinned_https.ts";
@@ -84,7 +85,7 @@ export async function attemptDelivery(
       {
         statusCode: null,
         latencyMs: 0,
-        error: "cancelled: the webhook is disabled or no longer subscribed",
+        error: UNSUBSCRIBED_CANCELLATION,
         responseExcerpt: null,
       },
       { state: "failed" },
