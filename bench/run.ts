@@ -182,6 +182,16 @@ try {
   const { tokens, chats } = await createFixtures(parley, dataDir);
   const load = { connections, durationMs: seconds * 1000, warmupMs: 2000 };
   const only = Deno.env.get("BENCH_ONLY");
+  /** An Open API reply into the i-th conversation (round robin), its text starting with `text`. */
+  const openApiReply = (text: string) => (i: number): LoadRequest => {
+    const chat = chats[i % chats.length];
+    return {
+      method: "POST",
+      path: "/openapi/v1/messages",
+      headers: { "content-type": "application/json", authorization: `Bearer ${chat.key}` },
+      body: JSON.stringify({ chat_id: chat.chatId, content: `${text} ${i}` }),
+    };
+  };
   const scenarios: [string, (i: number) => LoadRequest][] = [
     ["POST /api/v1/widget/messages", (i) => ({
       method: "POST",
@@ -192,15 +202,7 @@ try {
       },
       body: JSON.stringify({ content: `Benchmark message ${i}` }),
     })],
-    ["POST /openapi/v1/messages", (i) => {
-      const chat = chats[i % chats.length];
-      return {
-        method: "POST",
-        path: "/openapi/v1/messages",
-        headers: { "content-type": "application/json", authorization: `Bearer ${chat.key}` },
-        body: JSON.stringify({ chat_id: chat.chatId, content: `Reply ${i}` }),
-      };
-    }],
+    ["POST /openapi/v1/messages", openApiReply("Reply")],
     ["GET /openapi/v1/conversations", (i) => ({
       method: "GET",
       path: "/openapi/v1/conversations",
@@ -239,15 +241,7 @@ try {
   if (!only || SOCKET_SCENARIO.includes(only)) {
     console.error(`opening: ${tokens.length} visitor sockets`);
     await using sockets = await openVisitorSockets(parleyPort, tokens, "Socket ");
-    const reply = (i: number): LoadRequest => {
-      const chat = chats[i % chats.length];
-      return {
-        method: "POST",
-        path: "/openapi/v1/messages",
-        headers: { "content-type": "application/json", authorization: `Bearer ${chat.key}` },
-        body: JSON.stringify({ chat_id: chat.chatId, content: `Socket ${i}` }),
-      };
-    };
+    const reply = openApiReply("Socket");
     const runs: { name: string; sent: number; latency: SocketLatency }[] = [];
     let sent = 0;
     for (const rate of [socketRate, undefined]) {
