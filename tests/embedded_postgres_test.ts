@@ -104,3 +104,48 @@ Deno.test("a server whose embedded PostgreSQL cannot be started again exits non-
     await Deno.remove(dataDir, { recursive: true });
   }
 });
+
+/** Whether `pid` names a live process (a zombie, exited but not yet reaped, is not). */
+async function isAlive(pid: number): Promise<boolean> {
+  try {
+    const stat = await Deno.readTextFile(`/proc/${pid}/stat`);
+    return stat.slice(stat.lastIndexOf(")") + 2)[0] !== "Z";
+  } catch {
+    return false;
+  }
+}
+
+Deno.test("a server killed with SIGKILL takes its embedded PostgreSQL with it, and the next start owns a fresh one", async () => {
+  const dataDir = await Deno.makeTempDir({ prefix: "parley-orphan-" });
+  try {
+    const first = await spawnServer({ DATA_DIR: dataDir });
+    const postmaster = await postmasterPid(dataDir);
+    assert.ok(await isAlive(postmaster));
+    first.process.kill("SIGKILL");
+    await first.process.status;
+    try {
+      await waitFor(async () => !(await isAlive(postmaster)), "the orphaned PostgreSQL to stop");
+    } catch (error) {
+      Deno.kill(postmaster, "SIGKILL"); // not leave it running after the test
+      throw error;
+    }
+    await waitFor(
+      () => Deno.stat(`${dataDir}/pg/postmaster.pid`).then(() => false, () => true),
+      "PostgreSQL's shutdown to remove its postmaster.pid",
+    );
+
+    const second = await spawnServer({ DATA_DIR: dataDir });
+    try {
+      const next = await postmasterPid(dataDir);
+      assert.notEqual(next, postmaster);
+      assert.equal(await status(`${second.baseUrl}/readyz`), 200);
+      // The server started this PostgreSQL, so a graceful stop stops it too.
+      assert.equal((await second.stop()).code, 0);
+      await waitFor(async () => !(await isAlive(next)), "the owned PostgreSQL to stop");
+    } finally {
+      await second.stop();
+    }
+  } finally {
+    await Deno.remove(dataDir, { recursive: true });
+  }
+});

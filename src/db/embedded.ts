@@ -8,7 +8,8 @@
  * A server already running on the data directory (another `deno task start`, or the CLI
  * while the server runs) is found through its `postmaster.pid` and shared instead of started.
  *
- * A server we started is supervised: if it exits without being asked to (killed, crashed), it
+ * A server we started dies with us, even when we are killed (a parent-death signal), and is
+ * supervised: if it exits without being asked to (killed, crashed), it
  * is started again on the same port and data directory — PostgreSQL's crash recovery replays
  * its write-ahead log, so nothing committed is lost — and the connection pools, which reconnect
  * on their own, carry on. Only when several attempts fail is the database reported lost.
@@ -233,17 +234,13 @@ async function hydrateLibrarySymlinks(): Promise<void> {
 
 function asUser(command: string, args: string[], runAs: typeof NOBODY | null) {
   if (!runAs) return { command, args };
-  return {
-    command: "setpriv",
-    args: [
-      `--reuid=${runAs.uid}`,
-      `--regid=${runAs.gid}`,
-      "--clear-groups",
-      "--",
-      command,
-      ...args,
-    ],
-  };
+  return { command: "setpriv", args: [...setprivUser(runAs), "--", command, ...args] };
+}
+
+/** `setpriv`'s flags that run a command as `runAs` (none when it is null). */
+function setprivUser(runAs: typeof NOBODY | null): string[] {
+  if (!runAs) return [];
+  return [`--reuid=${runAs.uid}`, `--regid=${runAs.gid}`, "--clear-groups"];
 }
 
 async function chownTree(path: string, owner: typeof NOBODY): Promise<void> {
@@ -290,6 +287,13 @@ async function initCluster(
   }
 }
 
+/**
+ * Starts the postmaster through `setpriv`, which also drops root for `runAs`, with a parent-death
+ * signal: should this process die without stopping it (kill -9, the OOM killer), the kernel sends
+ * the postmaster SIGINT, PostgreSQL's fast shutdown, so no server is left running unsupervised on
+ * the data directory. The kernel sends it when the spawning thread ends, so this must be called
+ * from the main thread, which lives as long as the process.
+ */
 function spawnServer(
   pgData: string,
   port: number,
@@ -311,13 +315,26 @@ function spawnServer(
   };
   const args = [`-D`, pgData];
   for (const [name, value] of Object.entries(settings)) args.push("-c", `${name}=${value}`);
-  const { command, args: fullArgs } = asUser(binaries.postgres, args, runAs);
-  return new Deno.Command(command, {
-    args: fullArgs,
-    stdin: "null",
-    stdout: "null",
-    stderr: "piped",
-  }).spawn();
+  const spawn = (command: string, fullArgs: string[]) =>
+    new Deno.Command(command, {
+      args: fullArgs,
+      stdin: "null",
+      stdout: "null",
+      stderr: "piped",
+    }).spawn();
+  try {
+    return spawn("setpriv", [
+      ...setprivUser(runAs),
+      "--pdeathsig=INT",
+      "--",
+      binaries.postgres,
+      ...args,
+    ]);
+  } catch (error) {
+    // Without util-linux's setpriv a server of an unprivileged user runs without the signal.
+    if (!(error instanceof Deno.errors.NotFound) || runAs) throw error;
+    return spawn(binaries.postgres, args);
+  }
 }
 
 function collectOutput(stream: ReadableStream<Uint8Array>): { text(): string } {
