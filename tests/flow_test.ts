@@ -247,6 +247,35 @@ Deno.test("a click leading to close closes the conversation, and its buttons go 
   );
 });
 
+Deno.test("a click on a button the Flow's on leaves out is stored once and stops the Flow", async () => {
+  await using env = await setUp();
+  const partial = structuredClone(FLOW);
+  partial.nodes.welcome.on = { sales: "sales" } as typeof FLOW.nodes.welcome.on;
+  const put = await apiCall(env.server.baseUrl, "/flow", {
+    method: "PUT",
+    key: env.app.key,
+    json: partial,
+  });
+  assert.equal(put.status, 200, JSON.stringify(put.json));
+  await using visitor = await visitorOf(env.server.baseUrl, env.app.publicId);
+  const chatId: number = (await visitor.send("Hello")).json.data.chat_id;
+  await waitUntil(() => visitor.messages().length >= 2, "the Flow's first message");
+  const welcome = visitor.messages()[1];
+
+  const click = await visitor.click(chatId, welcome.id, "help");
+  assert.equal(click.status, 200, JSON.stringify(click.json));
+  // The Flow stops as on handoff: nothing more is sent, and the step is no longer clickable.
+  assert.equal((await visitor.click(chatId, welcome.id, "sales")).status, 409);
+  const rows = await env.db.sql`
+    SELECT sender_type, content FROM messages WHERE conversation_id = ${chatId} ORDER BY id`;
+  assert.deepEqual(rows.map((row) => [row.sender_type, row.content]).slice(2), [[
+    "visitor",
+    "Support",
+  ]]);
+  const [chat] = await env.db.sql`SELECT status FROM conversations WHERE id = ${chatId}`;
+  assert.equal(chat.status, "open");
+});
+
 Deno.test("buttons the bot sends through the Open API take one click, which drives no Flow", async () => {
   await using db = await createTestDatabase();
   await using server = await startTestServer(db.url);

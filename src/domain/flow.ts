@@ -100,8 +100,9 @@ const RESERVED_KEY = "__proto__";
 /**
  * Validates a Flow document (CONTRACT §4.1) and returns its stored form: every node's message
  * passes the same checks as a sent message; `start` and every target name a node or an exit;
- * a node whose message offers buttons maps each of them with `on` (and `on` names no other
- * ids); no node has both `on` and `then`; `then` never loops back without a click.
+ * `on` names only buttons its message offers; no node has both `on` and `then`; `then` never
+ * loops back without a click. A button `on` leaves out is allowed: a click on it stops the Flow,
+ * as `handoff` does.
  *
  * @throws {AppError} 400 `Invalid flow: <detail>`, the detail naming the offending path.
  */
@@ -172,8 +173,6 @@ function checkNode(flow: Flow, name: string): void {
       }
     }
   }
-  const missing = offered.find((id) => node.on === undefined || !Object.hasOwn(node.on, id));
-  if (missing !== undefined) throw invalid(`nodes.${name}.on is missing button "${missing}"`);
   if (node.then !== undefined && !isTarget(flow, node.then)) {
     throw invalid(`nodes.${name}.then: unknown node "${node.then}"`);
   }
@@ -225,8 +224,8 @@ export function startFlow(flow: Flow): FlowStep {
 }
 
 /**
- * The step a Flow takes on a click of `buttonId` on the message of node `node`; null when the
- * Flow (changed since that message was sent) no longer has that node or maps no such button.
+ * The step a Flow takes on a click of `buttonId` on the message of node `node`; null, and the Flow
+ * stops, when it maps no such button (left out of `on`, or the Flow changed since the message).
  */
 export function advanceFlow(flow: Flow, node: string, buttonId: string): FlowStep | null {
   if (!Object.hasOwn(flow.nodes, node)) return null;
