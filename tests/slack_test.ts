@@ -640,6 +640,51 @@ Deno.test("a file an agent attaches in Slack reaches the visitor through the sig
   await tampered.body?.cancel();
 });
 
+Deno.test("a Slack file whose url_private is on another host is refused 403, the bot token kept", async () => {
+  await using env = await setUp();
+  await install(env);
+  const chat = await createVisitorChat(env.server.baseUrl, env.app.publicId, "Can I see it?");
+  const thread = await threadTs(env);
+  // Another host, which must never see the bot token.
+  const seen: string[] = [];
+  await using foreign = Deno.serve(
+    { port: 0, hostname: "127.0.0.1", onListen: () => {} },
+    (req) => {
+      seen.push(req.headers.get("authorization") ?? "");
+      return new Response("bytes");
+    },
+  );
+  env.slack.addFile({
+    id: "F0AWAY",
+    name: "away.png",
+    mimetype: "image/png",
+    bytes: new Uint8Array(),
+    urlPrivate: `http://localhost:${foreign.addr.port}/away.png`,
+  });
+  const res = await env.slack.postEvent(
+    `${env.server.baseUrl}/api/v1/slack/events`,
+    threadEvent("Ev21", thread, {
+      subtype: "file_share",
+      user: "U3",
+      text: "",
+      ts: "1800000002.000002",
+      files: [{ id: "F0AWAY", name: "away.png", mimetype: "image/png" }],
+    }),
+  );
+  await res.body?.cancel();
+  const [image] = await agentMessages(
+    env,
+    chat.chatId,
+    (current) => current.length >= 1,
+    "the file's message",
+  );
+  const link = new URL((image.payload as { url: string }).url);
+  const proxied = await fetch(`${env.server.baseUrl}${link.pathname}${link.search}`);
+  assert.equal(proxied.status, 403);
+  assert.equal((await proxied.json()).message, "File is not on a Slack file host");
+  assert.deepEqual(seen, []);
+});
+
 Deno.test("the mirror keeps a conversation's order through Slack's 429", async () => {
   await using env = await setUp();
   await install(env);

@@ -150,10 +150,11 @@ export function slackRoutes(deps: SlackRoutesDeps): Hono {
       throw new AppError(404, "File not found");
     }
     const source = file?.url_private;
-    if (!source || !isSlackFileHost(source, deps.slack.apiUrl)) {
-      throw new AppError(404, "File not found");
+    if (!source) throw new AppError(404, "File not found");
+    // The bot token goes only to Slack's own file hosts (CONTRACT §6.2: else 403).
+    if (!isSlackFileHost(source, deps.slack.apiUrl)) {
+      throw new AppError(403, "File is not on a Slack file host");
     }
-    // The bot token goes only to Slack's own file hosts.
     const download = await fetchMedia(source, {
       headers: { authorization: `Bearer ${deps.secretBox.open(installation.botTokenSealed)}` },
     }).catch(() => null);

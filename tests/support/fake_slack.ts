@@ -54,8 +54,13 @@ export interface FakeSlack extends AsyncDisposable {
   issueCode(install?: FakeSlackInstall): string;
   /** Adds a member that `users.info` describes; otherwise it answers `user_not_found`. */
   addUser(user: FakeSlackUser): void;
-  /** `files.info` answers with `url_private` on this server; downloading it needs `Authorization: Bearer <bot token>`. */
-  addFile(file: { id: string; name: string; mimetype: string; bytes: Uint8Array }): void;
+  /**
+   * `files.info` answers with `url_private` on this server (or `urlPrivate`, to play a file
+   * elsewhere); downloading it needs `Authorization: Bearer <bot token>`.
+   */
+  addFile(
+    file: { id: string; name: string; mimetype: string; bytes: Uint8Array; urlPrivate?: string },
+  ): void;
   /**
    * Sends a signed JSON request to Parley (e.g. `${baseUrl}/api/v1/slack/events`) as the Events
    * API does; `retryNum` marks it as a redelivery (`X-Slack-Retry-Num`, reason `http_timeout`).
@@ -172,7 +177,10 @@ export function startFakeSlack(options: FakeSlackOptions): Promise<FakeSlack> {
   const joined = new Set<string>();
   const messages = new Map<string, string>();
   const users = new Map<string, FakeSlackUser>();
-  const files = new Map<string, { name: string; mimetype: string; bytes: Uint8Array }>();
+  const files = new Map<
+    string,
+    { name: string; mimetype: string; bytes: Uint8Array; urlPrivate?: string }
+  >();
   const epoch = Math.floor(Date.now() / 1000);
   let serial = 0;
 
@@ -280,7 +288,7 @@ export function startFakeSlack(options: FakeSlackOptions): Promise<FakeSlack> {
       if (file === undefined) return refuse("file_not_found");
       const { name, mimetype, bytes } = file;
       const base = `${origin}/files-pri/${install.teamId}-${id}`;
-      const url_private = `${base}/${encodeURIComponent(name)}`;
+      const url_private = file.urlPrivate ?? `${base}/${encodeURIComponent(name)}`;
       const url_private_download = `${base}/download/${encodeURIComponent(name)}`;
       const filetype = name.includes(".") ? name.split(".").pop() : "binary";
       const described = { id, name, title: name, mimetype, filetype, size: bytes.length };
