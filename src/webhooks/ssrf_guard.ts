@@ -112,6 +112,12 @@ const BLOCKED_V6 = [
 ].map((cidr) => ipaddr.IPv6.parseCIDR(cidr));
 
 /**
+ * The only IPv6 space IANA allocates for global unicast; ipaddr.js calls the reserved rest
+ * (`4000::/2`, `e000::/4`, `1::/16`…) "unicast" too.
+ */
+const GLOBAL_UNICAST_V6 = ipaddr.IPv6.parseCIDR("2000::/3");
+
+/**
  * Parses an address only in a notation every consumer reads the same way: dotted decimal IPv4
  * without leading zeros, or IPv6 without a zone id (an embedded IPv4 part dotted decimal too).
  * ipaddr.js alone also reads `0177.0.0.1` or `127.1`, reads a `0177` embedded in IPv6 as
@@ -140,7 +146,8 @@ function isBlockedParsed(address: Address): boolean {
   }
   const v6 = address as ipaddr.IPv6;
   if (v6.isIPv4MappedAddress()) return isBlockedParsed(v6.toIPv4Address());
-  return v6.range() !== "unicast" || BLOCKED_V6.some((range) => v6.match(range));
+  return v6.range() !== "unicast" || !v6.match(GLOBAL_UNICAST_V6) ||
+    BLOCKED_V6.some((range) => v6.match(range));
 }
 
 /**

@@ -138,6 +138,14 @@ const V6_CASES: [string, boolean][] = [
   ["ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff", true],
   ["2606:4700:4700::1111", false],
   ["2001:4860:4860::8888", false],
+  // Reserved by IANA, outside 2000::/3, the only global unicast space.
+  ["1::1", true],
+  ["::1:0:0:0", true],
+  ["100:0:0:1::1", true],
+  ["1fff:ffff:ffff::1", true],
+  ["4000::1", true],
+  ["e000::1", true],
+  ["3fff:ffff:ffff:ffff:ffff:ffff:ffff:ffff", false],
 ];
 
 Deno.test("isBlockedAddress() blocks every IPv4 range of the contract and nothing just outside", () => {
