@@ -153,6 +153,7 @@ export async function startParley(
       listings.invalidate(command.appId);
     }
   };
+  let hitCountFailureLogged = 0;
   // Widget limits are counted in memory and shared through PostgreSQL every 100 ms.
   const widgetHits = createSyncedHitCounter({
     addHits: (hits) => addHits(sql, hits),
@@ -190,7 +191,14 @@ export async function startParley(
     trustProxy: config.trustProxy,
     findApiKey: (key) => findActiveApiKey(sql, sha256Bytes(key)),
     // Open API limits are exact across instances: every hit is counted in PostgreSQL.
-    apiHitCounter: createHitCounter((hits) => addHits(sql, hits)),
+    apiHitCounter: createHitCounter((hits) => addHits(sql, hits), {
+      onError(error) {
+        // Once per 10 s: during an outage every write fails.
+        if (Date.now() - hitCountFailureLogged < 10_000) return;
+        hitCountFailureLogged = Date.now();
+        log("warn", "rate-limit count failed; counting in memory", describeError(error));
+      },
+    }),
     rateLimitPerMinute: config.rateLimitPerMinute,
     publicBaseUrl: config.publicBaseUrl,
     secretBox,

@@ -135,6 +135,28 @@ Deno.test("every Open API answer carries the rate-limit headers of the default l
   assertRateLimitHeaders(viaHeader, 120, "X-Api-Key", 118);
 });
 
+Deno.test("while its counts cannot be written the limit holds in memory and answers keep their headers", async () => {
+  await using db = await createTestDatabase();
+  await using server = await startTestServer(db.url, { RATE_LIMIT_PER_MINUTE: "3" });
+  const app = await createKeyedApp(db.sql);
+  await waitForRoomInMinute();
+  const list = () => apiCall(server.baseUrl, "/conversations", { key: app.key });
+  assertRateLimitHeaders(await list(), 3, "counted in PostgreSQL", 2);
+
+  await db.sql`ALTER TABLE rate_limits RENAME TO rate_limits_away`;
+  try {
+    const during = await list();
+    assert.equal(during.status, 200, JSON.stringify(during.json));
+    assertRateLimitHeaders(during, 3, "counted in memory", 1);
+    assertRateLimitHeaders(await list(), 3, "counted in memory", 0);
+    assertRateLimited(await list(), 3, "over the limit in memory");
+  } finally {
+    await db.sql`ALTER TABLE rate_limits_away RENAME TO rate_limits`;
+  }
+  // PostgreSQL counts again from what it had (the outage's hits were never written).
+  assertRateLimitHeaders(await list(), 3, "counted in PostgreSQL again", 1);
+});
+
 Deno.test("a bucket over its limit gets 429 with Retry-After while other buckets go on", async () => {
   await using db = await createTestDatabase();
   await using server = await startTestServer(db.url, { RATE_LIMIT_PER_MINUTE: "3" });

@@ -3,6 +3,11 @@
  * arrive while a write is in flight are summed per bucket and written together in the next
  * statement, and each caller learns the count its own hit reached. Under load this turns
  * thousands of requests a second into a few statements a second.
+ *
+ * When a write fails (the database is down), its hits are counted in memory on top of the last
+ * count the database gave for the bucket, so the limit still holds on this instance and every
+ * answer still carries its rate-limit headers (CONTRACT §2.1); the next write that succeeds
+ * speaks for the database again.
  */
 import type { BucketCount } from "../db/rate_limits.ts";
 
@@ -41,11 +46,48 @@ interface Waiter {
  */
 const MAX_WRITES = 1;
 
+/** Options of {@linkcode createHitCounter}. */
+export interface HitCounterOptions {
+  /** The clock, in milliseconds since the epoch. @default Date.now */
+  now?: () => number;
+  /** Called with what a failed write threw; its hits were counted in memory instead. */
+  onError?: (error: unknown) => void;
+}
+
 /** Creates a counter that writes through `addHits`. */
-export function createHitCounter(addHits: AddHits): DatabaseHitCounter {
+export function createHitCounter(
+  addHits: AddHits,
+  options: HitCounterOptions = {},
+): DatabaseHitCounter {
+  const { now = Date.now, onError = () => {} } = options;
   let pending = new Map<string, Waiter[]>();
   let writers = 0;
   let starting = false;
+  /** Each bucket's latest count this window: the database's, plus hits counted here since. */
+  let latest = new Map<string, HitResult>();
+  let latestWindowEnd = 0;
+
+  function windowEnd(): number {
+    return Math.floor(now() / 60_000) * 60 + 60;
+  }
+
+  /** The buckets' counts of the current window (those of an ended one are dropped). */
+  function latestCounts(): Map<string, HitResult> {
+    const end = windowEnd();
+    if (end !== latestWindowEnd) {
+      latest = new Map();
+      latestWindowEnd = end;
+    }
+    return latest;
+  }
+
+  /** Counts `waiters` in memory, after the bucket's latest count. */
+  function countInMemory(bucket: string, waiters: Waiter[]): void {
+    const counts = latestCounts();
+    const before = counts.get(bucket) ?? { count: 0, resetAt: latestWindowEnd };
+    counts.set(bucket, { count: before.count + waiters.length, resetAt: before.resetAt });
+    waiters.forEach((w, i) => w.resolve({ count: before.count + i + 1, resetAt: before.resetAt }));
+  }
 
   async function flush(): Promise<void> {
     starting = false;
@@ -58,18 +100,21 @@ export function createHitCounter(addHits: AddHits): DatabaseHitCounter {
           [...batch].map(([bucket, waiters]) => ({ bucket, n: waiters.length })),
         );
         const byBucket = new Map(counts.map((c) => [c.bucket, c]));
+        const known = latestCounts();
         for (const [bucket, waiters] of batch) {
           const total = byBucket.get(bucket);
           if (!total) {
             for (const w of waiters) w.reject(new Error(`No count returned for a bucket`));
             continue;
           }
+          known.set(bucket, { count: total.count, resetAt: total.resetAt });
           // The hits of this batch are the last `waiters.length` of the new count.
           const first = total.count - waiters.length + 1;
           waiters.forEach((w, i) => w.resolve({ count: first + i, resetAt: total.resetAt }));
         }
       } catch (error) {
-        for (const waiters of batch.values()) for (const w of waiters) w.reject(error);
+        onError(error);
+        for (const [bucket, waiters] of batch) countInMemory(bucket, waiters);
       }
     }
     writers--;

@@ -38,13 +38,39 @@ Deno.test("createHitCounter coalesces hits that arrive during a write", async ()
   assert.equal(store.calls.flat().reduce((sum, h) => sum + h.n, 0), 101);
 });
 
-Deno.test("createHitCounter rejects the hits of a failed write and recovers", async () => {
-  let fail = true;
+Deno.test("createHitCounter counts in memory while writes fail, after the database's last count", async () => {
+  let fail = false;
+  const errors: unknown[] = [];
+  const store = new Map<string, number>();
   const counter = createHitCounter((hits) => {
     if (fail) return Promise.reject(new Error("database down"));
-    return Promise.resolve(hits.map(({ bucket, n }) => ({ bucket, count: n, resetAt: 60 })));
-  });
-  await assert.rejects(counter.hit("a"), /database down/);
+    return Promise.resolve(hits.map(({ bucket, n }) => {
+      store.set(bucket, (store.get(bucket) ?? 0) + n);
+      return { bucket, count: store.get(bucket)!, resetAt: 120 };
+    }));
+  }, { now: () => 61_000, onError: (error) => errors.push(error) });
+  store.set("a", 10); // other instances' hits
+  assert.deepEqual(await counter.hit("a"), { count: 11, resetAt: 120 });
+  fail = true;
+  assert.deepEqual(await counter.hit("a"), { count: 12, resetAt: 120 });
+  const both = await Promise.all([counter.hit("a"), counter.hit("b")]);
+  assert.deepEqual(both, [{ count: 13, resetAt: 120 }, { count: 1, resetAt: 120 }]);
+  assert.equal(errors.length, 2);
+  assert.match(String(errors[0]), /database down/);
   fail = false;
-  assert.deepEqual(await counter.hit("a"), { count: 1, resetAt: 60 });
+  // The database speaks again (the hits of the outage were never written).
+  assert.deepEqual(await counter.hit("a"), { count: 12, resetAt: 120 });
+});
+
+Deno.test("createHitCounter's memory of counts ends with the window", async () => {
+  let nowMs = 61_000;
+  let fail = false;
+  const counter = createHitCounter((hits) => {
+    if (fail) return Promise.reject(new Error("database down"));
+    return Promise.resolve(hits.map(({ bucket }) => ({ bucket, count: 50, resetAt: 120 })));
+  }, { now: () => nowMs });
+  assert.deepEqual(await counter.hit("a"), { count: 50, resetAt: 120 });
+  fail = true;
+  nowMs = 125_000;
+  assert.deepEqual(await counter.hit("a"), { count: 1, resetAt: 180 });
 });
