@@ -14,6 +14,8 @@ import {
   retryDelivery,
 } from "../src/db/deliveries.ts";
 import type { Sql } from "../src/db/client.ts";
+import { applyWhatsAppStatus } from "../src/db/whatsapp_inbound.ts";
+import { editSlackMessage } from "../src/db/slack_inbound.ts";
 
 /** A request the receiver got. */
 interface Received {
@@ -487,6 +489,67 @@ Deno.test("a delivery carries the platform's error code and title, and every cla
   assert.deepEqual(again.context, claimed.context);
   assert.equal(again.context.conversation?.status, "open");
   assert.equal(again.context.message?.content, "hi");
+});
+
+Deno.test("receipts and edits announce the message as of their change, and a note's edits are not announced", async () => {
+  await using db = await createTestDatabase();
+  const app = await createKeyedApp(db.sql);
+  await db.sql`INSERT INTO webhooks (app_id, url, events, enabled, secret_encrypted)
+    VALUES (${app.appId}, 'https://example.com/h', '{message.updated,message.failed}', true, 'x')`;
+  const [client] = await db.sql<{ id: number }[]>`
+    INSERT INTO clients (app_id, name) VALUES (${app.appId}, NULL) RETURNING id`;
+  const [chat] = await db.sql<{ id: number }[]>`
+    INSERT INTO conversations (app_id, client_id, channel, status)
+    VALUES (${app.appId}, ${client.id}, 'whatsapp', 'open') RETURNING id`;
+  const insertMessage = async (senderType: string, content: string, internal = false) => {
+    const [row] = await db.sql<{ id: number }[]>`
+      INSERT INTO messages (app_id, conversation_id, sender_type, message_type, content, status,
+        internal)
+      VALUES (${app.appId}, ${chat.id}, ${senderType}, 'text', ${content}, 'sent', ${internal})
+      RETURNING id`;
+    return row.id;
+  };
+  const sent = await insertMessage("bot", "hi");
+  await db.sql`INSERT INTO whatsapp_sent_parts (app_id, wamid, message_id, part, conversation_id)
+    VALUES (${app.appId}, 'wamid.A', ${sent}, 0, ${chat.id})`;
+  const receipt = (status: "delivered" | "read") => ({
+    kind: "status" as const,
+    phoneNumberId: "1",
+    wamid: "wamid.A",
+    status,
+    timestamp: "1800000000",
+    recipientId: null,
+    error: null,
+  });
+  // Both receipts arrive before either event is delivered.
+  assert.ok(await applyWhatsAppStatus(db.sql, app.appId, receipt("delivered")));
+  assert.ok(await applyWhatsAppStatus(db.sql, app.appId, receipt("read")));
+
+  const reply = await insertMessage("agent", "First");
+  const note = await insertMessage("agent", "note: private", true);
+  for (const [messageId, ts] of [[reply, "1.1"], [note, "1.2"]] as const) {
+    await db.sql`INSERT INTO slack_messages (app_id, message_id, team_id, channel_id, ts)
+      VALUES (${app.appId}, ${messageId}, 'T1', 'C1', ${ts})`;
+  }
+  const edit = (ts: string, text: string, internal = false) =>
+    editSlackMessage(db.sql, app.appId, { teamId: "T1", channelId: "C1", ts, text, internal });
+  assert.equal((await edit("1.1", "Second"))?.queuedEvents, 1);
+  assert.equal((await edit("1.1", "Third"))?.queuedEvents, 1);
+  assert.equal((await edit("1.2", "note: still private", true))?.queuedEvents, 0);
+
+  const claimed = await claimDueDeliveries(db.sql, { limit: 10, leaseSeconds: 60 });
+  const announced = claimed.sort((a, b) => a.id - b.id).map((delivery) => [
+    delivery.topic,
+    delivery.context.message?.id,
+    delivery.context.message?.status,
+    delivery.context.message?.content,
+  ]);
+  assert.deepEqual(announced, [
+    ["message.updated", sent, "delivered", "hi"],
+    ["message.updated", sent, "read", "hi"],
+    ["message.updated", reply, "sent", "Second"],
+    ["message.updated", reply, "sent", "Third"],
+  ]);
 });
 
 Deno.test("a retry asked during an attempt makes its failure due again at once, even the last", async () => {

@@ -40,13 +40,19 @@ interface ClaimedRow {
   events: string[] | null;
   enabled: boolean | null;
   secret_encrypted: string | null;
-  snapshot: { conversation: Conversation | null; message: MessageRow | null };
+  snapshot: {
+    conversation: Conversation | null;
+    message: MessageRow | null;
+    changed?: Partial<MessageRow> | null;
+  };
 }
 
 /**
  * Claims up to `limit` due deliveries for `leaseSeconds`, each with the configuration in force
  * now and its conversation and message as its first claim found them (that claim keeps them in
- * `outbox.snapshot`, so that every attempt announces the same) — one statement for the whole
+ * `outbox.snapshot`, so that every attempt announces the same), the message's fields that the
+ * event itself carries (`changed`: the status of a receipt, the text of an edit, as of that
+ * change) laid over them — one statement for the whole
  * claim, since per-delivery queries cost the database more than the deliveries themselves.
  */
 export async function claimDueDeliveries(
@@ -78,7 +84,9 @@ export async function claimDueDeliveries(
           'payload', m.payload, 'internal', m.internal, 'status', m.status,
           'failure_code', m.failure_code, 'failure_title', m.failure_title,
           'created_at', to_char(m.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')
-        ) END
+        ) END,
+        -- What the event announces of the message as of its change (a status, an edit).
+        'changed', due.payload -> 'changed'
       ) END AS snapshot
       FROM due
       LEFT JOIN conversations conv ON NOT due.kept
@@ -115,7 +123,9 @@ export async function claimDueDeliveries(
         secretSealed: row.secret_encrypted ?? "",
       },
       conversation: row.snapshot.conversation,
-      message: row.snapshot.message ? toMessage(row.snapshot.message) : null,
+      message: row.snapshot.message
+        ? toMessage({ ...row.snapshot.message, ...row.snapshot.changed })
+        : null,
     },
   }));
 }

@@ -138,8 +138,9 @@ export async function findMessageConversation(
 /**
  * Applies an edit made in Slack to a member's reply mirrored as (channel, ts): its content
  * changes when the text did, an edit into a `note:` makes it internal (`hidden`: the visitor saw
- * it and must now lose it), and `message.updated` is queued for a subscribed webhook. Resolves to
- * the message changed, or null.
+ * it and must now lose it), and `message.updated` is queued for a subscribed webhook, carrying
+ * the content it announces — unless the message was a note already, which was never announced.
+ * Resolves to the message changed, or null.
  */
 export async function editSlackMessage(
   sql: Tx,
@@ -162,13 +163,17 @@ export async function editSlackMessage(
         internal = m.internal OR ${link.internal}
       FROM target t
       WHERE m.app_id = ${appId} AND m.id = t.id
-      RETURNING m.id, m.conversation_id, NOT t.internal AND m.internal AS hidden
+      RETURNING m.id, m.conversation_id, m.content, m.internal, t.internal AS was_internal,
+        NOT t.internal AND m.internal AS hidden
     ), event AS (
       INSERT INTO outbox (app_id, kind, topic, payload)
       SELECT ${appId}, 'webhook', 'message.updated',
-        jsonb_build_object('conversation_id', edited.conversation_id, 'message_id', edited.id)
+        jsonb_build_object('conversation_id', edited.conversation_id, 'message_id', edited.id,
+          'changed', jsonb_build_object('content', edited.content, 'internal', edited.internal))
       FROM edited JOIN webhooks w ON w.app_id = ${appId} AND w.enabled
         AND 'message.updated' = ANY (w.events)
+      -- A note was never announced (no message.sent), so neither are its edits.
+      WHERE NOT edited.was_internal
       RETURNING 1
     )
     SELECT id, conversation_id, hidden, (SELECT count(*) FROM event)::int AS queued FROM edited`;

@@ -274,7 +274,8 @@ export interface AppliedStatus {
 /**
  * Moves an outbound message's status forward only (sent → delivered → read; `failed` is final
  * and keeps the platform's error code and title), and queues `message.updated` — or
- * `message.failed` — for a subscribed webhook. A receipt for an unknown wamid, or one that would
+ * `message.failed` — for a subscribed webhook, carrying the status it announces (a later receipt
+ * may move the message on before the delivery). A receipt for an unknown wamid, or one that would
  * move the status back, changes nothing.
  */
 export async function applyWhatsAppStatus(
@@ -305,7 +306,10 @@ export async function applyWhatsAppStatus(
     ), event AS (
       INSERT INTO outbox (app_id, kind, topic, payload)
       SELECT ${appId}, 'webhook', topic.name,
-        jsonb_build_object('conversation_id', moved.conversation_id, 'message_id', moved.id)
+        jsonb_build_object('conversation_id', moved.conversation_id, 'message_id', moved.id,
+          'changed', jsonb_build_object('status', ${entry.status}::text,
+            'failure_code', ${entry.error?.code ?? null}::int,
+            'failure_title', ${entry.error?.title ?? null}::text))
       FROM moved
       CROSS JOIN (SELECT CASE WHEN ${entry.status}::text = 'failed' THEN 'message.failed'
         ELSE 'message.updated' END AS name) topic
