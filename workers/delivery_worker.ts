@@ -78,6 +78,7 @@ self.onmessage = async (event: MessageEvent<DeliveryWorkerMessage>) => {
             post: (request) => postPinned({ ...request, pool: connections }),
             caCerts: message.caCerts,
           }, delivery),
+        dueAgainInMs: (outcome) => outcome.state === "pending" ? outcome.retryInMs : null,
         onError: (error) => log("error", "webhook delivery failed", describeError(error)),
       });
       sender = createDeliveryLoop({

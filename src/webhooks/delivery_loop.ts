@@ -1,16 +1,21 @@
 /**
  * The delivery poller: it claims due deliveries and attempts them, woken by change notices (a
- * commit may have queued an event) and by a slow poll as the fallback (retries come due with
- * nobody committing). It has explicit states, never dies because one attempt threw, and `stop()`
- * waits for the attempts in flight.
+ * commit may have queued an event), when a retry it scheduled comes due, and by a slow poll as
+ * the fallback (retries that another instance scheduled). It has explicit states, never dies
+ * because one attempt threw, and `stop()` waits for the attempts in flight.
  */
 
 /** Options of {@linkcode createDeliveryLoop}. */
-export interface DeliveryLoopOptions<T> {
+export interface DeliveryLoopOptions<T, O = unknown> {
   /** Claims up to `limit` due deliveries. */
   claim(limit: number): Promise<T[]>;
   /** Makes one attempt (and records it). */
-  attempt(delivery: T): Promise<unknown>;
+  attempt(delivery: T): Promise<O>;
+  /**
+   * In how many milliseconds the delivery of an attempt's outcome is due again (a retry it
+   * recorded), or null: the loop claims again then, rather than at its next poll.
+   */
+  dueAgainInMs?(outcome: O): number | null;
   /** Reports what went wrong (a claim or an attempt that threw). */
   onError(error: unknown): void;
   /** Most attempts in flight at once (and so most deliveries claimed at once). @default 64 */
@@ -27,9 +32,14 @@ export interface DeliveryLoop {
   stop(): Promise<void>;
 }
 
+/** A retry comes due at the time recorded; the wake-up waits this much more for clocks and commits. */
+const DUE_MARGIN_MS = 10;
+
 /** Starts the loop at once. */
-export function createDeliveryLoop<T>(options: DeliveryLoopOptions<T>): DeliveryLoop {
-  const { claim, attempt, onError, batchSize = 64, pollMs = 1_000 } = options;
+export function createDeliveryLoop<T, O = unknown>(
+  options: DeliveryLoopOptions<T, O>,
+): DeliveryLoop {
+  const { claim, attempt, onError, dueAgainInMs, batchSize = 64, pollMs = 1_000 } = options;
   if (!Number.isInteger(batchSize) || batchSize < 1) {
     throw new RangeError(`Cannot create delivery loop: batchSize must be >= 1, got ${batchSize}`);
   }
@@ -58,9 +68,33 @@ export function createDeliveryLoop<T>(options: DeliveryLoopOptions<T>): Delivery
   const inFlight = new Set<Promise<void>>();
   let slotFreed: (() => void) | null = null;
 
+  /** The timer of the earliest retry this loop scheduled, and when it fires. */
+  let retryTimer: ReturnType<typeof setTimeout> | null = null;
+  let retryWakeAt = Infinity;
+
+  function wakeIn(ms: number): void {
+    const at = Date.now() + ms + DUE_MARGIN_MS;
+    if (at >= retryWakeAt || state !== "running") return;
+    if (retryTimer !== null) clearTimeout(retryTimer);
+    retryWakeAt = at;
+    retryTimer = setTimeout(() => {
+      retryTimer = null;
+      retryWakeAt = Infinity;
+      wake();
+    }, at - Date.now());
+  }
+
+  function wake(): void {
+    if (wakeUp) wakeUp();
+    else woken = true;
+  }
+
   function start(delivery: T): void {
     const done: Promise<void> = attempt(delivery).then(
-      () => {},
+      (outcome) => {
+        const due = dueAgainInMs?.(outcome) ?? null;
+        if (due !== null) wakeIn(due);
+      },
       (error) => onError(error),
     ).finally(() => {
       inFlight.delete(done);
@@ -93,14 +127,13 @@ export function createDeliveryLoop<T>(options: DeliveryLoopOptions<T>): Delivery
 
   const running = run();
   return {
-    wake() {
-      if (wakeUp) wakeUp();
-      else woken = true;
-    },
+    wake,
     async stop() {
       state = "stopping";
+      if (retryTimer !== null) clearTimeout(retryTimer);
       wakeUp?.();
       await running;
+      if (retryTimer !== null) clearTimeout(retryTimer);
     },
   };
 }

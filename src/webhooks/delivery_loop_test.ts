@@ -61,3 +61,26 @@ Deno.test("createDeliveryLoop() polls without a wake-up", async () => {
   await loop.stop();
   assert.deepEqual(attempted, [7]);
 });
+
+Deno.test("createDeliveryLoop() claims again when a retry it recorded comes due, long before its poll", async () => {
+  const claimedAt: number[] = [];
+  const due: number[] = [];
+  const started = Date.now();
+  const loop = createDeliveryLoop({
+    claim: (limit) => {
+      claimedAt.push(Date.now() - started);
+      return Promise.resolve(due.splice(0, limit));
+    },
+    attempt: (n) => Promise.resolve(n === 1 ? { retryInMs: 150 } : { retryInMs: null }),
+    dueAgainInMs: (outcome) => outcome.retryInMs,
+    onError: (error) => assert.fail(String(error)),
+    pollMs: 60_000,
+  });
+  due.push(1);
+  loop.wake();
+  await new Promise((resolve) => setTimeout(resolve, 400));
+  await loop.stop();
+  // The start, the wake-up, then the retry's: once, 150 ms (and a margin) after the attempt.
+  assert.equal(claimedAt.length, 3, JSON.stringify(claimedAt));
+  assert.ok(claimedAt[2] >= 150 && claimedAt[2] < 350, JSON.stringify(claimedAt));
+});
