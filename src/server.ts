@@ -13,6 +13,7 @@ import { createActorPool } from "./actors/pool.ts";
 import { createRealtimeHub } from "./realtime/hub.ts";
 import { listenForChanges } from "./realtime/listener.ts";
 import { createHttpApp } from "./http/app.ts";
+import { drainable } from "./http/drain.ts";
 import { announce, describeError, log, setLogLevel } from "./log.ts";
 import { createSyncedHitCounter } from "./rate_limit/synced_hit_counter.ts";
 import { addHits, deleteExpiredWindows } from "./db/rate_limits.ts";
@@ -229,11 +230,12 @@ export async function startParley(
   void recover();
 
   const { promise: listening, resolve } = Promise.withResolvers<Deno.NetAddr>();
+  const requests = drainable((request, info) => app.fetch(request, info));
   const server = Deno.serve({
     port: config.port,
     hostname: "0.0.0.0",
     onListen: resolve,
-  }, app.fetch);
+  }, requests.handler);
   const address = await listening;
   announce("listening", {
     port: address.port,
@@ -250,13 +252,19 @@ export async function startParley(
         log("info", "stopping");
         clearInterval(sweep);
         clearInterval(recovery);
+        const started = Date.now();
+        // Handlers first, then Deno's shutdown, which would cut the bodies still arriving.
+        const handled = await requests.drain(shutdownGraceMs);
         const drained = server.shutdown();
         hub.stop();
         // Deno's shutdown can wait forever on a WebSocket whose client left during its upgrade
         // (the socket never opens nor closes): past the grace period, stop without it.
         const grace = Promise.withResolvers<"late">();
-        const timer = setTimeout(() => grace.resolve("late"), shutdownGraceMs);
-        if (await Promise.race([drained, grace.promise]) === "late") {
+        const timer = setTimeout(
+          () => grace.resolve("late"),
+          Math.max(0, shutdownGraceMs - (Date.now() - started)),
+        );
+        if (!handled || await Promise.race([drained, grace.promise]) === "late") {
           log("warn", "Some connections did not finish; stopping without them", {
             grace_ms: shutdownGraceMs,
           });

@@ -1,7 +1,8 @@
 import assert from "node:assert/strict";
 import { createMediaLinks } from "../src/channels/media_links.ts";
 import { createTestDatabase } from "./support/database.ts";
-import { spawnServer } from "./support/server.ts";
+import { spawnServer, startTestServer } from "./support/server.ts";
+import { createKeyedApp, createVisitorChat } from "./support/open_api.ts";
 import { connect } from "../src/db/client.ts";
 import { createHttpApp } from "../src/http/app.ts";
 import { createConversationListCache } from "../src/cache/conversation_lists.ts";
@@ -112,4 +113,50 @@ Deno.test("an instance given another encryption key than its database's secrets 
   }).output();
   assert.equal(child.code, 1);
   assert.match(new TextDecoder().decode(child.stderr), /encryption key is not the one/);
+});
+
+Deno.test("a stop lets a request whose body is still arriving finish, and refuses new ones meanwhile", async () => {
+  await using db = await createTestDatabase();
+  const server = await startTestServer(db.url, { LOG_LEVEL: "silent" });
+  try {
+    const app = await createKeyedApp(db.sql);
+    const chat = await createVisitorChat(server.baseUrl, app.publicId);
+    const encoder = new TextEncoder();
+    const rest = Promise.withResolvers<void>();
+    const body = new ReadableStream<Uint8Array>({
+      async start(controller) {
+        controller.enqueue(encoder.encode(`{"chat_id":${chat.chatId},"content":"`));
+        await rest.promise;
+        controller.enqueue(encoder.encode(`Sent while stopping"}`));
+        controller.close();
+      },
+    });
+    const upload = fetch(`${server.baseUrl}/openapi/v1/messages`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${app.key}`, "content-type": "application/json" },
+      body,
+    });
+    // The Open API counts a request before it reads the body: then it is in its handler.
+    for (let tries = 0;; tries++) {
+      const [{ n }] = await db.sql`
+        SELECT count(*)::int AS n FROM rate_limits WHERE bucket LIKE 'api:%'`;
+      if (n > 0) break;
+      assert.ok(tries < 100, "the upload never reached its handler");
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    const stopped = server.parley.stop();
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    const meanwhile = await fetch(`${server.baseUrl}/healthz`);
+    assert.equal(meanwhile.status, 503);
+    assert.equal((await meanwhile.json()).message, "Shutting down");
+    rest.resolve();
+    const answer = await upload;
+    assert.equal(answer.status, 200, await answer.clone().text());
+    const { data } = await answer.json();
+    await stopped;
+    const [row] = await db.sql`SELECT content FROM messages WHERE id = ${data.message_id}`;
+    assert.equal(row.content, "Sent while stopping");
+  } finally {
+    await server.parley.stop();
+  }
 });
