@@ -100,7 +100,8 @@ export function buildOpenApiDocument(
       version: "1",
       description: "Read the application's conversations and reply as its bot. Every answer is " +
         '`{"code":0,"data":...}` or `{"code":<status>,"message":"..."}`. ' +
-        `Rate limit: ${options.rateLimitPerMinute} requests per key and wall-clock minute.`,
+        `Rate limit: ${options.rateLimitPerMinute} requests per wall-clock minute, counted per ` +
+        "`Authorization: Bearer` value, else (`X-Api-Key`, no key) per client IP.",
     },
     servers: [{ url: `${options.publicBaseUrl}/openapi/v1` }],
     security: [{ bearer: [] }, { apiKey: [] }],
