@@ -601,32 +601,48 @@ Deno.test("deleting the bot's copy of a visitor's message erases nothing; a repl
   assert.deepEqual(seen, ["My own words"]);
 });
 
-Deno.test("a file an agent attaches in Slack reaches the visitor through the signed media proxy", async () => {
-  await using env = await setUp();
+/**
+ * Has a member share `file` in the thread of a new visitor conversation; resolves to the media
+ * proxy link of the message it became.
+ */
+async function shareFile(
+  env: Env,
+  file: Parameters<FakeSlack["addFile"]>[0],
+  eventId: string,
+): Promise<{ message: Record<string, unknown>; link: URL }> {
   await install(env);
   const chat = await createVisitorChat(env.server.baseUrl, env.app.publicId, "Can I see it?");
   const thread = await threadTs(env);
-  const bytes = new TextEncoder().encode("\x89PNG screenshot");
-  env.slack.addFile({ id: "F0SHOT", name: "shot.png", mimetype: "image/png", bytes });
+  env.slack.addFile(file);
   const res = await env.slack.postEvent(
     `${env.server.baseUrl}/api/v1/slack/events`,
-    threadEvent("Ev20", thread, {
+    threadEvent(eventId, thread, {
       subtype: "file_share",
       user: "U3",
       text: "",
-      ts: "1800000002.000001",
-      files: [{ id: "F0SHOT", name: "shot.png", mimetype: "image/png" }],
+      ts: `1800000002.0000${eventId.slice(-2)}`,
+      files: [{ id: file.id, name: file.name, mimetype: file.mimetype }],
     }),
   );
   await res.body?.cancel();
-  const [image] = await agentMessages(
+  const [message] = await agentMessages(
     env,
     chat.chatId,
     (current) => current.length >= 1,
     "the file's message",
   );
+  return { message, link: new URL((message.payload as { url: string }).url) };
+}
+
+Deno.test("a file an agent attaches in Slack reaches the visitor through the signed media proxy", async () => {
+  await using env = await setUp();
+  const bytes = new TextEncoder().encode("\x89PNG screenshot");
+  const { message: image, link } = await shareFile(
+    env,
+    { id: "F0SHOT", name: "shot.png", mimetype: "image/png", bytes },
+    "Ev20",
+  );
   assert.equal(image.message_type, "image");
-  const link = new URL((image.payload as { url: string }).url);
   assert.equal(link.pathname, "/api/v1/slack/media/F0SHOT");
   const proxied = await fetch(`${env.server.baseUrl}${link.pathname}${link.search}`);
   assert.equal(proxied.status, 200);
@@ -642,9 +658,6 @@ Deno.test("a file an agent attaches in Slack reaches the visitor through the sig
 
 Deno.test("a Slack file whose url_private is on another host is refused 403, the bot token kept", async () => {
   await using env = await setUp();
-  await install(env);
-  const chat = await createVisitorChat(env.server.baseUrl, env.app.publicId, "Can I see it?");
-  const thread = await threadTs(env);
   // Another host, which must never see the bot token.
   const seen: string[] = [];
   await using foreign = Deno.serve(
@@ -654,31 +667,13 @@ Deno.test("a Slack file whose url_private is on another host is refused 403, the
       return new Response("bytes");
     },
   );
-  env.slack.addFile({
+  const { link } = await shareFile(env, {
     id: "F0AWAY",
     name: "away.png",
     mimetype: "image/png",
     bytes: new Uint8Array(),
     urlPrivate: `http://localhost:${foreign.addr.port}/away.png`,
-  });
-  const res = await env.slack.postEvent(
-    `${env.server.baseUrl}/api/v1/slack/events`,
-    threadEvent("Ev21", thread, {
-      subtype: "file_share",
-      user: "U3",
-      text: "",
-      ts: "1800000002.000002",
-      files: [{ id: "F0AWAY", name: "away.png", mimetype: "image/png" }],
-    }),
-  );
-  await res.body?.cancel();
-  const [image] = await agentMessages(
-    env,
-    chat.chatId,
-    (current) => current.length >= 1,
-    "the file's message",
-  );
-  const link = new URL((image.payload as { url: string }).url);
+  }, "Ev21");
   const proxied = await fetch(`${env.server.baseUrl}${link.pathname}${link.search}`);
   assert.equal(proxied.status, 403);
   assert.equal((await proxied.json()).message, "File is not on a Slack file host");
