@@ -26,12 +26,32 @@ export function isLogged(level: LogLevel): boolean {
   return ORDER[level] >= threshold;
 }
 
+const encoder = new TextEncoder();
+
+/**
+ * Writes `line` and a newline to `stream` whole, synchronously, so that no line is lost or torn by
+ * a crash right after. Straight to the file descriptor: `console.log` cost ~10 µs more per line
+ * (with one access line per request, a tenth of a request's CPU). A log that cannot be written
+ * (a closed pipe) must not take a request down with it.
+ */
+function writeLine(stream: typeof Deno.stdout, line: string): void {
+  const bytes = encoder.encode(line + "\n");
+  try {
+    for (let written = 0; written < bytes.length;) {
+      written += stream.writeSync(bytes.subarray(written));
+    }
+  } catch {
+    // Nowhere to write it.
+  }
+}
+
 /** Writes one log line when `level` is at or above the threshold. */
 export function log(level: LogLevel, msg: string, fields: Record<string, unknown> = {}): void {
   if (ORDER[level] < threshold) return;
   const line = JSON.stringify({ time: new Date().toISOString(), level, msg, ...fields });
+  // Errors are rare, and go through console.error, where tests capture the ones they expect.
   if (level === "error") console.error(line);
-  else console.log(line);
+  else writeLine(Deno.stdout, line);
 }
 
 /**
@@ -40,7 +60,10 @@ export function log(level: LogLevel, msg: string, fields: Record<string, unknown
  */
 export function announce(msg: string, fields: Record<string, unknown> = {}): void {
   if (threshold === ORDER.silent) return;
-  console.log(JSON.stringify({ time: new Date().toISOString(), level: "info", msg, ...fields }));
+  writeLine(
+    Deno.stdout,
+    JSON.stringify({ time: new Date().toISOString(), level: "info", msg, ...fields }),
+  );
 }
 
 /** The loggable form of an error: its name, message and cause chain, never a stack of secrets. */
