@@ -5,6 +5,8 @@ import { apiCall, createKeyedApp } from "./support/open_api.ts";
 import { waitUntil } from "./support/realtime.ts";
 import { executeCommand } from "../src/cli.ts";
 import { templateFlow } from "./support/flows.ts";
+import { createCommitLoop } from "../src/actors/commit_loop.ts";
+import { commitBatch, endsBatch } from "../src/db/write_batch.ts";
 
 /** The contract's sample Flow (CONTRACT §4.1), with a node that closes the conversation. */
 const FLOW = {
@@ -274,6 +276,54 @@ Deno.test("a click on a button the Flow's on leaves out is stored once and stops
   ]]);
   const [chat] = await env.db.sql`SELECT status FROM conversations WHERE id = ${chatId}`;
   assert.equal(chat.status, "open");
+});
+
+Deno.test("a message queued behind a click that closes the conversation opens a new one", async () => {
+  await using env = await setUp();
+  await using visitor = await visitorOf(env.server.baseUrl, env.app.publicId);
+  const chatId: number = (await visitor.send("Hello")).json.data.chat_id;
+  await waitUntil(() => visitor.messages().length >= 2, "the Flow's first message");
+  const welcome = visitor.messages()[1];
+  const [{ client_id: clientId }] = await env.db.sql`
+    SELECT client_id FROM conversations WHERE id = ${chatId}`;
+
+  // The actors' commit loop on this database: the click and the message queue behind a first
+  // command, so that they could share one batch.
+  const loop = createCommitLoop({
+    commit: (commands) => commitBatch(env.db.sql, commands),
+    endsBatch,
+    maxInFlight: 1,
+  });
+  const appId = env.app.appId;
+  const first = loop.submit(`app:${appId}`, {
+    kind: "visitor.message",
+    appId,
+    clientId,
+    messageType: "text",
+    content: "Before",
+  });
+  const click = loop.submit(`app:${appId}`, {
+    kind: "visitor.action",
+    appId,
+    clientId,
+    chatId,
+    messageId: welcome.id,
+    actionId: "bye",
+  });
+  const after = loop.submit(`app:${appId}`, {
+    kind: "visitor.message",
+    appId,
+    clientId,
+    messageType: "text",
+    content: "One more thing",
+  });
+  const results = await Promise.all([first, click, after]);
+  await loop.stop();
+  assert.ok(results.every((result) => result.ok), JSON.stringify(results));
+  const last = results[2].ok ? (results[2].value as { chat_id: number }) : null;
+  assert.notEqual(last?.chat_id, chatId, "the message went into the conversation the click closed");
+  const [closed] = await env.db.sql`SELECT status FROM conversations WHERE id = ${chatId}`;
+  assert.equal(closed.status, "closed");
 });
 
 Deno.test("buttons the bot sends through the Open API take one click, which drives no Flow", async () => {

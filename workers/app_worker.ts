@@ -14,7 +14,7 @@ import type {
   ToWorker,
 } from "../src/actors/protocol.ts";
 import { connectWorkerPool, type Sql } from "../src/db/client.ts";
-import { commitBatch } from "../src/db/write_batch.ts";
+import { commitBatch, endsBatch } from "../src/db/write_batch.ts";
 import { setLogLevel } from "../src/log.ts";
 import { guardWorkerThread } from "../src/worker_guards.ts";
 
@@ -66,7 +66,7 @@ self.onmessage = async (event: MessageEvent<ToWorker>) => {
       setLogLevel(message.logLevel);
       const pool = connectWorkerPool(message.databaseUrl, "parley-worker");
       sql = pool;
-      loop = createCommitLoop({ commit: (commands) => commitWatched(pool, commands) });
+      loop = createCommitLoop({ commit: (commands) => commitWatched(pool, commands), endsBatch });
       post({ type: "ready" });
       break;
     }

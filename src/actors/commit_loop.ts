@@ -31,6 +31,11 @@ export interface CommitLoopOptions {
   concurrentWaitMs?: number;
   /** An actor idle this long with an empty mailbox is evicted. @default 60_000 */
   idleMs?: number;
+  /**
+   * Whether an actor's part of a batch must end with `command`: the commands behind it wait for
+   * the next batch, which sees everything it did. @default never
+   */
+  endsBatch?: (command: AppCommand) => boolean;
   /** Aborting it stops the loop, as {@linkcode CommitLoop.stop} does. @default undefined */
   signal?: AbortSignal;
 }
@@ -79,6 +84,7 @@ interface Taken {
 /** Starts a commit loop; nothing runs until the first {@linkcode CommitLoop.submit}. */
 export function createCommitLoop(options: CommitLoopOptions): CommitLoop {
   const { commit, maxBatch = 256, maxInFlight = 2, idleMs = 60_000, signal } = options;
+  const { endsBatch = () => false } = options;
   const { minConcurrentBatch = 32, concurrentWaitMs = 25 } = options;
   if (typeof commit !== "function") throw new TypeError("Cannot create commit loop: no commit");
   requirePositiveInteger("maxBatch", maxBatch);
@@ -161,7 +167,8 @@ export function createCommitLoop(options: CommitLoopOptions): CommitLoop {
     for (const actor of ready) {
       if (room === 0) break;
       readyCommands -= actor.mailbox.length; // busy from now on, so none of them is ready
-      const entries = actor.mailbox.splice(0, room);
+      const end = actor.mailbox.findIndex((entry, i) => i < room && endsBatch(entry.command));
+      const entries = actor.mailbox.splice(0, end === -1 ? room : end + 1);
       room -= entries.length;
       queued -= entries.length;
       actor.busy = true;

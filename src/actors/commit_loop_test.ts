@@ -254,6 +254,32 @@ Deno.test("createCommitLoop() never exceeds maxBatch and lets other actors in be
   await loop.stop();
 });
 
+Deno.test("createCommitLoop() ends an actor's part of a batch at a command that endsBatch names", async () => {
+  const batches: string[][] = [];
+  const loop = createCommitLoop({
+    maxInFlight: 1,
+    endsBatch: (command) => contentOf(command).startsWith("click"),
+    commit: async (commands) => {
+      batches.push(commands.map(contentOf));
+      await tick();
+      return okAll(commands);
+    },
+  });
+  const first = loop.submit("app:1", message(1, "a0"));
+  await tick(); // a0 commits alone; the rest queue behind it
+  const rest = [
+    loop.submit("app:1", message(1, "a1")),
+    loop.submit("app:1", message(1, "click1")),
+    loop.submit("app:1", message(1, "a2")),
+    loop.submit("app:2", message(2, "b0")),
+    loop.submit("app:2", message(2, "b1")),
+  ];
+  assert.ok((await Promise.all([first, ...rest])).every((result) => result.ok));
+  // Other actors still share the batch; app:1's commands behind the click wait for the next one.
+  assert.deepEqual(batches, [["a0"], ["b0", "b1", "a1", "click1"], ["a2"]]);
+  await loop.stop();
+});
+
 Deno.test("createCommitLoop() retries a failed batch command by command so only the bad one fails", async () => {
   const batches: string[][] = [];
   const loop = createCommitLoop({

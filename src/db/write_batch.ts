@@ -87,6 +87,19 @@ function flowRuns(
   return runs;
 }
 
+/**
+ * Whether an application's commands in a batch must end with `command`: a click (on the web, in
+ * Slack, or in a WhatsApp delivery) drives its Flow, and Flow steps run after all the batch's
+ * statements, so the commands behind it would not see what that step did — a visitor's message
+ * sent just after a click that closed the conversation went into the closed one. In the next
+ * batch they do.
+ */
+export function endsBatch(command: AppCommand): boolean {
+  return command.kind === "visitor.action" ||
+    (command.kind === "whatsapp.inbound" &&
+      command.entries.some((entry) => entry.kind === "click"));
+}
+
 /** Executes `commands` in order in one transaction; one result per command, same order. */
 export async function commitBatch(sql: Sql, commands: AppCommand[]): Promise<CommandResult[]> {
   const appIds = [...new Set(commands.map((command) => command.appId))].sort((a, b) => a - b);
