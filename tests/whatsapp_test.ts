@@ -14,6 +14,7 @@ import { metaSignature } from "../src/channels/whatsapp/signature.ts";
 import { whatsappWebhookBody } from "./support/whatsapp_webhook.ts";
 import { templateFlow } from "./support/flows.ts";
 import type { StartOptions } from "../src/server.ts";
+import { createInboundProcessor } from "../src/channels/whatsapp/inbound_processor.ts";
 
 const PHONE_NUMBER_ID = "106540352242922";
 const ACCESS_TOKEN = "EAAG-test-token";
@@ -435,6 +436,28 @@ Deno.test("an unreadable error code in a status sinks nothing else of its delive
   assert.deepEqual(rows.map((row) => row.content), ["still here"]);
   const [delivery] = await env.db.sql`SELECT attempts, last_error FROM whatsapp_deliveries`;
   assert.deepEqual({ ...delivery }, { attempts: 0, last_error: null });
+});
+
+Deno.test("a delivery that cannot be handed to its actor counts an attempt, so recovery ends", async () => {
+  await using db = await createTestDatabase();
+  const app = await createKeyedApp(db.sql);
+  const body = new TextEncoder().encode(JSON.stringify(webhookBody([textMessage("lost?")])));
+  const [{ id }] = await db.sql`
+    INSERT INTO whatsapp_deliveries (app_id, body) VALUES (${app.appId}, ${body}) RETURNING id`;
+  const processor = createInboundProcessor({
+    sql: db.sql,
+    ask: () => {
+      throw new Error("no worker to take it");
+    },
+    mediaLinks: createMediaLinks({
+      encryptionKey: new Uint8Array(32),
+      publicBaseUrl: "http://localhost",
+    }),
+    applyWindowMs: 1,
+  });
+  await assert.rejects(processor.process(app.appId, id, body, PHONE_NUMBER_ID), /no worker/);
+  const [delivery] = await db.sql`SELECT attempts, last_error FROM whatsapp_deliveries`;
+  assert.deepEqual({ ...delivery }, { attempts: 1, last_error: "no worker to take it" });
 });
 
 Deno.test("a webhook POST whose signature cannot pass is refused before its body is sent", async () => {

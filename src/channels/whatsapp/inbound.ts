@@ -9,6 +9,7 @@
  */
 import { z } from "zod";
 import { describeIssue } from "../../domain/message_kinds.ts";
+import { MAX_JSON_DEPTH } from "../../domain/json_document.ts";
 
 /** The WhatsApp user who wrote: their WhatsApp id and profile name, if Meta sent one. */
 export interface InboundCustomer {
@@ -148,13 +149,18 @@ function storable(value: string): string {
   return value.includes("\0") ? value.replaceAll("\0", "") : value;
 }
 
-/** `value` (parsed JSON) with every string, keys included, {@linkcode storable}. */
-function withoutNul(value: unknown): unknown {
+/**
+ * `value` (parsed JSON) with every string, keys included, {@linkcode storable}. Whatever nests
+ * deeper than {@linkcode MAX_JSON_DEPTH} becomes null: no part Parley reads is that deep, and a
+ * deeper one (a signed body may carry anything) would overflow the stack here.
+ */
+function withoutNul(value: unknown, depth = 0): unknown {
   if (typeof value === "string") return storable(value);
-  if (Array.isArray(value)) return value.map(withoutNul);
   if (typeof value !== "object" || value === null) return value;
+  if (depth >= MAX_JSON_DEPTH) return null;
+  if (Array.isArray(value)) return value.map((inner) => withoutNul(inner, depth + 1));
   return Object.fromEntries(
-    Object.entries(value).map(([key, inner]) => [storable(key), withoutNul(inner)]),
+    Object.entries(value).map(([key, inner]) => [storable(key), withoutNul(inner, depth + 1)]),
   );
 }
 

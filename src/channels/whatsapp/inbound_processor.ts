@@ -180,10 +180,18 @@ export function createInboundProcessor(deps: InboundProcessorDeps): InboundProce
     settled.then(() => {
       if (submitted.get(appId) === settled) submitted.delete(appId);
     });
-    const result = await (await asked).answer;
-    if (!result.ok) {
-      await recordWhatsAppDeliveryFailure(deps.sql, appId, deliveryId, result.message);
-      throw new Error(`WhatsApp delivery ${deliveryId} failed: ${result.message}`);
+    let failure: string | null;
+    try {
+      const result = await (await asked).answer;
+      failure = result.ok ? null : result.message;
+    } catch (error) {
+      // Reading it failed, or handing it over: an attempt all the same, so that a delivery that
+      // can never be applied stops being retried after its last one.
+      failure = error instanceof Error ? error.message : String(error);
+    }
+    if (failure !== null) {
+      await recordWhatsAppDeliveryFailure(deps.sql, appId, deliveryId, failure);
+      throw new Error(`WhatsApp delivery ${deliveryId} failed: ${failure}`);
     }
   }
 

@@ -81,6 +81,14 @@ Deno.test("parseWhatsAppWebhook() reads Meta's text message sample", () => {
   });
 });
 
+Deno.test("parseWhatsAppWebhook() reads a body that also carries a field nested 20,000 deep", () => {
+  const body = JSON.parse(INBOUND_TEXT);
+  body.extra = JSON.parse("[".repeat(20_000) + "]".repeat(20_000));
+  const parsed = parseWhatsAppWebhook(body);
+  assert.equal(parsed.items.length, 1);
+  assert.equal(parsed.items[0].kind, "message");
+});
+
 Deno.test("parseWhatsAppWebhook() reads Meta's reply button sample as a click", () => {
   assert.deepEqual(parseWhatsAppWebhook(JSON.parse(INBOUND_BUTTON_REPLY)), {
     items: [{
