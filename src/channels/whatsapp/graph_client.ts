@@ -6,6 +6,7 @@
  */
 import { fetchMedia } from "../media_fetch.ts";
 import type { WhatsAppMessage } from "../../domain/whatsapp_messages.ts";
+import { parseRetryAfter } from "../../domain/delivery_schedule.ts";
 
 /** How long one Graph API call may take. */
 const TIMEOUT_MS = 15_000;
@@ -39,13 +40,13 @@ async function failureOf(response: Response): Promise<GraphFailure> {
   } catch {
     // not Meta's JSON
   }
-  const retryAfter = Number(response.headers.get("retry-after"));
+  const retryAfterMs = parseRetryAfter(response.headers.get("retry-after"), Date.now());
   return {
     status: response.status,
     code: typeof error.code === "number" ? error.code : null,
     subcode: typeof error.error_subcode === "number" ? error.error_subcode : null,
     message: typeof error.message === "string" ? error.message : `HTTP ${response.status}`,
-    retryAfterMs: Number.isFinite(retryAfter) && retryAfter > 0 ? retryAfter * 1000 : null,
+    retryAfterMs: retryAfterMs !== null && retryAfterMs > 0 ? retryAfterMs : null,
   };
 }
 
