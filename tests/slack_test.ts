@@ -707,6 +707,12 @@ Deno.test("the mirror keeps a conversation's order through Slack's 429", async (
     call.params.text
   );
   assert.deepEqual(texts, ["one", "two", "two", "three", "four"]);
+  // The 429 went back to the outbox, using none of the send's attempts.
+  const [two] = await env.db.sql`
+    SELECT o.attempts, o.last_error FROM outbox o
+    JOIN messages m ON m.app_id = o.app_id AND m.id = (o.payload ->> 'message_id')::bigint
+    WHERE o.kind = 'slack' AND m.content = 'two'`;
+  assert.deepEqual({ ...two }, { attempts: 1, last_error: null });
 });
 
 Deno.test("a malformed event in a mirrored thread changes nothing and holds nothing up", async () => {

@@ -34,14 +34,21 @@ import { sweepChannelRecords } from "../src/db/channel_sweep.ts";
 import { sendMirror } from "../src/channels/slack/mirror.ts";
 import { describeError, log, setLogLevel } from "../src/log.ts";
 import { guardWorkerThread } from "../src/worker_guards.ts";
+import { retryingTransient } from "../src/db/transient_retry.ts";
 
 /** Seconds a claimed delivery stays with this worker before another may take it. */
 const LEASE_SECONDS = 60;
 /**
- * The same for channel sends, longer: a carousel is many posts, and Slack's client waits out
- * `Retry-After` inside a call; a send must never outlast its lease and go out twice.
+ * The same for channel sends, longer: a carousel is many posts; a send must never outlast its
+ * lease and go out twice (so the mirror's Slack client hands a 429 back rather than wait).
  */
 const SEND_LEASE_SECONDS = 600;
+/**
+ * How long the record of what a send or an attempt did is tried again while the database is away
+ * (see transient_retry.ts): well inside the lease, so the claim is still this worker's.
+ */
+const SEND_RECORD_RETRY_MS = 120_000;
+const ATTEMPT_RECORD_RETRY_MS = 30_000;
 
 let sql: Sql | null = null;
 let loop: DeliveryLoop | null = null;
@@ -63,7 +70,9 @@ self.onmessage = async (event: MessageEvent<DeliveryWorkerMessage>) => {
       const pool = connectWorkerPool(message.databaseUrl, "parley-delivery");
       sql = pool;
       const secretBox = openingOnce(createSecretBox(message.encryptionKey));
-      const recorder = createAttemptRecorder((records) => recordAttempts(pool, records));
+      const recorder = createAttemptRecorder((records) =>
+        retryingTransient(() => recordAttempts(pool, records), ATTEMPT_RECORD_RETRY_MS)
+      );
       const allow = parseAllowList(message.allowPrivateHosts);
       const staticHosts = message.staticHosts ?? {};
       const resolve: Resolver = (name) =>
@@ -89,40 +98,49 @@ self.onmessage = async (event: MessageEvent<DeliveryWorkerMessage>) => {
             graphUrl: message.whatsappGraphUrl,
             openSecret: (sealed) => secretBox.open(sealed),
             recordPart: (claimed, part, wamid) =>
-              recordSentPart(
-                pool,
-                {
-                  appId: claimed.appId,
-                  chatId: claimed.message!.chatId,
-                  messageId: claimed.message!.id,
-                },
-                part,
-                wamid,
+              recorded(() =>
+                recordSentPart(
+                  pool,
+                  {
+                    appId: claimed.appId,
+                    chatId: claimed.message!.chatId,
+                    messageId: claimed.message!.id,
+                  },
+                  part,
+                  wamid,
+                )
               ),
             recordOutcome: (claimed, outcome) =>
-              recordSendOutcome(
-                pool,
-                {
-                  ...claimed,
-                  messageId: claimed.message?.id ?? null,
-                  chatId: claimed.message?.chatId ?? null,
-                },
-                outcome,
+              recorded(() =>
+                recordSendOutcome(
+                  pool,
+                  {
+                    ...claimed,
+                    messageId: claimed.message?.id ?? null,
+                    chatId: claimed.message?.chatId ?? null,
+                  },
+                  outcome,
+                )
               ),
-            markAttention: (appId, reason) => markWhatsAppChannelAttention(pool, appId, reason),
+            markAttention: (appId, reason) =>
+              recorded(() => markWhatsAppChannelAttention(pool, appId, reason)),
           }, send),
         onError: (error) => log("error", "whatsapp send failed", describeError(error)),
         batchSize: 16,
       });
-      const slackClients = createSlackClients(secretBox, message.slackApiUrl);
+      // The mirror's sends hold a lease: a 429 goes back to the outbox with its Retry-After.
+      const slackClients = createSlackClients(secretBox, message.slackApiUrl, {
+        rejectRateLimited: true,
+      });
       mirror = createDeliveryLoop({
         claim: (limit) => claimMirrorSends(pool, { limit, leaseSeconds: SEND_LEASE_SECONDS }),
         attempt: (send) =>
           sendMirror({
             clientFor: slackClients,
-            saveThread: (thread) => saveThread(pool, thread),
-            saveMirrored: (link) => saveMirroredParts(pool, link),
-            record: (claimed, outcome, error) => recordMirrorOutcome(pool, claimed, outcome, error),
+            saveThread: (thread) => recorded(() => saveThread(pool, thread)),
+            saveMirrored: (link) => recorded(() => saveMirroredParts(pool, link)),
+            record: (claimed, outcome, error) =>
+              recorded(() => recordMirrorOutcome(pool, claimed, outcome, error)),
           }, send),
         onError: (error) => log("error", "slack mirror failed", describeError(error)),
         batchSize: 16,
@@ -174,4 +192,9 @@ function openingOnce(box: SecretBox): SecretBox {
       return plaintext;
     },
   };
+}
+
+/** A channel send's record of what the platform did, tried again while the database is away. */
+function recorded<T>(write: () => Promise<T>): Promise<T> {
+  return retryingTransient(write, SEND_RECORD_RETRY_MS);
 }

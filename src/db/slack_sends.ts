@@ -148,16 +148,23 @@ export async function saveMirroredMessages(
     ON CONFLICT DO NOTHING`;
 }
 
-/** Records a mirror send while its claim holds: done, a retry later, or given up. */
+/**
+ * Records a mirror send while its claim holds: done, a retry later, or given up. An `uncounted`
+ * retry (Slack's rate limit) does not use up one of the send's attempts.
+ */
 export async function recordMirrorOutcome(
   sql: Tx,
   send: { appId: number; id: number; claimedUntil: string },
-  outcome: { state: "succeeded" | "failed" } | { state: "pending"; retryInMs: number },
+  outcome:
+    | { state: "succeeded" | "failed" }
+    | { state: "pending"; retryInMs: number; uncounted?: boolean },
   error: string | null,
 ): Promise<void> {
   const retryIn = outcome.state === "pending" ? outcome.retryInMs / 1000 : 0;
+  const counted = outcome.state === "pending" && outcome.uncounted ? 0 : 1;
   await sql`
-    UPDATE outbox SET state = ${outcome.state}, attempts = attempts + 1, last_error = ${error},
+    UPDATE outbox SET state = ${outcome.state}, attempts = attempts + ${counted}::int,
+      last_error = ${error},
       run_at = clock_timestamp() + make_interval(secs => ${retryIn}), claimed_until = NULL
     WHERE app_id = ${send.appId} AND id = ${send.id}
       AND claimed_until = ${send.claimedUntil}::timestamptz`;

@@ -5,18 +5,22 @@
 import type { WebClient } from "@slack/web-api";
 import type { SecretBox } from "../../crypto/secret_box.ts";
 import { createLruCache } from "../../domain/lru_cache.ts";
-import { createSlackWebClient } from "./web_client.ts";
+import { createSlackWebClient, type SlackWebClientOptions } from "./web_client.ts";
 
 /** A function answering the client of a sealed bot token. */
 export type SlackClients = (botTokenSealed: string) => WebClient;
 
 /** Creates the per-token client cache for `apiUrl` (`SLACK_API_URL`). */
-export function createSlackClients(secretBox: SecretBox, apiUrl: string): SlackClients {
+export function createSlackClients(
+  secretBox: SecretBox,
+  apiUrl: string,
+  options: SlackWebClientOptions = {},
+): SlackClients {
   const clients = createLruCache<string, WebClient>(1_000);
   return (sealed) => {
     let client = clients.get(sealed);
     if (!client) {
-      client = createSlackWebClient(secretBox.open(sealed), apiUrl);
+      client = createSlackWebClient(secretBox.open(sealed), apiUrl, options);
       clients.set(sealed, client);
     }
     return client;

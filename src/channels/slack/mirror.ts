@@ -3,12 +3,17 @@
  * the official client. A conversation's first send posts its root message (the visitor, the
  * channel, the status, a `Close` button) and remembers the thread; a message is posted in that
  * thread under its sender's name, rendered with the Block Kit renderer; a status change updates
- * the root. The client itself waits out Slack's `Retry-After`; other failures retry on the channel
- * schedule, and a refusal Slack will repeat (a revoked token, a deleted channel) gives up.
+ * the root. A rate-limited call goes back to the outbox for Slack's `Retry-After` (up to 30 min,
+ * using none of its attempts: a wait inside the call could outlast the claim and post twice);
+ * other failures retry on the channel schedule, and a refusal Slack will repeat (a revoked token,
+ * a deleted channel) gives up.
  */
 import type { WebClient } from "@slack/web-api";
 import type { ClaimedMirror, MirroredParts } from "../../db/slack_sends.ts";
-import { nextSendRetryDelayMs } from "../../domain/channel_send_schedule.ts";
+import {
+  MAX_SEND_RETRY_AFTER_MS,
+  nextSendRetryDelayMs,
+} from "../../domain/channel_send_schedule.ts";
 import { renderSlackMessage, type SlackBlock } from "../../domain/slack_blocks.ts";
 import { escapeMrkdwn } from "../../domain/slack_mrkdwn.ts";
 import { slackErrorOf } from "./web_client.ts";
@@ -36,9 +41,12 @@ export interface MirrorDeps {
   ): Promise<void>;
   /** Remembers that the first `parts` posts of a message are in Slack (`ts`: the first's). */
   saveMirrored(link: MirroredParts): Promise<void>;
+  /** Records how the send ended; an `uncounted` retry uses none of its attempts. */
   record(
     send: ClaimedMirror,
-    outcome: { state: "succeeded" | "failed" } | { state: "pending"; retryInMs: number },
+    outcome:
+      | { state: "succeeded" | "failed" }
+      | { state: "pending"; retryInMs: number; uncounted?: boolean },
     error: string | null,
   ): Promise<void>;
   /** @default Math.random */
@@ -165,7 +173,12 @@ export async function sendMirror(deps: MirrorDeps, send: ClaimedMirror): Promise
     }
     return deps.record(send, { state: "succeeded" }, null);
   } catch (error) {
-    const { code } = slackErrorOf(error);
+    const { code, retryAfterMs } = slackErrorOf(error);
+    if (code === "ratelimited") {
+      // Slack's rate limit is not the send's fault: it waits as asked without using an attempt.
+      const retryInMs = Math.min(Math.max(retryAfterMs ?? 1_000, 1_000), MAX_SEND_RETRY_AFTER_MS);
+      return deps.record(send, { state: "pending", retryInMs, uncounted: true }, `Slack: ${code}`);
+    }
     const retryInMs = FINAL_ERRORS.has(code)
       ? null
       : nextSendRetryDelayMs(send.attempts + 1, { random: (deps.random ?? Math.random)() });

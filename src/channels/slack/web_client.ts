@@ -33,18 +33,32 @@ export interface SlackErrorInfo {
   retryAfterMs: number | null;
 }
 
+/** Options of {@linkcode createSlackWebClient}. */
+export interface SlackWebClientOptions {
+  /**
+   * Reject a 429 at once (`ErrorCode.RateLimitedError`, with its `Retry-After`) rather than
+   * wait it out inside the call: for callers that hold a lease, which a wait as long as Slack
+   * asks could outlast. @default false
+   */
+  rejectRateLimited?: boolean;
+}
+
 /**
  * A Web API client for `token` that sends to `apiUrl` (`SLACK_API_URL`, e.g.
  * `https://slack.com/api/`): two retries of its own (0.5 s, then 1 s apart), rate-limited
- * calls waited out and retried rather than rejected (`rejectRateLimitedCalls: false`), a 10 s
- * timeout, and only errors logged — never a token, which the client redacts in any case. Make one
- * per token and reuse it: its queue is what spaces the calls of one workspace after a 429.
+ * calls waited out and retried (unless `rejectRateLimited`), a 10 s timeout, and only errors
+ * logged — never a token, which the client redacts in any case. Make one per token and reuse it:
+ * its queue is what spaces the calls of one workspace after a 429.
  */
-export function createSlackWebClient(token: string | undefined, apiUrl: string): WebClient {
+export function createSlackWebClient(
+  token: string | undefined,
+  apiUrl: string,
+  options: SlackWebClientOptions = {},
+): WebClient {
   return new WebClient(token, {
     slackApiUrl: apiUrl,
     retryConfig: RETRY_CONFIG,
-    rejectRateLimitedCalls: false,
+    rejectRateLimitedCalls: options.rejectRateLimited ?? false,
     timeout: TIMEOUT_MS,
     logLevel: LogLevel.ERROR,
   });

@@ -67,6 +67,23 @@ Deno.test("createSlackWebClient() waits out a 429's Retry-After and retries by i
   );
 });
 
+Deno.test("createSlackWebClient() with rejectRateLimited hands a 429 back at once, with its Retry-After", async () => {
+  await using slack = await startFakeSlack(APP);
+  const client = createSlackWebClient(await botToken(slack), slack.apiUrl, {
+    rejectRateLimited: true,
+  });
+  slack.queue("chat.postMessage", {
+    status: 429,
+    headers: { "retry-after": "620" },
+    body: RATE_LIMITED,
+  });
+  const started = performance.now();
+  const error = await rejection(client.chat.postMessage({ channel: CHANNEL, text: "Later" }));
+  assert.ok(performance.now() - started < 5_000, "not waited out");
+  assert.deepEqual(slackErrorOf(error), { code: "ratelimited", retryAfterMs: 620_000 });
+  assert.equal(slack.calls.filter((call) => call.method === "chat.postMessage").length, 1);
+});
+
 Deno.test("slackErrorOf() reads Slack's error code from a refused call", async () => {
   await using slack = await startFakeSlack(APP);
   const client = createSlackWebClient(await botToken(slack), slack.apiUrl);
