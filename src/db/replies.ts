@@ -43,10 +43,8 @@ export async function appendReplies(
   const rows = await sql<
     {
       n: number;
-      /** The status of the reply's conversation before the statement. */
-      was: string;
-      /** The conversations replied to that are open after it (the same on every row). */
-      open_now: number[];
+      /** Whether the reply's conversation was closed and reopens. */
+      reopens: boolean;
       outside_window: boolean;
       message_id: number | null;
       queued: number;
@@ -80,6 +78,17 @@ export async function appendReplies(
       ) c
     ), accepted AS (
       SELECT *, row_number() OVER (ORDER BY n) AS k FROM target WHERE NOT outside_window
+    ), reopen AS (
+      -- A closed conversation reopens unless its client has another one open on its channel (the
+      -- visitor wrote again since the close): a client has one open conversation per channel. Of
+      -- several closed ones replied to here, the first.
+      SELECT DISTINCT ON (a.app_id, a.client_id, a.channel) a.app_id, a.chat_id
+      FROM accepted a
+      WHERE a.status = 'closed' AND NOT a.internal AND NOT EXISTS (
+        SELECT 1 FROM conversations o
+        WHERE o.app_id = a.app_id AND o.client_id = a.client_id AND o.id <> a.chat_id
+          AND o.channel = a.channel AND o.status = 'open')
+      ORDER BY a.app_id, a.client_id, a.channel, a.n
     ), message AS (
       INSERT INTO messages (app_id, conversation_id, sender_type, sender_name, message_type,
         content, payload, internal, status, created_at)
@@ -106,46 +115,22 @@ export async function appendReplies(
         (array_agg(flow_node ORDER BY n DESC)
           FILTER (WHERE actionable AND flow_node IS NOT NULL))[1] AS flow_node,
         (array_agg(message_id ORDER BY n DESC)
-          FILTER (WHERE actionable AND flow_node IS NULL))[1] AS reply_message_id,
-        min(n) AS first_n
+          FILTER (WHERE actionable AND flow_node IS NULL))[1] AS reply_message_id
       -- Internal notes leave the conversation as the visitor sees it: neither reopened nor moved.
       FROM result WHERE route <> 'internal' GROUP BY app_id, chat_id
     ), touched AS (
-      -- A closed conversation reopens unless its client has another one open on its channel (the
-      -- visitor wrote again since the close: a client has one open conversation per channel), or
-      -- another closed one of theirs was replied to first here. The test is written out for both
-      -- columns it decides: a join or a CTE to share it cost every reply ~10-25 µs of PostgreSQL,
-      -- where as a CASE arm it runs for closed conversations only.
       UPDATE conversations c
-      SET last_message_at = stamp.at,
-        status = CASE WHEN c.status = 'open' THEN 'open'
-          WHEN NOT EXISTS (
-            SELECT 1 FROM conversations o
-            WHERE o.app_id = c.app_id AND o.client_id = c.client_id AND o.id <> c.id
-              AND o.channel = c.channel AND o.status = 'open'
-          ) AND NOT EXISTS (
-            SELECT 1 FROM accepted e
-            WHERE e.app_id = c.app_id AND e.client_id = c.client_id AND e.channel = c.channel
-              AND e.chat_id <> c.id AND e.status = 'closed' AND NOT e.internal
-              AND e.n < w.first_n
-          ) THEN 'open' ELSE c.status END,
-        closed_at = CASE WHEN c.status = 'open' THEN NULL
-          WHEN NOT EXISTS (
-            SELECT 1 FROM conversations o
-            WHERE o.app_id = c.app_id AND o.client_id = c.client_id AND o.id <> c.id
-              AND o.channel = c.channel AND o.status = 'open'
-          ) AND NOT EXISTS (
-            SELECT 1 FROM accepted e
-            WHERE e.app_id = c.app_id AND e.client_id = c.client_id AND e.channel = c.channel
-              AND e.chat_id <> c.id AND e.status = 'closed' AND NOT e.internal
-              AND e.n < w.first_n
-          ) THEN NULL ELSE c.closed_at END,
+      SET last_message_at = stamp.at, status = CASE WHEN reopening THEN 'open' ELSE c.status END,
+        closed_at = CASE WHEN reopening THEN NULL ELSE c.closed_at END,
         action_message_id = COALESCE(w.flow_message_id, c.action_message_id),
         flow_node = CASE WHEN w.flow_message_id IS NULL THEN c.flow_node ELSE w.flow_node END,
         reply_action_message_id = COALESCE(w.reply_message_id, c.reply_action_message_id)
       FROM waiting w CROSS JOIN stamp
+      CROSS JOIN LATERAL (
+        SELECT EXISTS (SELECT 1 FROM reopen r WHERE r.app_id = w.app_id AND r.chat_id = w.chat_id)
+          AS reopening
+      ) decided
       WHERE c.app_id = w.app_id AND c.id = w.chat_id
-      RETURNING c.id, c.status
     ), events AS (
       INSERT INTO outbox (app_id, kind, topic, payload)
       SELECT r.app_id, 'webhook', 'message.sent',
@@ -168,9 +153,8 @@ export async function appendReplies(
       RETURNING 1
     )
     SELECT t.n, t.outside_window, r.message_id,
-      t.status AS was,
-      -- Evaluated once for the statement, not per row.
-      ARRAY(SELECT u.id FROM touched u WHERE u.status = 'open') AS open_now,
+      EXISTS (SELECT 1 FROM reopen o WHERE o.app_id = t.app_id AND o.chat_id = t.chat_id)
+        AS reopens,
       ((SELECT count(*) FROM events) + (SELECT count(*) FROM sends))::int AS queued
     FROM target t LEFT JOIN result r ON r.n = t.n`;
   const byInput = new Map(rows.map((row) => [row.n, row]));
@@ -180,8 +164,7 @@ export async function appendReplies(
     if (!row) return { kind: "not_found" };
     if (row.outside_window || row.message_id === null) return { kind: "outside_window" };
     const chat = `${input.appId}:${input.chatId}`;
-    const first = row.was === "closed" && row.open_now.includes(input.chatId) &&
-      !reopened.has(chat);
+    const first = row.reopens && !reopened.has(chat);
     if (first) reopened.add(chat);
     return { kind: "stored", messageId: row.message_id, chatId: input.chatId, reopened: first };
   });
