@@ -358,60 +358,6 @@ Deno.test("a reply to a closed conversation is delivered and reopens it", async 
   assert.equal((await next.json()).data.chat_id, chat.chatId);
 });
 
-Deno.test("a reply to a closed conversation stays there when its visitor has opened a newer one", async () => {
-  await using db = await createTestDatabase();
-  await using server = await startTestServer(db.url);
-  const app = await createKeyedApp(db.sql);
-  const chat = await createVisitorChat(server.baseUrl, app.publicId);
-  const close = (chatId: number) =>
-    commitBatch(db.sql, [{ kind: "chat.close", appId: app.appId, chatId }]);
-  await close(chat.chatId);
-  const send = (content: string) =>
-    fetch(`${server.baseUrl}/api/v1/widget/messages`, {
-      method: "POST",
-      headers: { authorization: `Bearer ${chat.token}`, "content-type": "application/json" },
-      body: JSON.stringify({ content }),
-    }).then((res) => res.json());
-  const newer: number = (await send("Me again")).data.chat_id;
-  assert.notEqual(newer, chat.chatId);
-
-  const reply = (chatId: number, content: string) =>
-    apiCall(server.baseUrl, "/messages", { key: app.key, json: { chat_id: chatId, content } });
-  assert.equal((await reply(chat.chatId, "About your first question")).status, 200);
-  const statuses = async () =>
-    (await db.sql`SELECT id, status FROM conversations WHERE client_id = ${chat.clientId}
-      ORDER BY id`).map((row) => [row.id, row.status]);
-  assert.deepEqual(await statuses(), [[chat.chatId, "closed"], [newer, "open"]]);
-  assert.equal((await send("Thanks")).data.chat_id, newer);
-
-  // Both closed: replies to both in one batch reopen the first only.
-  await close(newer);
-  const both = await commitBatch(db.sql, [
-    {
-      kind: "chat.reply",
-      appId: app.appId,
-      chatId: newer,
-      senderType: "bot",
-      senderName: null,
-      messageType: "text",
-      content: "One",
-      payload: null,
-    },
-    {
-      kind: "chat.reply",
-      appId: app.appId,
-      chatId: chat.chatId,
-      senderType: "bot",
-      senderName: null,
-      messageType: "text",
-      content: "Two",
-      payload: null,
-    },
-  ]);
-  assert.ok(both.every((result) => result.ok), JSON.stringify(both));
-  assert.deepEqual(await statuses(), [[chat.chatId, "closed"], [newer, "open"]]);
-});
-
 Deno.test("POST /messages queues message.sent for a subscribed webhook in the same transaction", async () => {
   await using db = await createTestDatabase();
   await using server = await startTestServer(db.url);

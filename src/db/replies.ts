@@ -23,14 +23,13 @@ export type AppendedReply =
 /**
  * Stores replies in input order, in one statement: each must name a conversation of its
  * application; a free-form reply to a WhatsApp conversation whose customer last wrote more
- * than {@linkcode REPLY_WINDOW_HOURS} hours ago is refused; a closed conversation is reopened
- * unless its client has another one open on its channel (one open conversation per client and
- * channel), and its activity time moves to the statement's timestamp; `message.sent` is queued for a
+ * than {@linkcode REPLY_WINDOW_HOURS} hours ago is refused; the conversation is reopened and
+ * its activity time moves to the statement's timestamp; `message.sent` is queued for a
  * subscribed webhook; a reply to a WhatsApp conversation is stored `pending` and queued for the
  * channel's sender. A reply that offers buttons becomes a message the conversation waits on for a
  * click: a Flow's is the Flow's current step (with its node), the bot's or an agent's is clickable
  * beside it and drives no Flow (for each, the last such reply of a conversation wins).
- * `reopened` is true on the first reply of a conversation it reopened. Also answers how many
+ * `reopened` is true on the first reply of a conversation that was closed. Also answers how many
  * webhook events were queued.
  */
 export async function appendReplies(
@@ -43,8 +42,7 @@ export async function appendReplies(
   const rows = await sql<
     {
       n: number;
-      /** Whether the reply's conversation was closed and reopens. */
-      reopens: boolean;
+      status: string;
       outside_window: boolean;
       message_id: number | null;
       queued: number;
@@ -64,7 +62,7 @@ export async function appendReplies(
       ) WITH ORDINALITY AS input (app_id, chat_id, sender_type, sender_name, message_type,
         content, payload, flow_node, actionable, internal, n)
     ), target AS (
-      SELECT i.*, c.status, c.client_id, c.channel,
+      SELECT i.*, c.status,
         -- Where the reply goes: an internal note stays in Parley (and Slack).
         CASE WHEN i.internal THEN 'internal' ELSE c.channel END AS route,
         c.channel = 'whatsapp' AND i.message_type <> 'template' AND NOT i.internal
@@ -73,22 +71,11 @@ export async function appendReplies(
           AS outside_window
       FROM input i CROSS JOIN stamp
       CROSS JOIN LATERAL (
-        SELECT status, client_id, channel, last_inbound_at FROM conversations c
+        SELECT status, channel, last_inbound_at FROM conversations c
         WHERE c.app_id = i.app_id AND c.id = i.chat_id
       ) c
     ), accepted AS (
       SELECT *, row_number() OVER (ORDER BY n) AS k FROM target WHERE NOT outside_window
-    ), reopen AS (
-      -- A closed conversation reopens unless its client has another one open on its channel (the
-      -- visitor wrote again since the close): a client has one open conversation per channel. Of
-      -- several closed ones replied to here, the first.
-      SELECT DISTINCT ON (a.app_id, a.client_id, a.channel) a.app_id, a.chat_id
-      FROM accepted a
-      WHERE a.status = 'closed' AND NOT a.internal AND NOT EXISTS (
-        SELECT 1 FROM conversations o
-        WHERE o.app_id = a.app_id AND o.client_id = a.client_id AND o.id <> a.chat_id
-          AND o.channel = a.channel AND o.status = 'open')
-      ORDER BY a.app_id, a.client_id, a.channel, a.n
     ), message AS (
       INSERT INTO messages (app_id, conversation_id, sender_type, sender_name, message_type,
         content, payload, internal, status, created_at)
@@ -120,16 +107,11 @@ export async function appendReplies(
       FROM result WHERE route <> 'internal' GROUP BY app_id, chat_id
     ), touched AS (
       UPDATE conversations c
-      SET last_message_at = stamp.at, status = CASE WHEN reopening THEN 'open' ELSE c.status END,
-        closed_at = CASE WHEN reopening THEN NULL ELSE c.closed_at END,
+      SET last_message_at = stamp.at, status = 'open', closed_at = NULL,
         action_message_id = COALESCE(w.flow_message_id, c.action_message_id),
         flow_node = CASE WHEN w.flow_message_id IS NULL THEN c.flow_node ELSE w.flow_node END,
         reply_action_message_id = COALESCE(w.reply_message_id, c.reply_action_message_id)
       FROM waiting w CROSS JOIN stamp
-      CROSS JOIN LATERAL (
-        SELECT EXISTS (SELECT 1 FROM reopen r WHERE r.app_id = w.app_id AND r.chat_id = w.chat_id)
-          AS reopening
-      ) decided
       WHERE c.app_id = w.app_id AND c.id = w.chat_id
     ), events AS (
       INSERT INTO outbox (app_id, kind, topic, payload)
@@ -152,9 +134,7 @@ export async function appendReplies(
       ORDER BY r.n
       RETURNING 1
     )
-    SELECT t.n, t.outside_window, r.message_id,
-      EXISTS (SELECT 1 FROM reopen o WHERE o.app_id = t.app_id AND o.chat_id = t.chat_id)
-        AS reopens,
+    SELECT t.n, t.status, t.outside_window, r.message_id,
       ((SELECT count(*) FROM events) + (SELECT count(*) FROM sends))::int AS queued
     FROM target t LEFT JOIN result r ON r.n = t.n`;
   const byInput = new Map(rows.map((row) => [row.n, row]));
@@ -164,7 +144,7 @@ export async function appendReplies(
     if (!row) return { kind: "not_found" };
     if (row.outside_window || row.message_id === null) return { kind: "outside_window" };
     const chat = `${input.appId}:${input.chatId}`;
-    const first = row.reopens && !reopened.has(chat);
+    const first = row.status === "closed" && !input.internal && !reopened.has(chat);
     if (first) reopened.add(chat);
     return { kind: "stored", messageId: row.message_id, chatId: input.chatId, reopened: first };
   });
