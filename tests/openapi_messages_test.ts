@@ -358,6 +358,37 @@ Deno.test("a reply to a closed conversation is delivered and reopens it", async 
   assert.equal((await next.json()).data.chat_id, chat.chatId);
 });
 
+Deno.test("a reply to a closed conversation reopens it even after its visitor opened a newer one", async () => {
+  // CONTRACT §2.4, to the letter: "An agent or API reply to a closed conversation is stored and
+  // delivered, and reopens it." The client then has two open conversations on the channel; the
+  // visitor's messages go to the newer.
+  await using db = await createTestDatabase();
+  await using server = await startTestServer(db.url);
+  const app = await createKeyedApp(db.sql);
+  const chat = await createVisitorChat(server.baseUrl, app.publicId);
+  await commitBatch(db.sql, [{ kind: "chat.close", appId: app.appId, chatId: chat.chatId }]);
+  const send = (content: string) =>
+    fetch(`${server.baseUrl}/api/v1/widget/messages`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${chat.token}`, "content-type": "application/json" },
+      body: JSON.stringify({ content }),
+    }).then((res) => res.json());
+  const newer: number = (await send("Me again")).data.chat_id;
+  assert.notEqual(newer, chat.chatId);
+  const reply = await apiCall(server.baseUrl, "/messages", {
+    key: app.key,
+    json: { chat_id: chat.chatId, content: "About your first question" },
+  });
+  assert.equal(reply.status, 200);
+  const statuses = await db.sql`
+    SELECT id, status FROM conversations WHERE client_id = ${chat.clientId} ORDER BY id`;
+  assert.deepEqual(statuses.map((row) => [row.id, row.status]), [
+    [chat.chatId, "open"],
+    [newer, "open"],
+  ]);
+  assert.equal((await send("Thanks")).data.chat_id, newer);
+});
+
 Deno.test("POST /messages queues message.sent for a subscribed webhook in the same transaction", async () => {
   await using db = await createTestDatabase();
   await using server = await startTestServer(db.url);
