@@ -11,6 +11,22 @@ import postgres from "postgres";
 /** SQLSTATE classes and codes that mean "not reached", not "refused". */
 const TRANSIENT_SQLSTATE = /^(08|57P0[123]|53300)/;
 
+/**
+ * postgres.js's codes for a connection that went away or could not be made, and the socket's.
+ * Not its other codes: `CONNECTION_ENDED` (the pool was ended on purpose), `UNDEFINED_VALUE` or
+ * `MAX_PARAMETERS_EXCEEDED` (a bug) would fail the same way every time.
+ */
+const TRANSIENT_CODES = new Set([
+  "CONNECTION_CLOSED",
+  "CONNECTION_DESTROYED",
+  "CONNECT_TIMEOUT",
+  "ECONNREFUSED",
+  "ECONNRESET",
+  "EPIPE",
+  "ETIMEDOUT",
+  "ENOENT", // the Unix socket of a server still starting
+]);
+
 /** Pauses between tries, in milliseconds; the last one repeats. */
 const RETRY_DELAYS_MS = [200, 500, 1_000, 2_000, 5_000] as const;
 
@@ -21,9 +37,8 @@ const RETRY_DELAYS_MS = [200, 500, 1_000, 2_000, 5_000] as const;
 export function isTransientDatabaseError(error: unknown): boolean {
   if (!(error instanceof Error)) return false;
   if (error instanceof postgres.PostgresError) return TRANSIENT_SQLSTATE.test(error.code);
-  // postgres.js's own connection errors (CONNECTION_CLOSED, CONNECT_TIMEOUT…) and the socket's
-  // (ECONNREFUSED, ENOENT for a Unix socket not there yet) carry a code; a bug does not.
-  return typeof (error as { code?: unknown }).code === "string";
+  const code = (error as { code?: unknown }).code;
+  return typeof code === "string" && TRANSIENT_CODES.has(code);
 }
 
 /**

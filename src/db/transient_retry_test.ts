@@ -22,6 +22,9 @@ Deno.test("isTransientDatabaseError() tells an unreachable database from a refus
   assert.equal(isTransientDatabaseError(postgresError("23505")), false, "unique violation");
   assert.equal(isTransientDatabaseError(postgresError("57014")), false, "statement cancelled");
   assert.equal(isTransientDatabaseError(new TypeError("a bug")), false);
+  const coded = (code: string) => Object.assign(new Error(code), { code });
+  assert.equal(isTransientDatabaseError(coded("CONNECTION_ENDED")), false, "the pool was ended");
+  assert.equal(isTransientDatabaseError(coded("UNDEFINED_VALUE")), false, "a bug");
   assert.equal(isTransientDatabaseError("not an error"), false);
 });
 
