@@ -707,12 +707,55 @@ Deno.test("the mirror keeps a conversation's order through Slack's 429", async (
     call.params.text
   );
   assert.deepEqual(texts, ["one", "two", "two", "three", "four"]);
-  // The 429 went back to the outbox, using none of the send's attempts.
-  const [two] = await env.db.sql`
-    SELECT o.attempts, o.last_error FROM outbox o
-    JOIN messages m ON m.app_id = o.app_id AND m.id = (o.payload ->> 'message_id')::bigint
-    WHERE o.kind = 'slack' AND m.content = 'two'`;
-  assert.deepEqual({ ...two }, { attempts: 1, last_error: null });
+});
+
+Deno.test("a long Retry-After sends the post back to the outbox and holds the workspace's other posts", async () => {
+  await using env = await setUp();
+  await install(env);
+  const first = await createVisitorChat(env.server.baseUrl, env.app.publicId, "one");
+  await waitUntil(() => posts(env.slack).length >= 2, "the root and the first message");
+  env.slack.queue("chat.postMessage", {
+    status: 429,
+    headers: { "retry-after": "700" },
+    body: { ok: false, error: "ratelimited" },
+  });
+  const reply = await apiCall(env.server.baseUrl, "/messages", {
+    key: env.app.key,
+    json: { chat_id: first.chatId, content: "two" },
+  });
+  assert.equal(reply.status, 200);
+  const pending = (content: string) =>
+    env.db.sql`
+      SELECT o.state, o.attempts, o.last_error,
+        extract(epoch FROM o.run_at - clock_timestamp())::float8 AS due_in
+      FROM outbox o
+      JOIN messages m ON m.app_id = o.app_id AND m.id = (o.payload ->> 'message_id')::bigint
+      WHERE o.kind = 'slack' AND m.content = ${content}`;
+  const [two] = await eventually(
+    () => pending("two"),
+    (rows) => rows[0]?.last_error === "Slack: ratelimited",
+    "the 429 recorded",
+  );
+  // Back in the outbox at once, for Retry-After (and up to a fifth more), using no attempt.
+  assert.deepEqual([two.state, two.attempts], ["pending", 0]);
+  assert.ok(two.due_in > 690 && two.due_in <= 841, String(two.due_in));
+  // Another conversation of the workspace waits too (its first post), without asking Slack.
+  const calls = posts(env.slack).length;
+  const other = await createVisitorChat(env.server.baseUrl, env.app.publicId, "someone else");
+  const [held] = await eventually(
+    () =>
+      env.db.sql`
+        SELECT o.attempts, o.last_error,
+          extract(epoch FROM o.run_at - clock_timestamp())::float8 AS due_in
+        FROM outbox o
+        WHERE o.kind = 'slack' AND (o.payload ->> 'conversation_id')::bigint = ${other.chatId}
+        ORDER BY o.id LIMIT 1`,
+    (rows) => rows[0]?.last_error === "Slack: ratelimited",
+    "the other conversation held back",
+  );
+  assert.equal(held.attempts, 0);
+  assert.ok(held.due_in > 600, String(held.due_in));
+  assert.equal(posts(env.slack).length, calls, "no post while the workspace is paused");
 });
 
 Deno.test("a malformed event in a mirrored thread changes nothing and holds nothing up", async () => {

@@ -25,6 +25,7 @@ import { markWhatsAppChannelAttention } from "../src/db/whatsapp_channels.ts";
 import { sendClaimed } from "../src/channels/whatsapp/sender.ts";
 import {
   claimMirrorSends,
+  pauseSlackWorkspace,
   recordMirrorOutcome,
   saveMirroredParts,
   saveThread,
@@ -141,6 +142,8 @@ self.onmessage = async (event: MessageEvent<DeliveryWorkerMessage>) => {
             saveMirrored: (link) => recorded(() => saveMirroredParts(pool, link)),
             record: (claimed, outcome, error) =>
               recorded(() => recordMirrorOutcome(pool, claimed, outcome, error)),
+            pauseWorkspace: (teamId, waitMs) =>
+              recorded(() => pauseSlackWorkspace(pool, teamId, waitMs)),
           }, send),
         onError: (error) => log("error", "slack mirror failed", describeError(error)),
         batchSize: 16,

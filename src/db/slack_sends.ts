@@ -38,7 +38,13 @@ export interface ClaimedMirror {
   } | null;
   /** The conversation's thread, when it has one in the installation's workspace. */
   thread: { channelId: string; ts: string } | null;
-  installation: { teamId: string; channelId: string; botTokenSealed: string } | null;
+  installation: {
+    teamId: string;
+    channelId: string;
+    botTokenSealed: string;
+    /** How long Slack still asks the workspace's calls to wait (a 429's Retry-After), or 0. */
+    rateLimitedForMs: number;
+  } | null;
 }
 
 /** Claims up to `limit` due mirror sends, the oldest first, one per conversation. */
@@ -55,6 +61,8 @@ export async function claimMirrorSends(
       m.id AS message_id, m.sender_type, m.sender_name, m.message_type, m.content, m.payload,
       m.internal, coalesce(sm.parts, 0) AS posted_parts, sm.ts AS first_ts,
       s.team_id, s.channel_id, s.bot_token_sealed,
+      greatest(0, ceil(extract(epoch FROM s.rate_limited_until - clock_timestamp()) * 1000))::float8
+        AS rate_limited_for_ms,
       t.channel_id AS thread_channel, t.thread_ts
     FROM claimed c
     LEFT JOIN conversations conv
@@ -95,8 +103,25 @@ export async function claimMirrorSends(
       teamId: row.team_id,
       channelId: row.channel_id,
       botTokenSealed: row.bot_token_sealed,
+      rateLimitedForMs: row.rate_limited_for_ms ?? 0,
     },
   }));
+}
+
+/**
+ * Holds the workspace's mirror posts back for `waitMs` (Slack's 429 `Retry-After`), for every
+ * sender on every instance; a later deadline already set stays.
+ */
+export async function pauseSlackWorkspace(
+  sql: Tx,
+  teamId: string,
+  waitMs: number,
+): Promise<void> {
+  await sql`
+    UPDATE slack_installations
+    SET rate_limited_until = greatest(rate_limited_until,
+      clock_timestamp() + make_interval(secs => ${waitMs / 1000}))
+    WHERE team_id = ${teamId}`;
 }
 
 /** Remembers a conversation's thread (its root message) in a workspace's channel. */

@@ -4,7 +4,8 @@
  * channel, the status, a `Close` button) and remembers the thread; a message is posted in that
  * thread under its sender's name, rendered with the Block Kit renderer; a status change updates
  * the root. A rate-limited call goes back to the outbox for Slack's `Retry-After` (up to 30 min,
- * using none of its attempts: a wait inside the call could outlast the claim and post twice);
+ * using none of its attempts: a wait inside the call could outlast the claim and post twice), and
+ * the workspace's other sends, on every instance, wait too rather than each meet its own 429;
  * other failures retry on the channel schedule, and a refusal Slack will repeat (a revoked token,
  * a deleted channel) gives up.
  */
@@ -49,6 +50,11 @@ export interface MirrorDeps {
       | { state: "pending"; retryInMs: number; uncounted?: boolean },
     error: string | null,
   ): Promise<void>;
+  /**
+   * Holds the workspace's posts back for `waitMs` after Slack's 429, for every sender (a claim
+   * reads it as the installation's `rateLimitedForMs`).
+   */
+  pauseWorkspace(teamId: string, waitMs: number): Promise<void>;
   /** @default Math.random */
   random?: () => number;
 }
@@ -116,6 +122,17 @@ function senderLabel(message: NonNullable<ClaimedMirror["message"]>, visitor: st
 export async function sendMirror(deps: MirrorDeps, send: ClaimedMirror): Promise<void> {
   const { installation, conversation } = send;
   if (!installation || !conversation) return deps.record(send, { state: "succeeded" }, null);
+  const random = deps.random ?? Math.random;
+  /** Back to the outbox for `waitMs` and up to a fifth more (spread), using none of its attempts. */
+  const postpone = (waitMs: number) => {
+    const retryInMs = Math.min(Math.round(waitMs * (1 + 0.2 * random())), MAX_SEND_RETRY_AFTER_MS);
+    return deps.record(
+      send,
+      { state: "pending", retryInMs, uncounted: true },
+      "Slack: ratelimited",
+    );
+  };
+  if (installation.rateLimitedForMs > 0) return postpone(installation.rateLimitedForMs);
   const client = deps.clientFor(installation.botTokenSealed);
   try {
     let thread = send.thread;
@@ -175,13 +192,15 @@ export async function sendMirror(deps: MirrorDeps, send: ClaimedMirror): Promise
   } catch (error) {
     const { code, retryAfterMs } = slackErrorOf(error);
     if (code === "ratelimited") {
-      // Slack's rate limit is not the send's fault: it waits as asked without using an attempt.
-      const retryInMs = Math.min(Math.max(retryAfterMs ?? 1_000, 1_000), MAX_SEND_RETRY_AFTER_MS);
-      return deps.record(send, { state: "pending", retryInMs, uncounted: true }, `Slack: ${code}`);
+      // Slack's rate limit is not the send's fault: it waits as asked without using an attempt,
+      // and the workspace's other sends wait with it.
+      const waitMs = Math.min(Math.max(retryAfterMs ?? 1_000, 1_000), MAX_SEND_RETRY_AFTER_MS);
+      await deps.pauseWorkspace(installation.teamId, waitMs);
+      return postpone(waitMs);
     }
     const retryInMs = FINAL_ERRORS.has(code)
       ? null
-      : nextSendRetryDelayMs(send.attempts + 1, { random: (deps.random ?? Math.random)() });
+      : nextSendRetryDelayMs(send.attempts + 1, { random: random() });
     return deps.record(
       send,
       retryInMs === null ? { state: "failed" } : { state: "pending", retryInMs },

@@ -2,10 +2,11 @@
  * The one place Parley builds `@slack/web-api` clients and reads their errors (CONTRACT §6.2).
  * The official client POSTs each method form-encoded to `<slackApiUrl><method>` with the token
  * as `Authorization: Bearer`; pointed at `SLACK_API_URL` it talks to Slack or to the fake in
- * tests alike. It is configured to honour Slack's rate limits itself: on HTTP 429 it pauses the
- * client's whole queue for `Retry-After` seconds and tries again, and it retries 5xx answers and
- * network failures a few times — so that a send waits a little rather than fails at once, while
- * the callers' own outboxes keep the longer retries and their state in the database.
+ * tests alike. By default it honours Slack's rate limits itself: on HTTP 429 it pauses the
+ * client's whole queue for `Retry-After` seconds and tries again. With `rejectRateLimited` (the
+ * mirror's sends, which hold a lease) it throws at once instead, and the caller waits. It retries
+ * 5xx answers and network failures a few times — so that a call waits a little rather than fails
+ * at once, while the callers' own outboxes keep the longer retries and their state in the database.
  */
 import { ErrorCode, LogLevel, type RetryOptions, WebClient } from "@slack/web-api";
 
