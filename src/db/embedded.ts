@@ -333,6 +333,7 @@ function spawnServer(
   } catch (error) {
     // Without util-linux's setpriv a server of an unprivileged user runs without the signal.
     if (!(error instanceof Deno.errors.NotFound) || runAs) throw error;
+    log("warn", "setpriv not found: the embedded PostgreSQL will outlive a killed Parley");
     return spawn(binaries.postgres, args);
   }
 }
