@@ -5,8 +5,8 @@ import { apiCall, createKeyedApp } from "./support/open_api.ts";
 import { waitUntil } from "./support/realtime.ts";
 import { executeCommand } from "../src/cli.ts";
 import { templateFlow } from "./support/flows.ts";
-import { createCommitLoop } from "../src/actors/commit_loop.ts";
-import { commitBatch, endsBatch } from "../src/db/write_batch.ts";
+import { createAppCommitLoop } from "../src/actors/app_commit_loop.ts";
+import { commitBatch } from "../src/db/write_batch.ts";
 
 /** The contract's sample Flow (CONTRACT §4.1), with a node that closes the conversation. */
 const FLOW = {
@@ -287,11 +287,9 @@ Deno.test("a message queued behind a click that closes the conversation opens a 
   const [{ client_id: clientId }] = await env.db.sql`
     SELECT client_id FROM conversations WHERE id = ${chatId}`;
 
-  // The actors' commit loop on this database: the click and the message queue behind a first
-  // command, so that they could share one batch.
-  const loop = createCommitLoop({
-    commit: (commands) => commitBatch(env.db.sql, commands),
-    endsBatch,
+  // The actors' commit loop, as their worker builds it, on this database: the click and the
+  // message queue behind a first command, so that they could share one batch.
+  const loop = createAppCommitLoop((commands) => commitBatch(env.db.sql, commands), {
     maxInFlight: 1,
   });
   const appId = env.app.appId;

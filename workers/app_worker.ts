@@ -1,11 +1,12 @@
 /**
  * The entry point of an actor worker thread: it owns a small database pool and one commit loop,
  * and turns the pool's `ask` messages into commands of that loop. Everything interesting lives
- * in `src/actors/commit_loop.ts` and `src/db/write_batch.ts`; this file only wires them up.
+ * in `src/actors/app_commit_loop.ts` and `src/db/write_batch.ts`; this file only wires them up.
  */
 /// <reference no-default-lib="true" />
 /// <reference lib="deno.worker" />
-import { type CommitLoop, createCommitLoop, SHUTTING_DOWN } from "../src/actors/commit_loop.ts";
+import { type CommitLoop, SHUTTING_DOWN } from "../src/actors/commit_loop.ts";
+import { createAppCommitLoop } from "../src/actors/app_commit_loop.ts";
 import type {
   AppCommand,
   CommandResult,
@@ -14,7 +15,7 @@ import type {
   ToWorker,
 } from "../src/actors/protocol.ts";
 import { connectWorkerPool, type Sql } from "../src/db/client.ts";
-import { commitBatch, endsBatch } from "../src/db/write_batch.ts";
+import { commitBatch } from "../src/db/write_batch.ts";
 import { setLogLevel } from "../src/log.ts";
 import { guardWorkerThread } from "../src/worker_guards.ts";
 
@@ -66,7 +67,7 @@ self.onmessage = async (event: MessageEvent<ToWorker>) => {
       setLogLevel(message.logLevel);
       const pool = connectWorkerPool(message.databaseUrl, "parley-worker");
       sql = pool;
-      loop = createCommitLoop({ commit: (commands) => commitWatched(pool, commands), endsBatch });
+      loop = createAppCommitLoop((commands) => commitWatched(pool, commands));
       post({ type: "ready" });
       break;
     }

@@ -1,0 +1,14 @@
+/**
+ * The commit loop of the application actors, as their worker runs it: batches of `commit`, each
+ * application's part of a batch ending at a click (see `endsBatch` in `db/write_batch.ts`).
+ */
+import { type CommitLoop, type CommitLoopOptions, createCommitLoop } from "./commit_loop.ts";
+import { endsBatch } from "../db/write_batch.ts";
+
+/** Creates the application actors' commit loop over `commit` (`commitBatch` in production). */
+export function createAppCommitLoop(
+  commit: CommitLoopOptions["commit"],
+  options: Omit<CommitLoopOptions, "commit" | "endsBatch"> = {},
+): CommitLoop {
+  return createCommitLoop({ ...options, commit, endsBatch });
+}
