@@ -69,15 +69,22 @@ async function visitorOf(baseUrl: string, publicId: string) {
     });
     return { status: res.status, json: await res.json() };
   }
+  const messages = () =>
+    frames.flatMap((frame) =>
+      frame.type === "message.created" && frame.message ? [frame.message] : []
+    );
   return {
     token,
     frames,
     /** The messages pushed so far, in order. */
-    messages: () =>
-      frames.flatMap((frame) =>
-        frame.type === "message.created" && frame.message ? [frame.message] : []
-      ),
+    messages,
     send: (content: string) => post("/messages", { content }),
+    /** Says "Hello" and waits for the Flow's first message: the chat and that message. */
+    async startChat() {
+      const chatId: number = (await post("/messages", { content: "Hello" })).json.data.chat_id;
+      await waitUntil(() => messages().length >= 2, "the Flow's first message");
+      return { chatId, welcome: messages()[1] };
+    },
     click: (chatId: number, messageId: number, actionId: string) =>
       post("/actions", { chat_id: chatId, message_id: messageId, action_id: actionId }),
     async [Symbol.asyncDispose]() {
@@ -155,9 +162,7 @@ Deno.test("a Flow walks over the widget: start, buttons on the socket, click, ne
 Deno.test("a double click advances the Flow once", async () => {
   await using env = await setUp();
   await using visitor = await visitorOf(env.server.baseUrl, env.app.publicId);
-  const chatId: number = (await visitor.send("Hello")).json.data.chat_id;
-  await waitUntil(() => visitor.messages().length >= 2, "the Flow's first message");
-  const welcome = visitor.messages()[1];
+  const { chatId, welcome } = await visitor.startChat();
 
   const clicks = await Promise.all(
     Array.from({ length: 5 }, () => visitor.click(chatId, welcome.id, "sales")),
@@ -216,9 +221,7 @@ Deno.test("clicks that are stale, foreign or unknown are refused and change noth
 Deno.test("a click leading to close closes the conversation, and its buttons go stale", async () => {
   await using env = await setUp();
   await using visitor = await visitorOf(env.server.baseUrl, env.app.publicId);
-  const chatId: number = (await visitor.send("Hello")).json.data.chat_id;
-  await waitUntil(() => visitor.messages().length >= 2, "the Flow's first message");
-  const welcome = visitor.messages()[1];
+  const { chatId, welcome } = await visitor.startChat();
 
   assert.equal((await visitor.click(chatId, welcome.id, "bye")).status, 200);
   await waitUntil(
@@ -260,9 +263,7 @@ Deno.test("a click on a button the Flow's on leaves out is stored once and stops
   });
   assert.equal(put.status, 200, JSON.stringify(put.json));
   await using visitor = await visitorOf(env.server.baseUrl, env.app.publicId);
-  const chatId: number = (await visitor.send("Hello")).json.data.chat_id;
-  await waitUntil(() => visitor.messages().length >= 2, "the Flow's first message");
-  const welcome = visitor.messages()[1];
+  const { chatId, welcome } = await visitor.startChat();
 
   const click = await visitor.click(chatId, welcome.id, "help");
   assert.equal(click.status, 200, JSON.stringify(click.json));
@@ -281,9 +282,7 @@ Deno.test("a click on a button the Flow's on leaves out is stored once and stops
 Deno.test("a message queued behind a click that closes the conversation opens a new one", async () => {
   await using env = await setUp();
   await using visitor = await visitorOf(env.server.baseUrl, env.app.publicId);
-  const chatId: number = (await visitor.send("Hello")).json.data.chat_id;
-  await waitUntil(() => visitor.messages().length >= 2, "the Flow's first message");
-  const welcome = visitor.messages()[1];
+  const { chatId, welcome } = await visitor.startChat();
   const [{ client_id: clientId }] = await env.db.sql`
     SELECT client_id FROM conversations WHERE id = ${chatId}`;
 
@@ -293,13 +292,15 @@ Deno.test("a message queued behind a click that closes the conversation opens a 
     maxInFlight: 1,
   });
   const appId = env.app.appId;
-  const first = loop.submit(`app:${appId}`, {
-    kind: "visitor.message",
-    appId,
-    clientId,
-    messageType: "text",
-    content: "Before",
-  });
+  const say = (content: string) =>
+    loop.submit(`app:${appId}`, {
+      kind: "visitor.message",
+      appId,
+      clientId,
+      messageType: "text",
+      content,
+    });
+  const first = say("Before");
   const click = loop.submit(`app:${appId}`, {
     kind: "visitor.action",
     appId,
@@ -308,13 +309,7 @@ Deno.test("a message queued behind a click that closes the conversation opens a 
     messageId: welcome.id,
     actionId: "bye",
   });
-  const after = loop.submit(`app:${appId}`, {
-    kind: "visitor.message",
-    appId,
-    clientId,
-    messageType: "text",
-    content: "One more thing",
-  });
+  const after = say("One more thing");
   const results = await Promise.all([first, click, after]);
   await loop.stop();
   assert.ok(results.every((result) => result.ok), JSON.stringify(results));
@@ -352,9 +347,7 @@ Deno.test("buttons the bot sends through the Open API take one click, which driv
 Deno.test("the bot's buttons sent while a Flow waits leave the Flow's step clickable", async () => {
   await using env = await setUp();
   await using visitor = await visitorOf(env.server.baseUrl, env.app.publicId);
-  const chatId: number = (await visitor.send("Hello")).json.data.chat_id;
-  await waitUntil(() => visitor.messages().length >= 2, "the Flow's first message");
-  const welcome = visitor.messages()[1];
+  const { chatId, welcome } = await visitor.startChat();
   const rate = JSON.stringify({ text: "Rate us", buttons: [{ id: "good", title: "Good" }] });
   const sent = await apiCall(env.server.baseUrl, "/messages", {
     key: env.app.key,
