@@ -680,16 +680,25 @@ Deno.test("a Slack file whose url_private is on another host is refused 403, the
   assert.deepEqual(seen, []);
 });
 
-Deno.test("the mirror keeps a conversation's order through Slack's 429", async () => {
-  await using env = await setUp();
+/**
+ * Installs the app, mirrors a first conversation (its root and "one"), then has Slack answer the
+ * next `chat.postMessage` 429 with `Retry-After: retryAfterSeconds`; resolves to that conversation.
+ */
+async function mirroredThenRateLimited(env: Env, retryAfterSeconds: number) {
   await install(env);
   const chat = await createVisitorChat(env.server.baseUrl, env.app.publicId, "one");
   await waitUntil(() => posts(env.slack).length >= 2, "the root and the first message");
   env.slack.queue("chat.postMessage", {
     status: 429,
-    headers: { "retry-after": "1" },
+    headers: { "retry-after": String(retryAfterSeconds) },
     body: { ok: false, error: "ratelimited" },
   });
+  return chat;
+}
+
+Deno.test("the mirror keeps a conversation's order through Slack's 429", async () => {
+  await using env = await setUp();
+  const chat = await mirroredThenRateLimited(env, 1);
   for (const content of ["two", "three", "four"]) {
     const sent = await apiCall(env.server.baseUrl, "/messages", {
       key: env.app.key,
@@ -711,14 +720,7 @@ Deno.test("the mirror keeps a conversation's order through Slack's 429", async (
 
 Deno.test("a long Retry-After sends the post back to the outbox and holds the workspace's other posts", async () => {
   await using env = await setUp();
-  await install(env);
-  const first = await createVisitorChat(env.server.baseUrl, env.app.publicId, "one");
-  await waitUntil(() => posts(env.slack).length >= 2, "the root and the first message");
-  env.slack.queue("chat.postMessage", {
-    status: 429,
-    headers: { "retry-after": "700" },
-    body: { ok: false, error: "ratelimited" },
-  });
+  const first = await mirroredThenRateLimited(env, 700);
   const reply = await apiCall(env.server.baseUrl, "/messages", {
     key: env.app.key,
     json: { chat_id: first.chatId, content: "two" },
