@@ -155,10 +155,16 @@ export async function startParley(
     }
   };
   let hitCountFailureLogged = 0;
+  /** Both counters' failed writes, logged once per 10 s: during an outage every write fails. */
+  const warnCountFailure = (error: unknown) => {
+    if (Date.now() - hitCountFailureLogged < 10_000) return;
+    hitCountFailureLogged = Date.now();
+    log("warn", "rate-limit count failed; counting in memory", describeError(error));
+  };
   // Widget limits are counted in memory and shared through PostgreSQL every 100 ms.
   const widgetHits = createSyncedHitCounter({
     addHits: (hits) => addHits(sql, hits),
-    onError: (error) => log("warn", "rate-limit sync failed", describeError(error)),
+    onError: warnCountFailure,
   });
   const mediaLinks = createMediaLinks({ encryptionKey, publicBaseUrl: config.publicBaseUrl });
   const inbound = createInboundProcessor({ sql, ask, mediaLinks });
@@ -192,14 +198,7 @@ export async function startParley(
     trustProxy: config.trustProxy,
     findApiKey: (key) => findActiveApiKey(sql, sha256Bytes(key)),
     // Open API limits are exact across instances: every hit is counted in PostgreSQL.
-    apiHitCounter: createHitCounter((hits) => addHits(sql, hits), {
-      onError(error) {
-        // Once per 10 s: during an outage every write fails.
-        if (Date.now() - hitCountFailureLogged < 10_000) return;
-        hitCountFailureLogged = Date.now();
-        log("warn", "rate-limit count failed; counting in memory", describeError(error));
-      },
-    }),
+    apiHitCounter: createHitCounter((hits) => addHits(sql, hits), { onError: warnCountFailure }),
     rateLimitPerMinute: config.rateLimitPerMinute,
     publicBaseUrl: config.publicBaseUrl,
     secretBox,
