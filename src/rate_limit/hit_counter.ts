@@ -46,6 +46,11 @@ interface Waiter {
  */
 const MAX_WRITES = 1;
 
+/** Unix seconds at which the one-minute window holding `nowMs` ends (as the database counts). */
+export function windowEndOf(nowMs: number): number {
+  return Math.floor(nowMs / 60_000) * 60 + 60;
+}
+
 /** Options of {@linkcode createHitCounter}. */
 export interface HitCounterOptions {
   /** The clock, in milliseconds since the epoch. @default Date.now */
@@ -67,13 +72,9 @@ export function createHitCounter(
   let latest = new Map<string, HitResult>();
   let latestWindowEnd = 0;
 
-  function windowEnd(): number {
-    return Math.floor(now() / 60_000) * 60 + 60;
-  }
-
   /** The buckets' counts of the current window (those of an ended one are dropped). */
   function latestCounts(): Map<string, HitResult> {
-    const end = windowEnd();
+    const end = windowEndOf(now());
     if (end !== latestWindowEnd) {
       latest = new Map();
       latestWindowEnd = end;

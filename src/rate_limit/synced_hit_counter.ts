@@ -7,7 +7,7 @@
  * every request would cost a quarter of the throughput; the Open API, whose limit must be
  * exact across instances, keeps the coalescing counter of `hit_counter.ts`.
  */
-import type { AddHits, HitCounter, HitResult } from "./hit_counter.ts";
+import { type AddHits, type HitCounter, type HitResult, windowEndOf } from "./hit_counter.ts";
 
 /** Options of {@linkcode createSyncedHitCounter}. */
 export interface SyncedHitCounterOptions {
@@ -53,9 +53,7 @@ export function createSyncedHitCounter(options: SyncedHitCounterOptions): Synced
   const timer = setInterval(() => void sync(), intervalMs);
   Deno.unrefTimer(timer);
 
-  function windowEnd(): number {
-    return Math.floor(now() / 60_000) * 60 + 60;
-  }
+  const windowEnd = () => windowEndOf(now());
 
   function current(bucket: string): Bucket {
     const end = windowEnd();
