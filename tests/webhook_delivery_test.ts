@@ -593,3 +593,29 @@ Deno.test("a retry asked during an attempt makes its failure due again at once, 
     SELECT state, run_at <= clock_timestamp() AS due FROM outbox WHERE id = ${first.id}`;
   assert.deepEqual({ ...last }, { state: "pending", due: true });
 });
+
+Deno.test("recording an attempt again (its answer lost) logs it once and moves nothing", async () => {
+  await using db = await createTestDatabase();
+  const app = await createKeyedApp(db.sql);
+  await db.sql`
+    INSERT INTO outbox (app_id, kind, topic, payload)
+    VALUES (${app.appId}, 'webhook', 'message.sent', '{}')`;
+  const [delivery] = await claimDueDeliveries(db.sql, { limit: 10, leaseSeconds: 60 });
+  const attempt = { statusCode: 500, latencyMs: 5, error: "HTTP 500", responseExcerpt: null };
+  const record = { delivery, attempt, outcome: { state: "pending" as const, retryInMs: 5_000 } };
+  await recordAttempts(db.sql, [record]);
+  await recordAttempts(db.sql, [record]);
+  const [logged] = await db.sql<{ count: number }[]>`
+    SELECT count(*)::int AS count FROM webhook_attempts WHERE outbox_id = ${delivery.id}`;
+  assert.equal(logged.count, 1);
+  const [row] = await db.sql<{ attempts: number; state: string }[]>`
+    SELECT attempts, state FROM outbox WHERE id = ${delivery.id}`;
+  assert.deepEqual({ ...row }, { attempts: 1, state: "pending" });
+  // The next claim's attempt is a new one.
+  await db.sql`UPDATE outbox SET run_at = clock_timestamp() WHERE id = ${delivery.id}`;
+  const [again] = await claimDueDeliveries(db.sql, { limit: 10, leaseSeconds: 60 });
+  await recordAttempts(db.sql, [{ ...record, delivery: again }]);
+  const [after] = await db.sql<{ count: number }[]>`
+    SELECT count(*)::int AS count FROM webhook_attempts WHERE outbox_id = ${delivery.id}`;
+  assert.equal(after.count, 2);
+});

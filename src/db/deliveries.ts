@@ -154,7 +154,8 @@ export interface RecordedAttempt {
 /**
  * Records attempts and moves their deliveries to their next states, all in one statement (a
  * busy deliverer finishes hundreds of attempts a second; one statement each would cost the
- * database more than the deliveries). Deliveries must be distinct.
+ * database more than the deliveries). Deliveries must be distinct. Idempotent: recording the same
+ * claims' attempts again changes nothing, so a record whose answer was lost can be tried again.
  */
 export async function recordAttempts(sql: Tx, records: RecordedAttempt[]): Promise<void> {
   const column = <T>(pick: (record: RecordedAttempt) => T) => records.map(pick);
@@ -171,8 +172,12 @@ export async function recordAttempts(sql: Tx, records: RecordedAttempt[]): Promi
       ) AS input (app_id, id, status_code, latency_ms, error, excerpt, state, retry_in, claim)
     ), attempts AS (
       INSERT INTO webhook_attempts
-        (app_id, outbox_id, status_code, latency_ms, error, response_excerpt)
-      SELECT app_id, id, status_code, latency_ms, error, excerpt FROM input
+        (app_id, outbox_id, status_code, latency_ms, error, response_excerpt, claimed_until)
+      SELECT app_id, id, status_code, latency_ms, error, excerpt, claim FROM input i
+      -- A second try of a record that committed (its answer was lost) adds nothing.
+      WHERE NOT EXISTS (
+        SELECT 1 FROM webhook_attempts a
+        WHERE a.app_id = i.app_id AND a.outbox_id = i.id AND a.claimed_until = i.claim)
     )
     UPDATE outbox o SET attempts = o.attempts + 1, last_error = i.error, claimed_until = NULL,
       -- A retry asked during the attempt makes anything but a success due again at once.
