@@ -269,12 +269,20 @@ Deno.test("unknown routes are 404 and known paths with a wrong method 405, after
     ["GET", "/messages", 405, "Method not allowed"],
     ["PUT", "/messages", 405, "Method not allowed"],
   ];
+  const allowed = await apiCall(server.baseUrl, "/conversations/1/messages", {
+    method: "DELETE",
+    key: app.key,
+  });
+  assert.equal(allowed.headers.get("allow"), "GET, HEAD");
+  const posted = await apiCall(server.baseUrl, "/messages", { method: "GET", key: app.key });
+  assert.equal(posted.headers.get("allow"), "POST");
   for (const [method, path, status, message] of cases) {
     const res = await apiCall(server.baseUrl, path, { method, key: app.key });
     assert.equal(res.status, status, `${method} ${path}`);
     assert.deepEqual(res.json, { code: status, message });
     assert.equal(res.headers.get("content-type"), "application/json; charset=utf-8");
     assert.ok(res.headers.get("x-ratelimit-remaining"));
+    if (status === 405) assert.match(res.headers.get("allow") ?? "", /^[A-Z]+(, [A-Z]+)*$/);
     const anonymous = await apiCall(server.baseUrl, path, { method });
     assert.equal(anonymous.status, 401, `${method} ${path} without a key`);
   }

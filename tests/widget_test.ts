@@ -162,6 +162,39 @@ Deno.test("bad widget input gets the contract's envelope and writes nothing", as
       "content is not valid for message_type image: url must be an https URL",
     ],
     [
+      "a message type that is not a string",
+      await call(server.baseUrl, "POST", "/api/v1/widget/messages", {
+        token,
+        body: { content: "x", message_type: 5 },
+      }),
+      400,
+      "message_type must be one of: text, image, file",
+    ],
+    [
+      "a visitor body that is not an object",
+      await call(server.baseUrl, "POST", `/api/v1/widget/${app.public_id}/visitors`, {
+        raw: "[1,2,3]",
+      }),
+      400,
+      "Invalid visitor: Invalid input: expected object, received array",
+    ],
+    [
+      "an unknown field of a visitor",
+      await call(server.baseUrl, "POST", `/api/v1/widget/${app.public_id}/visitors`, {
+        body: { foo: 1 },
+      }),
+      400,
+      'Invalid visitor: Unrecognized key: "foo"',
+    ],
+    [
+      "a NUL in an application's public id",
+      await call(server.baseUrl, "POST", `/api/v1/widget/${app.public_id}%00/visitors`, {
+        body: {},
+      }),
+      404,
+      "Application not found",
+    ],
+    [
       "content too long",
       await call(server.baseUrl, "POST", "/api/v1/widget/messages", {
         token,
@@ -329,6 +362,132 @@ Deno.test("the socket path without a WebSocket upgrade answers 426", async () =>
     code: 426,
     message: "Expected a WebSocket upgrade",
   }]);
+});
+
+/** Sends `head` (a request's lines, without the blank line) over TCP; the answer's status and text. */
+async function rawRequest(baseUrl: string, head: string[]) {
+  const conn = await Deno.connect({ port: Number(new URL(baseUrl).port) });
+  try {
+    await conn.write(new TextEncoder().encode([...head, "Connection: close", "", ""].join("\r\n")));
+    const text = await new Response(conn.readable).text();
+    return { status: Number(text.split(" ")[1]), text };
+  } catch (error) {
+    conn.close();
+    throw error;
+  }
+}
+
+Deno.test("an incomplete or unsupported WebSocket handshake is refused with a 4xx", async () => {
+  await using db = await createTestDatabase();
+  await using server = await startTestServer(db.url);
+  const app = await insertApplication(db.sql, "Acme");
+  const visitor = await createVisitor(server.baseUrl, app.public_id);
+  const request = (...headers: string[]) =>
+    rawRequest(server.baseUrl, [
+      `GET /api/v1/widget/socket?token=${visitor.visitor_token} HTTP/1.1`,
+      "Host: localhost",
+      "Upgrade: websocket",
+      ...headers,
+    ]);
+  const noKey = await request("Sec-WebSocket-Version: 13");
+  assert.equal(noKey.status, 400, noKey.text);
+  assert.match(noKey.text, /\{"code":400,"message":"Invalid WebSocket handshake"\}$/);
+  const oldVersion = await request(
+    "Sec-WebSocket-Version: 8",
+    "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==",
+  );
+  assert.equal(oldVersion.status, 426, oldVersion.text);
+  assert.match(oldVersion.text, /\r\nsec-websocket-version: 13\r\n/i);
+  assert.match(oldVersion.text, /"message":"Unsupported WebSocket version"/);
+});
+
+Deno.test("the widget answers browsers of any origin: preflights, and headers a page may read", async () => {
+  await using db = await createTestDatabase();
+  await using server = await startTestServer(db.url);
+  const app = await insertApplication(db.sql, "Acme");
+  const preflight = await fetch(`${server.baseUrl}/api/v1/widget/messages`, {
+    method: "OPTIONS",
+    headers: {
+      origin: "https://shop.example",
+      "access-control-request-method": "POST",
+      "access-control-request-headers": "authorization, content-type",
+    },
+  });
+  await preflight.body?.cancel();
+  assert.equal(preflight.status, 204);
+  assert.equal(preflight.headers.get("access-control-allow-origin"), "*");
+  assert.equal(preflight.headers.get("access-control-allow-methods"), "GET, POST");
+  assert.match(preflight.headers.get("access-control-allow-headers") ?? "", /Authorization/);
+  assert.match(preflight.headers.get("access-control-allow-headers") ?? "", /Content-Type/);
+  assert.equal(preflight.headers.get("x-ratelimit-limit"), null, "a preflight counts no hit");
+  // An answer, an error too, with the headers the page needs to read it.
+  const created = await call(server.baseUrl, "POST", `/api/v1/widget/${app.public_id}/visitors`, {
+    body: {},
+  });
+  const refused = await call(server.baseUrl, "POST", "/api/v1/widget/messages", { body: {} });
+  for (const res of [created, refused]) {
+    assert.equal(res.headers.get("access-control-allow-origin"), "*");
+    const exposed = res.headers.get("access-control-expose-headers") ?? "";
+    for (const name of ["X-RateLimit-Remaining", "Retry-After", "X-Request-Id"]) {
+      assert.ok(exposed.includes(name), `${name} in ${exposed}`);
+    }
+  }
+  assert.equal(refused.status, 401);
+  // The Open API is for servers: no CORS there.
+  const api = await fetch(`${server.baseUrl}/openapi/v1/conversations`);
+  await api.body?.cancel();
+  assert.equal(api.headers.get("access-control-allow-origin"), null);
+});
+
+Deno.test("a known path with a wrong method is 405 and names the methods it takes in Allow", async () => {
+  await using db = await createTestDatabase();
+  await using server = await startTestServer(db.url);
+  const app = await insertApplication(db.sql, "Acme");
+  const visitor = await createVisitor(server.baseUrl, app.public_id);
+  const cases: [string, string, string, string | undefined][] = [
+    ["DELETE", "/api/v1/widget/messages", "GET, HEAD, POST", visitor.visitor_token],
+    ["PUT", "/api/v1/widget/actions", "POST", visitor.visitor_token],
+    ["POST", "/healthz", "GET, HEAD", undefined],
+    ["DELETE", "/readyz", "GET, HEAD", undefined],
+    ["DELETE", "/api/v1/whatsapp/webhook/1", "GET, HEAD, POST", undefined],
+    ["PUT", "/api/v1/slack/events", "POST", undefined],
+  ];
+  for (const [method, path, allow, token] of cases) {
+    const res = await call(server.baseUrl, method, path, { token });
+    assert.deepEqual(
+      [res.status, res.json],
+      [405, { code: 405, message: "Method not allowed" }],
+      path,
+    );
+    assert.equal(res.headers.get("allow"), allow, `${method} ${path}`);
+  }
+});
+
+Deno.test("the widget reads a chat id as the Open API does: leading zeros allowed", async () => {
+  await using db = await createTestDatabase();
+  await using server = await startTestServer(db.url);
+  const app = await insertApplication(db.sql, "Acme");
+  const visitor = await createVisitor(server.baseUrl, app.public_id);
+  const token = visitor.visitor_token;
+  const sent = await call(server.baseUrl, "POST", "/api/v1/widget/messages", {
+    token,
+    body: { content: "hello" },
+  });
+  const chatId = sent.json.data.chat_id;
+  const history = await call(server.baseUrl, "GET", `/api/v1/widget/messages?chat_id=00${chatId}`, {
+    token,
+  });
+  assert.equal(history.status, 200, JSON.stringify(history.json));
+  assert.deepEqual(history.json.data.map((m: { content: string }) => m.content), ["hello"]);
+  const beyond = await call(
+    server.baseUrl,
+    "GET",
+    "/api/v1/widget/messages?chat_id=99999999999999999999",
+    {
+      token,
+    },
+  );
+  assert.equal(beyond.status, 404);
 });
 
 Deno.test("a socket with an unknown token is refused before the upgrade", async () => {

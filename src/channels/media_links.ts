@@ -11,13 +11,16 @@ import { Buffer } from "node:buffer";
 /** How long a link stays valid (CONTRACT §6.1). */
 export const MEDIA_LINK_TTL_SECONDS = 24 * 3600;
 
+/** The longest media id a link may name (Meta's and Slack's are a few dozen characters). */
+const MAX_MEDIA_ID_LENGTH = 1_024;
+
 /** Signs and checks media links. */
 export interface MediaLinks {
   /** The proxy link of `mediaId` received for `appId`: `…/{mediaId}?exp=<unix>&sig=<hex>`. */
   link(appId: number, mediaId: string): string;
   /**
    * Which of the applications that received `mediaId` (`appsOf` looks them up, only for a
-   * well-formed, unexpired link) a proxy request's query is a valid link of; null when none.
+   * well-formed, unexpired link of a media id that can be one) a proxy request's query is a valid link of; null when none.
    */
   verify(
     mediaId: string,
@@ -63,6 +66,10 @@ export function createMediaLinks(options: MediaLinksOptions): MediaLinks {
       if (!/^[0-9a-f]{64}$/.test(query.sig ?? "")) return null;
       const exp = Number(query.exp);
       if (exp * 1000 < now()) return null;
+      // No platform's media id holds a NUL (nor could PostgreSQL's text, where it is looked up).
+      if (mediaId === "" || mediaId.length > MAX_MEDIA_ID_LENGTH || mediaId.includes("\0")) {
+        return null;
+      }
       const given = Buffer.from(query.sig!, "hex");
       return (await appsOf()).find((appId) =>
         timingSafeEqual(Buffer.from(sign(appId, mediaId, exp), "hex"), given)

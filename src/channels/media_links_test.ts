@@ -68,3 +68,20 @@ Deno.test("createMediaLinks links of another key or another proxy do not verify"
   assert.equal(await mine.verify("m", queryOf(theirs.link(1, "m")), apps([1])), null);
   assert.equal(await mine.verify("m", queryOf(slack.link(1, "m")), apps([1])), null);
 });
+
+Deno.test("createMediaLinks refuses a media id no platform makes without looking it up", async () => {
+  const links = createMediaLinks({ encryptionKey: KEY, publicBaseUrl: "http://x" });
+  let lookups = 0;
+  const counted = () => {
+    lookups++;
+    return Promise.resolve([1]);
+  };
+  for (const id of ["", "a\0b", "9".repeat(1_025)]) {
+    assert.equal(await links.verify(id, queryOf(links.link(1, id)), counted), null);
+  }
+  assert.equal(lookups, 0);
+  assert.equal(
+    await links.verify("9".repeat(1_024), queryOf(links.link(1, "9".repeat(1_024))), counted),
+    1,
+  );
+});

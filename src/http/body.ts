@@ -21,17 +21,14 @@ function encodingOf(c: Context, accepted: BodyEncoding[]): BodyEncoding | null {
 }
 
 /**
- * Reads the body as a plain object. `optional` lets an empty body (no content at all) stand
- * for `{}`. Form bodies give string values. A JSON value other than an object names no fields:
- * it reads as `{}`, so that the route reports the fields it lacks.
+ * Reads the body as a plain object. Form bodies give string values. A JSON value other than an
+ * object names no fields: it reads as `{}`, so that the route reports the fields it lacks.
  */
 export async function readBody(
   c: Context,
   accepted: BodyEncoding[],
-  options: { optional?: boolean } = {},
 ): Promise<Record<string, unknown>> {
   const bytes = await c.req.arrayBuffer();
-  if (options.optional && lenientUtf8.decode(bytes).trim() === "") return {};
   const encoding = encodingOf(c, accepted);
   if (encoding === null) throw new AppError(415, "Unsupported content type");
   if (encoding === "form") {
@@ -42,9 +39,17 @@ export async function readBody(
   return value as Record<string, unknown>;
 }
 
-/** Reads a JSON body as whatever value it holds, for routes that judge its shape themselves. */
-export async function readJson(c: Context): Promise<unknown> {
+/**
+ * Reads a JSON body as whatever value it holds, for routes that judge its shape themselves.
+ * `optional`: a blank body (no content at all, or only whitespace) is `undefined`, whatever its
+ * Content-Type.
+ */
+export async function readJson(
+  c: Context,
+  options: { optional?: boolean } = {},
+): Promise<unknown> {
   const bytes = await c.req.arrayBuffer();
+  if (options.optional && lenientUtf8.decode(bytes).trim() === "") return undefined;
   if (encodingOf(c, ["json"]) === null) throw new AppError(415, "Unsupported content type");
   return parseJson(bytes);
 }

@@ -6,12 +6,13 @@ import { Hono } from "hono";
 import type { Sql } from "../db/client.ts";
 import { ok } from "./envelope.ts";
 import { AppError } from "../domain/app_error.ts";
+import { methodNotAllowed } from "./method_not_allowed.ts";
 
 const READY_TIMEOUT_MS = 2_000;
 
 /** Routes `/healthz` and `/readyz`. */
 export function healthRoutes(sql: Sql): Hono {
-  return new Hono()
+  const routes = new Hono()
     .get("/healthz", (c) => ok(c, { status: "ok" }))
     .get("/readyz", async (c) => {
       let timer: ReturnType<typeof setTimeout> | undefined;
@@ -32,4 +33,6 @@ export function healthRoutes(sql: Sql): Hono {
       }
       return ok(c, { status: "ready" });
     });
+  methodNotAllowed(routes, ["/healthz", "/readyz"]);
+  return routes;
 }

@@ -18,12 +18,13 @@ import { AppError } from "../domain/app_error.ts";
 import { createLruCache } from "../domain/lru_cache.ts";
 import { parseMessageContent } from "../domain/message_kinds.ts";
 import { ok } from "./envelope.ts";
-import { readBody } from "./body.ts";
+import { readBody, readJson } from "./body.ts";
 import { methodNotAllowed } from "./method_not_allowed.ts";
 import { rateLimit } from "./middleware/rate_limit.ts";
+import { cors } from "./middleware/cors.ts";
 import { bodySizeLimit } from "./middleware/body_size_limit.ts";
 import { clientIp } from "./client_ip.ts";
-import { HISTORY_QUERY } from "./query_params.ts";
+import { HISTORY_QUERY, safeId } from "./query_params.ts";
 import type { HitCounter } from "../rate_limit/hit_counter.ts";
 import { createBucketNames } from "../rate_limit/bucket_names.ts";
 
@@ -56,10 +57,8 @@ const newVisitorSchema = z.strictObject({
   email: z.email().max(320).optional(),
 });
 
-const visitorMessageSchema = z.object({
-  content: z.string(),
-  message_type: z.string().optional(),
-});
+/** What an application's public id may look like (they are made as `app_` and 24 hex digits). */
+const PUBLIC_ID = /^[A-Za-z0-9_-]{1,64}$/;
 
 /** The largest id a path or body may name (PostgreSQL bigint, kept exact in a JS number). */
 const ID = z.number().int().positive().max(Number.MAX_SAFE_INTEGER);
@@ -112,6 +111,22 @@ export function widgetRoutes(deps: WidgetDeps): Hono {
 
   const routes = new Hono();
 
+  // The widget runs on the business's pages: any origin may call (tokens, never cookies).
+  routes.use(cors({
+    allowMethods: ["GET", "POST"],
+    allowHeaders: ["Authorization", "Content-Type", "X-Request-Id"],
+    exposeHeaders: [
+      "X-Request-Id",
+      "Retry-After",
+      "X-RateLimit-Limit",
+      "X-RateLimit-Remaining",
+      "X-RateLimit-Reset",
+      "RateLimit-Policy",
+      "RateLimit",
+    ],
+    maxAgeSeconds: 86_400,
+  }));
+
   const bucketOfToken = createBucketNames({ prefix: "widget:" });
 
   // Per visitor token — the one the route authenticates with, so that another token sent along
@@ -128,17 +143,16 @@ export function widgetRoutes(deps: WidgetDeps): Hono {
   routes.use(bodySizeLimit());
 
   routes.post("/:publicId/visitors", async (c) => {
-    const body = await readBody(c, ["json"], { optional: true });
-    const parsed = newVisitorSchema.safeParse(body);
+    const parsed = newVisitorSchema.safeParse(await readJson(c, { optional: true }) ?? {});
     if (!parsed.success) {
-      throw new AppError(
-        400,
-        `Invalid visitor: ${parsed.error.issues[0].path.join(".")} ${
-          parsed.error.issues[0].message
-        }`,
-      );
+      const issue = parsed.error.issues[0];
+      throw new AppError(400, `Invalid visitor: ${[...issue.path, issue.message].join(" ")}`);
     }
-    const app = await findApplicationByPublicId(deps.sql, c.req.param("publicId"));
+    const publicId = c.req.param("publicId");
+    // Only the shape public ids have reaches the database (a NUL, say, is no text to it).
+    const app = PUBLIC_ID.test(publicId)
+      ? await findApplicationByPublicId(deps.sql, publicId)
+      : null;
     if (!app) throw new AppError(404, "Application not found");
     const token = newVisitorToken(app.id);
     const created = await command({
@@ -153,21 +167,21 @@ export function widgetRoutes(deps: WidgetDeps): Hono {
 
   routes.post("/messages", async (c) => {
     const visitor = await authenticate(tokenOf(c));
-    const parsed = visitorMessageSchema.safeParse(await readBody(c, ["json"]));
-    if (!parsed.success || parsed.data.content.trim() === "") {
+    const body = await readBody(c, ["json"]);
+    const { content, message_type: messageType = "text" } = body;
+    if (typeof content !== "string" || content.trim() === "") {
       throw new AppError(400, "content is required");
     }
-    const messageType = parsed.data.message_type ?? "text";
-    if (!(VISITOR_MESSAGE_TYPES as readonly string[]).includes(messageType)) {
+    if (!(VISITOR_MESSAGE_TYPES as readonly unknown[]).includes(messageType)) {
       throw new AppError(400, `message_type must be one of: ${VISITOR_MESSAGE_TYPES.join(", ")}`);
     }
-    const { payload } = parseMessageContent(messageType, parsed.data.content);
+    const { payload } = parseMessageContent(messageType as string, content);
     const sent = await command({
       kind: "visitor.message",
       appId: visitor.appId,
       clientId: visitor.clientId,
-      messageType,
-      content: parsed.data.content,
+      messageType: messageType as string,
+      content,
       payload,
     });
     return ok(c, sent);
@@ -194,10 +208,12 @@ export function widgetRoutes(deps: WidgetDeps): Hono {
   routes.get("/messages", async (c) => {
     const visitor = await authenticate(tokenOf(c));
     const chatParam = c.req.query("chat_id");
+    // Digits as the Open API reads an id (leading zeros allowed); beyond ours, none of ours.
+    const chatId = chatParam !== undefined && /^[0-9]+$/.test(chatParam) ? safeId(chatParam) : null;
     const chat = chatParam === undefined
       ? await findLatestClientConversation(deps.sql, visitor.appId, visitor.clientId)
-      : /^[1-9][0-9]{0,15}$/.test(chatParam)
-      ? await findClientConversation(deps.sql, visitor.appId, visitor.clientId, Number(chatParam))
+      : chatId
+      ? await findClientConversation(deps.sql, visitor.appId, visitor.clientId, chatId)
       : null;
     if (!chat) {
       if (chatParam === undefined) return ok(c, []);
@@ -217,7 +233,20 @@ export function widgetRoutes(deps: WidgetDeps): Hono {
     if ((c.req.header("upgrade") ?? "").toLowerCase() !== "websocket") {
       throw new AppError(426, "Expected a WebSocket upgrade");
     }
-    const { socket, response } = Deno.upgradeWebSocket(c.req.raw);
+    // RFC 6455 §4.2.2: only version 13 is spoken, and the server names it.
+    if (c.req.header("sec-websocket-version")?.trim() !== "13") {
+      throw new AppError(426, "Unsupported WebSocket version", {
+        headers: { "Sec-WebSocket-Version": "13" },
+      });
+    }
+    let upgraded;
+    try {
+      upgraded = Deno.upgradeWebSocket(c.req.raw);
+    } catch (error) {
+      // An incomplete handshake: no `Connection: Upgrade`, no `Sec-WebSocket-Key`.
+      throw new AppError(400, "Invalid WebSocket handshake", { cause: error });
+    }
+    const { socket, response } = upgraded;
     deps.attachVisitor(socket, visitor);
     return response;
   });
