@@ -29,7 +29,7 @@ export class Source {
   capped = false;
 
   constructor(
-    readonly conn: Deno.Conn,
+    readonly conn: { read(buffer: Uint8Array): Promise<number | null> },
     readonly step: <T>(op: Promise<T>) => Promise<T>,
   ) {}
 

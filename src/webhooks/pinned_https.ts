@@ -2,9 +2,9 @@
  * One webhook POST over HTTPS to a pinned address (CONTRACT §5.2: "the connection goes to the
  * address that was checked"). `fetch` resolves the host name again, which would let a name that
  * passed the SSRF guard point somewhere else by the time of the connection (DNS rebinding), and it
- * cannot be told which address to use. So this module speaks HTTP/1.1 itself: it connects with
- * `Deno.connect` to the checked IP address, upgrades with `Deno.startTls` using the url's host
- * name (which drives SNI and certificate verification), and sends the url's host in `Host`.
+ * cannot be told which address to use. So this module speaks HTTP/1.1 itself over a TLS
+ * connection to the checked IP address (`tls_connection.ts`), with the url's host name driving
+ * SNI and certificate verification, and sends the url's host in `Host`.
  *
  * The exchange is bounded: one deadline covers connect, handshake, write and read (the connection
  * is closed when it passes), and at most {@linkcode MAX_READ_BYTES} are read, of which the first
@@ -14,6 +14,7 @@
  * `TLS: <message>`, `malformed response (...)`), the original error as its `cause`.
  */
 import { ProtocolError, readResponse, Source, TOKEN } from "./http1_response.ts";
+import { openTls, type TlsConnection } from "./tls_connection.ts";
 
 /** One POST to send. */
 export interface PinnedRequest {
@@ -56,7 +57,7 @@ export { EXCERPT_BYTES, MAX_READ_BYTES } from "./http1_response.ts";
 /** Request headers that this module writes itself. */
 const OWN_HEADERS = new Set(["host", "content-length", "connection", "transfer-encoding"]);
 
-/** An address that `Deno.connect` takes literally instead of resolving. */
+/** An address that is connected to as it is, never resolved. */
 const IPV4_LITERAL = /^(?:\d{1,3}\.){3}\d{1,3}$/;
 const IPV6_LITERAL = /^[0-9A-Fa-f:.]*:[0-9A-Fa-f:.]*$/;
 
@@ -72,14 +73,14 @@ export interface ConnectionPool {
 }
 
 interface Idle {
-  conn: Deno.TlsConn;
+  conn: TlsConnection;
   since: number;
 }
 
 /** The pool's side that {@linkcode postPinned} uses. */
 interface PoolAccess extends ConnectionPool {
-  take(key: string): Deno.TlsConn | undefined;
-  give(key: string, conn: Deno.TlsConn): void;
+  take(key: string): TlsConnection | undefined;
+  give(key: string, conn: TlsConnection): void;
 }
 
 /**
@@ -97,7 +98,7 @@ export function createConnectionPool(
   function sweep(): void {
     const now = performance.now();
     for (const [key, list] of idle) {
-      while (list.length > 0 && now - list[0].since >= idleMs) closeQuietly(list.shift()!.conn);
+      while (list.length > 0 && now - list[0].since >= idleMs) list.shift()!.conn.close();
       if (list.length === 0) idle.delete(key);
     }
     if (idle.size === 0) {
@@ -111,8 +112,9 @@ export function createConnectionPool(
       const now = performance.now();
       while (list && list.length > 0) {
         const entry = list.pop()!;
-        if (now - entry.since < idleMs) return entry.conn;
-        closeQuietly(entry.conn);
+        // A connection the receiver closed (or wrote to) while idle carries no request.
+        if (now - entry.since < idleMs && entry.conn.reusable) return entry.conn;
+        entry.conn.close();
       }
       return undefined;
     },
@@ -121,7 +123,7 @@ export function createConnectionPool(
       idle.set(key, list);
       const now = performance.now();
       while (list.length > 0 && (list.length >= maxIdlePerKey || now - list[0].since >= idleMs)) {
-        closeQuietly(list.shift()!.conn);
+        list.shift()!.conn.close();
       }
       list.push({ conn, since: now });
       if (sweeper === undefined) {
@@ -133,7 +135,7 @@ export function createConnectionPool(
     close() {
       clearInterval(sweeper);
       sweeper = undefined;
-      for (const list of idle.values()) for (const entry of list) closeQuietly(entry.conn);
+      for (const list of idle.values()) for (const entry of list) entry.conn.close();
       idle.clear();
     },
   };
@@ -174,7 +176,7 @@ function endpointKey(request: PinnedRequest): string {
 }
 
 /** One request and response, on `reused` or on a new connection. */
-async function exchange(request: PinnedRequest, reused?: Deno.TlsConn): Promise<PinnedResponse> {
+async function exchange(request: PinnedRequest, reused?: TlsConnection): Promise<PinnedResponse> {
   const start = performance.now();
   const { url, timeoutMs } = request;
   const pool = request.pool as PoolAccess | undefined;
@@ -187,55 +189,33 @@ async function exchange(request: PinnedRequest, reused?: Deno.TlsConn): Promise<
   const port = url.port === "" ? 443 : Number(url.port);
   const serverName = url.hostname.replace(/^\[(.*)\]$/, "$1");
 
-  let conn: Deno.Conn | undefined = reused;
+  let conn: TlsConnection | undefined = reused;
   let keep = false;
   let timedOut = false;
-  const connectAbort = new AbortController();
   let expire!: (error: Error) => void;
   const expired = new Promise<never>((_, reject) => expire = reject);
   expired.catch(() => {});
   const timer = setTimeout(() => {
     timedOut = true;
     expire(failure(`timeout after ${timeoutMs} ms`));
-    connectAbort.abort();
-    if (conn !== undefined) closeQuietly(conn);
+    conn?.close();
   }, timeoutMs);
-  /** Awaits `op` until the deadline; a result that comes later is closed. */
-  const step = async <T>(op: Promise<T>, late?: (value: T) => void): Promise<T> => {
-    try {
-      return await Promise.race([op, expired]);
-    } catch (error) {
-      op.then((value) => late?.(value), () => {});
-      throw error;
-    }
-  };
+  /** Awaits `op` until the deadline. */
+  const step = <T>(op: Promise<T>): Promise<T> => Promise.race([op, expired]);
 
   let phase: "connect" | "TLS" | "write" | "read" = "connect";
   let source: Source | undefined;
   try {
-    let tls: Deno.TlsConn;
-    if (reused) {
-      tls = reused;
-    } else {
-      const tcp = await step(
-        Deno.connect({ hostname: address, port, signal: connectAbort.signal }),
-        closeQuietly,
-      );
-      conn = tcp;
-      // The request goes out in one write; Nagle's algorithm would only add delayed-ACK stalls.
-      tcp.setNoDelay(true);
+    if (!conn) {
+      conn = openTls({ address, port, serverName, caCerts: request.caCerts });
+      await step(conn.connected);
       phase = "TLS";
-      tls = await step(
-        Deno.startTls(tcp, { hostname: serverName, caCerts: request.caCerts }),
-        closeQuietly,
-      );
-      conn = tls;
-      await step(tls.handshake());
+      await step(conn.secured);
     }
     phase = "write";
-    await step(writeAll(tls, head));
+    await step(conn.write(head));
     phase = "read";
-    source = new Source(tls, step);
+    source = new Source(conn, step);
     const response = await readResponse(source);
     keep = pool !== undefined && !source.ended && !source.capped &&
       source.pending.length === 0 && !/\bclose\b/i.test(response.headers.get("connection") ?? "");
@@ -248,8 +228,8 @@ async function exchange(request: PinnedRequest, reused?: Deno.TlsConn): Promise<
     throw describe(error, phase);
   } finally {
     clearTimeout(timer);
-    if (keep && pool && conn !== undefined) pool.give(endpointKey(request), conn as Deno.TlsConn);
-    else if (conn !== undefined) closeQuietly(conn);
+    if (keep && pool && conn !== undefined) pool.give(endpointKey(request), conn);
+    else conn?.close();
   }
 }
 
@@ -280,34 +260,21 @@ function requestHead(
   return all;
 }
 
-/** Writes every byte of `data` (a write may take only part of it). */
-async function writeAll(conn: Deno.Conn, data: Uint8Array): Promise<void> {
-  let written = 0;
-  while (written < data.length) written += await conn.write(data.subarray(written));
-}
-
-/** Closes a connection that may already be closed (or consumed by `Deno.startTls`). */
-function closeQuietly(conn: Deno.Conn): void {
-  try {
-    conn.close();
-  } catch {
-    // already closed
-  }
-}
+/** Node's error codes of a connection that the peer reset or cut. */
+const RESET_CODES = new Set(["ECONNRESET", "EPIPE", "ECONNABORTED"]);
 
 /** The delivery-log message of an error thrown in `phase`. */
 function describe(error: unknown, phase: "connect" | "TLS" | "write" | "read"): Error {
   if (error instanceof ProtocolError) return failure(`malformed response (${error.message})`);
   const message = error instanceof Error ? error.message : String(error);
-  if (phase === "TLS") return failure(`TLS: ${message}`, error);
-  if (error instanceof Deno.errors.ConnectionRefused) return failure("connection refused", error);
-  if (
-    error instanceof Deno.errors.ConnectionReset || error instanceof Deno.errors.BrokenPipe ||
-    error instanceof Deno.errors.ConnectionAborted
-  ) {
+  const code = (error as { code?: unknown } | null)?.code;
+  if (code === "ECONNREFUSED") return failure("connection refused", error);
+  if (code === "ENETUNREACH" || code === "EHOSTUNREACH") {
+    return failure("network unreachable", error);
+  }
+  if (typeof code === "string" && RESET_CODES.has(code)) {
     return failure("connection reset", error);
   }
-  if (error instanceof Deno.errors.NetworkUnreachable) return failure("network unreachable", error);
-  if (error instanceof Deno.errors.InvalidData) return failure(`TLS: ${message}`, error);
+  if (phase === "TLS") return failure(`TLS: ${message}`, error);
   return failure(`${phase}: ${message}`, error);
 }
