@@ -260,7 +260,7 @@ function requestHead(
   return all;
 }
 
-/** Node's error codes of a connection that the peer reset or cut. */
+/** Node's error codes (node:tls connections) of a connection that the peer reset or cut. */
 const RESET_CODES = new Set(["ECONNRESET", "EPIPE", "ECONNABORTED"]);
 
 /** The delivery-log message of an error thrown in `phase`. */
@@ -276,5 +276,14 @@ function describe(error: unknown, phase: "connect" | "TLS" | "write" | "read"): 
     return failure("connection reset", error);
   }
   if (phase === "TLS") return failure(`TLS: ${message}`, error);
+  if (error instanceof Deno.errors.ConnectionRefused) return failure("connection refused", error);
+  if (
+    error instanceof Deno.errors.ConnectionReset || error instanceof Deno.errors.BrokenPipe ||
+    error instanceof Deno.errors.ConnectionAborted
+  ) {
+    return failure("connection reset", error);
+  }
+  if (error instanceof Deno.errors.NetworkUnreachable) return failure("network unreachable", error);
+  if (error instanceof Deno.errors.InvalidData) return failure(`TLS: ${message}`, error);
   return failure(`${phase}: ${message}`, error);
 }

@@ -168,7 +168,7 @@ Deno.test("postPinned rejects a certificate not signed by a trusted root", async
     postPinned(hookRequest(server.addr.port, { caCerts: undefined })),
   );
 
-  assert.match(message, /^TLS: self-signed certificate/);
+  assert.match(message, /^TLS: .*UnknownIssuer/);
   assert.equal(seen.length, 0);
 });
 
@@ -179,7 +179,7 @@ Deno.test("postPinned rejects a certificate issued for another host name", async
     postPinned(hookRequest(server.addr.port, { caCerts: [HOOKS.cert, OTHER.cert] })),
   );
 
-  assert.match(message, /^TLS: .*Host: hooks\.test\. is not in the cert's altnames/);
+  assert.match(message, /^TLS: .*not valid for name "hooks\.test"/);
   assert.equal(seen.length, 0);
 });
 

@@ -1,16 +1,20 @@
 /**
- * TLS client connections for the webhook deliverer, over `node:tls` rather than `Deno.startTls`.
- * Deno 2.9 keeps the socket of a `Deno.startTls` (or `Deno.connectTls`) connection open until its
- * handshake ends, even after `close()`: a receiver that accepts TCP and never answers the
- * handshake held one descriptor per attempt until the peer gave up, and a webhook url pointed at
- * such a host ran the process out of descriptors in minutes. A `node:tls` socket is released when
- * it is destroyed, in any state.
+ * TLS client connections for the webhook deliverer to a given IP address (never resolved: it is
+ * the one the SSRF guard checked), with the url's host name for SNI and the certificate check.
  *
- * The connection goes to a given IP address (never resolved: the lookup answers the address
- * itself) while SNI and the certificate check use the url's host name.
+ * Two implementations behind one interface. Deno's own TLS (`Deno.startTls`) is the fast one, but
+ * Deno 2.9 keeps its socket open after `close()` until the handshake ends: a receiver that accepts
+ * TCP and never answers the handshake used to hold one descriptor per attempt, and a webhook url
+ * pointed at such a host ran the process out of descriptors in minutes. A `node:tls` socket is
+ * released when destroyed in any state, but costs ~100 µs more CPU per request (measured with 8
+ * deliveries in flight on keep-alive connections). So a connection uses Deno's TLS unless its
+ * endpoint has stalled a handshake in the last hour, or the worker has already abandoned
+ * {@linkcode MAX_ABANDONED_HANDSHAKES} handshakes: then `node:tls`. A worker thus never holds more
+ * than that many sockets for receivers that never answer.
  */
 import { isIP, type LookupFunction } from "node:net";
 import tls from "node:tls";
+import { log } from "../log.ts";
 
 /** Where to connect and what to trust. */
 export interface TlsConnectOptions {
@@ -39,6 +43,104 @@ export interface TlsConnection {
   close(): void;
 }
 
+/**
+ * Deno handshakes a worker may abandon; from then on every connection is node:tls. Deno rejects
+ * an abandoned handshake's promise at once but frees its socket only when the peer answers or
+ * leaves, which nothing here can observe, so they are counted for the worker's lifetime.
+ */
+export const MAX_ABANDONED_HANDSHAKES = 16;
+/** How long an endpoint that stalled a handshake gets node:tls connections. */
+const STALLED_ENDPOINT_MS = 3_600_000;
+
+/** Deno handshakes given up on so far (each may still hold its socket). */
+let abandonedHandshakes = 0;
+/** Endpoints (address, port, server name) that stalled a handshake, with when. */
+const stalledEndpoints = new Map<string, number>();
+
+/** Opens a connection; use its `connected` and `secured` promises to follow it. */
+export function openTls(options: TlsConnectOptions): TlsConnection {
+  const endpoint = `${options.address}|${options.port}|${options.serverName}`;
+  const stalledAt = stalledEndpoints.get(endpoint);
+  if (stalledAt !== undefined && performance.now() - stalledAt > STALLED_ENDPOINT_MS) {
+    stalledEndpoints.delete(endpoint);
+  }
+  if (abandonedHandshakes >= MAX_ABANDONED_HANDSHAKES || stalledEndpoints.has(endpoint)) {
+    return openNodeTls(options);
+  }
+  return openDenoTls(options, endpoint);
+}
+
+/** A connection over Deno's TLS. */
+function openDenoTls(options: TlsConnectOptions, endpoint: string): TlsConnection {
+  const { address, port, serverName, caCerts } = options;
+  const connectAbort = new AbortController();
+  let conn: Deno.Conn | undefined;
+  let closed = false;
+  let handshake: Promise<unknown> | undefined;
+  let handshakeDone = false;
+  const connected = Deno.connect({ hostname: address, port, signal: connectAbort.signal }).then(
+    (tcp) => {
+      if (closed) {
+        tcp.close();
+        throw new Error("connection closed before connecting");
+      }
+      tcp.setNoDelay(true);
+      conn = tcp;
+    },
+  );
+  const secured = connected.then(async () => {
+    const tls = await Deno.startTls(conn as Deno.TcpConn, { hostname: serverName, caCerts });
+    conn = tls;
+    if (closed) {
+      tls.close();
+      throw new Error("connection closed before the handshake");
+    }
+    handshake = tls.handshake();
+    await handshake;
+    handshakeDone = true;
+  });
+  connected.catch(() => {});
+  secured.catch(() => {});
+  return {
+    connected,
+    secured,
+    read(buffer) {
+      if (!conn || closed) return Promise.resolve(null);
+      return conn.read(buffer);
+    },
+    async write(data) {
+      if (!conn || closed) throw new Error("connection closed");
+      let written = 0;
+      while (written < data.length) written += await conn.write(data.subarray(written));
+    },
+    get reusable() {
+      return !closed && handshakeDone;
+    },
+    close() {
+      if (closed) return;
+      closed = true;
+      connectAbort.abort();
+      if (handshake && !handshakeDone) {
+        // Its socket stays open until the peer answers or leaves: count it, and send this
+        // endpoint's next connections through node:tls.
+        abandonedHandshakes++;
+        if (abandonedHandshakes === MAX_ABANDONED_HANDSHAKES) {
+          log("warn", "webhook TLS handshakes stalled; node:tls from now on", {
+            abandoned: abandonedHandshakes,
+          });
+        }
+        if (stalledEndpoints.size >= 1_000) stalledEndpoints.clear();
+        stalledEndpoints.set(endpoint, performance.now());
+      }
+      try {
+        conn?.close();
+      } catch {
+        // already closed
+      }
+    },
+  };
+}
+
 /** Unread bytes above which the socket stops reading from the network until they are taken. */
 const HIGH_WATER_BYTES = 64 * 1024;
 
@@ -56,8 +158,8 @@ function rootsWith(caCerts: string[]): string[] {
   return roots;
 }
 
-/** Opens a connection; use its `connected` and `secured` promises to follow it. */
-export function openTls(options: TlsConnectOptions): TlsConnection {
+/** A `node:tls` connection: released when closed in any state, ~100 µs more CPU per request. */
+function openNodeTls(options: TlsConnectOptions): TlsConnection {
   const { address, port, serverName, caCerts } = options;
   const family = isIP(address);
   if (family === 0) throw new Error(`address is not an IP literal: ${address}`);
