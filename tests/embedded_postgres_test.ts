@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { spawnServer } from "./support/server.ts";
 import { runCliProcess } from "./support/cli.ts";
+import { waitForPreviousPostmaster } from "../src/db/embedded.ts";
 
 /** The pid of the postmaster running on `dataDir` (its `postmaster.pid`'s first line). */
 async function postmasterPid(dataDir: string): Promise<number> {
@@ -121,6 +122,8 @@ Deno.test("a server killed with SIGKILL takes its embedded PostgreSQL with it, a
     const first = await spawnServer({ DATA_DIR: dataDir });
     const postmaster = await postmasterPid(dataDir);
     assert.ok(await isAlive(postmaster));
+    // A start meanwhile would see this postmaster for what it is, and share it.
+    assert.equal(typeof await waitForPreviousPostmaster(`${dataDir}/pg`, 1_000), "number");
     first.process.kill("SIGKILL");
     await first.process.status;
     try {

@@ -63,7 +63,9 @@ export async function openEmbeddedPostgres(
   await Deno.mkdir(dataDir, { recursive: true });
   const password = await readOrCreatePassword(join(dataDir, "pg_password"));
 
-  const running = await findRunningPort(pgData);
+  // A postmaster still stopping (its Parley was just killed) or starting (another process's)
+  // holds the data directory: wait for it to go, or to be ready and shared.
+  const running = await findRunningPort(pgData) ?? await waitForPreviousPostmaster(pgData);
   if (running !== null) {
     return {
       url: databaseUrl(password, running, database, socketDirFits(pgData) ? pgData : null),
@@ -211,6 +213,56 @@ async function findRunningPort(pgData: string): Promise<number | null> {
     const conn = await Deno.connect({ hostname: "127.0.0.1", port });
     conn.close();
     return port;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * Waits while the postmaster that `pgData`'s `postmaster.pid` names is alive but not ready:
+ * stopping (its Parley was killed and it writes its shutdown checkpoint) or starting. Resolves with
+ * its port once it is ready, or null once it is gone (or the file names no live postmaster); a
+ * second postmaster started meanwhile would only fail on the lock file.
+ */
+export async function waitForPreviousPostmaster(
+  pgData: string,
+  timeoutMs = START_TIMEOUT_MS,
+): Promise<number | null> {
+  const deadline = Date.now() + timeoutMs;
+  let logged = false;
+  for (;;) {
+    const pid = await livePostmasterPid(pgData);
+    if (pid === null) return null;
+    const port = await findRunningPort(pgData);
+    if (port !== null) return port;
+    if (Date.now() >= deadline) {
+      throw new Error(
+        `PostgreSQL (pid ${pid}) holds ${pgData} and neither stopped nor became ready within ${timeoutMs} ms`,
+      );
+    }
+    if (!logged) {
+      log("info", "waiting for the previous embedded PostgreSQL", { pid });
+      logged = true;
+    }
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
+
+/** The pid in `pgData`'s `postmaster.pid` when it is a live (not zombie) postgres process. */
+async function livePostmasterPid(pgData: string): Promise<number | null> {
+  let pid: number;
+  try {
+    pid = Number((await Deno.readTextFile(join(pgData, "postmaster.pid"))).split("\n")[0]);
+  } catch {
+    return null;
+  }
+  if (!Number.isInteger(pid) || pid <= 0) return null;
+  try {
+    // A stale file's pid may since belong to another program.
+    const command = await Deno.readTextFile(`/proc/${pid}/cmdline`);
+    if (!command.split("\0")[0].endsWith("postgres")) return null;
+    const stat = await Deno.readTextFile(`/proc/${pid}/stat`);
+    return stat.slice(stat.lastIndexOf(")") + 2)[0] === "Z" ? null : pid;
   } catch {
     return null;
   }
