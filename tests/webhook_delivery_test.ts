@@ -619,3 +619,28 @@ Deno.test("recording an attempt again (its answer lost) logs it once and moves n
     SELECT count(*)::int AS count FROM webhook_attempts WHERE outbox_id = ${delivery.id}`;
   assert.equal(after.count, 2);
 });
+
+Deno.test("a second try of an attempt record that runs while the first is in flight logs it once", async () => {
+  await using db = await createTestDatabase();
+  const app = await createKeyedApp(db.sql);
+  await db.sql`
+    INSERT INTO outbox (app_id, kind, topic, payload)
+    VALUES (${app.appId}, 'webhook', 'message.sent', '{}')`;
+  const [delivery] = await claimDueDeliveries(db.sql, { limit: 10, leaseSeconds: 60 });
+  const attempt = { statusCode: 500, latencyMs: 5, error: "HTTP 500", responseExcerpt: null };
+  const record = { delivery, attempt, outcome: { state: "pending" as const, retryInMs: 5_000 } };
+  let second: Promise<void> | undefined;
+  await db.sql.begin(async (tx) => {
+    await recordAttempts(tx, [record]);
+    // The first try has not committed yet: the second must wait for it, not add a row.
+    second = recordAttempts(db.sql, [record]);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  });
+  await second;
+  const [logged] = await db.sql<{ count: number }[]>`
+    SELECT count(*)::int AS count FROM webhook_attempts WHERE outbox_id = ${delivery.id}`;
+  assert.equal(logged.count, 1);
+  const [row] = await db.sql<{ attempts: number }[]>`
+    SELECT attempts FROM outbox WHERE id = ${delivery.id}`;
+  assert.equal(row.attempts, 1);
+});

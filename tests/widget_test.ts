@@ -179,6 +179,14 @@ Deno.test("bad widget input gets the contract's envelope and writes nothing", as
       "Invalid visitor: Invalid input: expected object, received array",
     ],
     [
+      "a visitor body of JSON null",
+      await call(server.baseUrl, "POST", `/api/v1/widget/${app.public_id}/visitors`, {
+        raw: "null",
+      }),
+      400,
+      "Invalid visitor: Invalid input: expected object, received null",
+    ],
+    [
       "an unknown field of a visitor",
       await call(server.baseUrl, "POST", `/api/v1/widget/${app.public_id}/visitors`, {
         body: { foo: 1 },
@@ -399,6 +407,17 @@ Deno.test("an incomplete or unsupported WebSocket handshake is refused with a 4x
   assert.equal(oldVersion.status, 426, oldVersion.text);
   assert.match(oldVersion.text, /\r\nsec-websocket-version: 13\r\n/i);
   assert.match(oldVersion.text, /"message":"Unsupported WebSocket version"/);
+  assert.match(oldVersion.text, /\r\nupgrade: websocket\r\n/i);
+  // HEAD is routed like GET, but a handshake is a GET.
+  const head = await rawRequest(server.baseUrl, [
+    `HEAD /api/v1/widget/socket?token=${visitor.visitor_token} HTTP/1.1`,
+    "Host: localhost",
+    "Upgrade: websocket",
+    "Connection: Upgrade",
+    "Sec-WebSocket-Version: 13",
+    "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==",
+  ]);
+  assert.equal(head.status, 426, head.text);
 });
 
 Deno.test("the widget answers browsers of any origin: preflights, and headers a page may read", async () => {

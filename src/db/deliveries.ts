@@ -173,11 +173,10 @@ export async function recordAttempts(sql: Tx, records: RecordedAttempt[]): Promi
     ), attempts AS (
       INSERT INTO webhook_attempts
         (app_id, outbox_id, status_code, latency_ms, error, response_excerpt, claimed_until)
-      SELECT app_id, id, status_code, latency_ms, error, excerpt, claim FROM input i
-      -- A second try of a record that committed (its answer was lost) adds nothing.
-      WHERE NOT EXISTS (
-        SELECT 1 FROM webhook_attempts a
-        WHERE a.app_id = i.app_id AND a.outbox_id = i.id AND a.claimed_until = i.claim)
+      SELECT app_id, id, status_code, latency_ms, error, excerpt, claim FROM input
+      -- A second try of a record that committed (its answer was lost) adds nothing, even one
+      -- that runs while the first is still in flight (it waits for it on the unique index).
+      ON CONFLICT (app_id, outbox_id, claimed_until) WHERE claimed_until IS NOT NULL DO NOTHING
     )
     UPDATE outbox o SET attempts = o.attempts + 1, last_error = i.error, claimed_until = NULL,
       -- A retry asked during the attempt makes anything but a success due again at once.

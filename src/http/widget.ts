@@ -143,7 +143,9 @@ export function widgetRoutes(deps: WidgetDeps): Hono {
   routes.use(bodySizeLimit());
 
   routes.post("/:publicId/visitors", async (c) => {
-    const parsed = newVisitorSchema.safeParse(await readJson(c, { optional: true }) ?? {});
+    const body = await readJson(c, { optional: true });
+    // Only a blank body stands for `{}`: JSON's null is no object either.
+    const parsed = newVisitorSchema.safeParse(body === undefined ? {} : body);
     if (!parsed.success) {
       const issue = parsed.error.issues[0];
       throw new AppError(400, `Invalid visitor: ${[...issue.path, issue.message].join(" ")}`);
@@ -230,13 +232,19 @@ export function widgetRoutes(deps: WidgetDeps): Hono {
 
   routes.get("/socket", async (c) => {
     const visitor = await authenticate(tokenOf(c));
-    if ((c.req.header("upgrade") ?? "").toLowerCase() !== "websocket") {
-      throw new AppError(426, "Expected a WebSocket upgrade");
+    // RFC 6455 §4.1: a handshake is a GET (Hono also routes HEAD here). RFC 9110 §15.5.22: a 426
+    // names the protocol to upgrade to.
+    if (
+      c.req.method !== "GET" || (c.req.header("upgrade") ?? "").toLowerCase() !== "websocket"
+    ) {
+      throw new AppError(426, "Expected a WebSocket upgrade", {
+        headers: { Upgrade: "websocket", Connection: "Upgrade" },
+      });
     }
     // RFC 6455 §4.2.2: only version 13 is spoken, and the server names it.
     if (c.req.header("sec-websocket-version")?.trim() !== "13") {
       throw new AppError(426, "Unsupported WebSocket version", {
-        headers: { "Sec-WebSocket-Version": "13" },
+        headers: { Upgrade: "websocket", Connection: "Upgrade", "Sec-WebSocket-Version": "13" },
       });
     }
     let upgraded;

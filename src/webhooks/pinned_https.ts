@@ -119,6 +119,7 @@ export function createConnectionPool(
       return undefined;
     },
     give(key, conn) {
+      conn.idle();
       const list = idle.get(key) ?? [];
       idle.set(key, list);
       const now = performance.now();

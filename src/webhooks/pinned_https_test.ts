@@ -472,3 +472,28 @@ Deno.test("postPinned() with a pool opens a new connection when the idle one was
     pool.close();
   }
 });
+
+Deno.test("postPinned() with a pool never reads what an idle connection received as an answer", async () => {
+  let connections = 0;
+  const release = Promise.withResolvers<void>();
+  await using server = rawTlsServer(async (conn) => {
+    const number = ++connections;
+    await readRequestHead(conn);
+    await writeText(conn, `HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\n${number}`);
+    if (number > 1) return;
+    // Unasked, while the connection idles in the pool; and it stays open.
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    await writeText(conn, "HTTP/1.1 408 Request Timeout\r\nContent-Length: 0\r\n\r\n");
+    await release.promise;
+  });
+  const pool = createConnectionPool();
+  try {
+    assert.equal((await postPinned(hookRequest(server.port, { pool }))).bodyExcerpt, "1");
+    await new Promise((resolve) => setTimeout(resolve, 150));
+    const second = await postPinned(hookRequest(server.port, { pool }));
+    assert.deepEqual([second.status, second.bodyExcerpt], [200, "2"]);
+  } finally {
+    pool.close();
+    release.resolve();
+  }
+});

@@ -39,21 +39,26 @@ export interface TlsConnection {
   write(data: Uint8Array): Promise<void>;
   /** Whether the connection can still carry a request: open, not ended, nothing unread. */
   readonly reusable: boolean;
+  /** Marks the connection idle (between requests, in the keep-alive pool). */
+  idle(): void;
   /** Destroys the socket (whatever its state) and releases its descriptor. */
   close(): void;
 }
 
 /**
- * Deno handshakes a worker may abandon; from then on every connection is node:tls. Deno rejects
- * an abandoned handshake's promise at once but frees its socket only when the peer answers or
- * leaves, which nothing here can observe, so they are counted for the worker's lifetime.
+ * Deno handshakes a worker may have in progress or abandoned together; beyond, connections are
+ * node:tls. Deno rejects an abandoned handshake's promise at once but frees its socket only when
+ * the peer answers or leaves, which nothing here can observe, so abandoned ones count for the
+ * worker's lifetime; once there are this many, every connection is node:tls.
  */
 export const MAX_ABANDONED_HANDSHAKES = 16;
 /** How long an endpoint that stalled a handshake gets node:tls connections. */
 const STALLED_ENDPOINT_MS = 3_600_000;
 
-/** Deno handshakes given up on so far (each may still hold its socket). */
+/** Deno handshakes given up on so far while in progress (each may still hold its socket). */
 let abandonedHandshakes = 0;
+/** Deno connections opened whose handshake has not ended yet. */
+let handshaking = 0;
 /** Endpoints (address, port, server name) that stalled a handshake, with when. */
 const stalledEndpoints = new Map<string, number>();
 
@@ -65,7 +70,13 @@ export function openTls(options: TlsConnectOptions): TlsConnection {
     stalledEndpoints.delete(endpoint);
   }
   if (abandonedHandshakes >= MAX_ABANDONED_HANDSHAKES || stalledEndpoints.has(endpoint)) {
-    return openNodeTls(options);
+    return openNodeTls(options, { keepAlive: true });
+  }
+  // Every Deno handshake in progress may become abandoned: the bound holds only if they count.
+  // A burst beyond it gets node:tls connections that carry one request each, so the keep-alive
+  // pool fills with Deno's once the burst has passed.
+  if (abandonedHandshakes + handshaking >= MAX_ABANDONED_HANDSHAKES) {
+    return openNodeTls(options, { keepAlive: false });
   }
   return openDenoTls(options, endpoint);
 }
@@ -76,8 +87,21 @@ function openDenoTls(options: TlsConnectOptions, endpoint: string): TlsConnectio
   const connectAbort = new AbortController();
   let conn: Deno.Conn | undefined;
   let closed = false;
-  let handshake: Promise<unknown> | undefined;
+  let handshakeStarted = false;
   let handshakeDone = false;
+  handshaking++;
+  let counted = true;
+  /** The handshake ended (or will never start): it no longer counts as in progress. */
+  const settle = () => {
+    if (counted) handshaking--;
+    counted = false;
+  };
+  /** A read started while the connection idled in the pool, and what it brought. */
+  let idleRead: Promise<number | null> | null = null;
+  let idleBuffer = new Uint8Array(0);
+  let idleBytes: Uint8Array | null = null;
+  let idleAnswered = false;
+
   const connected = Deno.connect({ hostname: address, port, signal: connectAbort.signal }).then(
     (tcp) => {
       if (closed) {
@@ -88,6 +112,7 @@ function openDenoTls(options: TlsConnectOptions, endpoint: string): TlsConnectio
       conn = tcp;
     },
   );
+  connected.catch(settle);
   const secured = connected.then(async () => {
     const tls = await Deno.startTls(conn as Deno.TcpConn, { hostname: serverName, caCerts });
     conn = tls;
@@ -95,18 +120,43 @@ function openDenoTls(options: TlsConnectOptions, endpoint: string): TlsConnectio
       tls.close();
       throw new Error("connection closed before the handshake");
     }
-    handshake = tls.handshake();
-    await handshake;
+    handshakeStarted = true;
+    try {
+      await tls.handshake();
+    } finally {
+      // A handshake that fails by itself (a bad certificate, a reset) frees its socket.
+      if (!closed) settle();
+    }
     handshakeDone = true;
   });
   connected.catch(() => {});
   secured.catch(() => {});
+
+  /** Copies what the idle read brought into `buffer`. */
+  const takeIdleBytes = (buffer: Uint8Array): number => {
+    const bytes = idleBytes!;
+    const count = Math.min(bytes.length, buffer.length);
+    buffer.set(bytes.subarray(0, count));
+    idleBytes = count === bytes.length ? null : bytes.subarray(count);
+    return count;
+  };
+
   return {
     connected,
     secured,
-    read(buffer) {
-      if (!conn || closed) return Promise.resolve(null);
-      return conn.read(buffer);
+    async read(buffer) {
+      if (idleBytes) return takeIdleBytes(buffer);
+      if (idleRead) {
+        // The response's first bytes come through the read the idle connection had waiting.
+        const pending = idleRead;
+        idleRead = null;
+        const count = await pending;
+        if (count === null) return null;
+        idleBytes = idleBuffer.subarray(0, count);
+        return takeIdleBytes(buffer);
+      }
+      if (!conn || closed) return null;
+      return await conn.read(buffer);
     },
     async write(data) {
       if (!conn || closed) throw new Error("connection closed");
@@ -114,13 +164,26 @@ function openDenoTls(options: TlsConnectOptions, endpoint: string): TlsConnectio
       while (written < data.length) written += await conn.write(data.subarray(written));
     },
     get reusable() {
-      return !closed && handshakeDone;
+      return !closed && handshakeDone && !idleAnswered && idleBytes === null;
+    },
+    idle() {
+      if (!conn || closed || idleRead) return;
+      // Whatever comes while no request is out (an unasked 408, the peer's close) must not be
+      // read as the next request's answer: it makes the connection unusable instead.
+      idleBuffer = new Uint8Array(16 * 1024);
+      const read = conn.read(idleBuffer);
+      idleRead = read;
+      // Only while still idle: once a request took the read over, its bytes are the answer.
+      const answered = () => {
+        if (idleRead === read) idleAnswered = true;
+      };
+      read.then(answered, answered);
     },
     close() {
       if (closed) return;
       closed = true;
       connectAbort.abort();
-      if (handshake && !handshakeDone) {
+      if (handshakeStarted && !handshakeDone && counted) {
         // Its socket stays open until the peer answers or leaves: count it, and send this
         // endpoint's next connections through node:tls.
         abandonedHandshakes++;
@@ -132,6 +195,7 @@ function openDenoTls(options: TlsConnectOptions, endpoint: string): TlsConnectio
         if (stalledEndpoints.size >= 1_000) stalledEndpoints.clear();
         stalledEndpoints.set(endpoint, performance.now());
       }
+      settle();
       try {
         conn?.close();
       } catch {
@@ -158,8 +222,11 @@ function rootsWith(caCerts: string[]): string[] {
   return roots;
 }
 
-/** A `node:tls` connection: released when closed in any state, ~100 µs more CPU per request. */
-function openNodeTls(options: TlsConnectOptions): TlsConnection {
+/**
+ * A `node:tls` connection: released when closed in any state, ~100 µs more CPU per request.
+ * Without `keepAlive` it is never reusable (it carries one request).
+ */
+function openNodeTls(options: TlsConnectOptions, mode: { keepAlive: boolean }): TlsConnection {
   const { address, port, serverName, caCerts } = options;
   const family = isIP(address);
   if (family === 0) throw new Error(`address is not an IP literal: ${address}`);
@@ -175,6 +242,8 @@ function openNodeTls(options: TlsConnectOptions): TlsConnection {
     // RFC 6066: SNI carries host names only; an IP host is checked against the certificate's IPs.
     servername: isIP(serverName) === 0 ? serverName : undefined,
     checkServerIdentity: (_host, certificate) => tls.checkServerIdentity(serverName, certificate),
+    // Explicit: Deno's node:tls would otherwise obey NODE_TLS_REJECT_UNAUTHORIZED=0.
+    rejectUnauthorized: true,
     ca: caCerts && caCerts.length > 0 ? rootsWith(caCerts) : undefined,
   });
   // The request goes out in one write; Nagle's algorithm would only add delayed-ACK stalls.
@@ -252,7 +321,11 @@ function openNodeTls(options: TlsConnectOptions): TlsConnection {
       });
     },
     get reusable() {
-      return !ended && failure === null && chunks.length === 0 && !socket.destroyed;
+      return mode.keepAlive && !ended && failure === null && chunks.length === 0 &&
+        !socket.destroyed;
+    },
+    idle() {
+      // Data that comes while idle is queued by the "data" listener, which makes it unusable.
     },
     close() {
       ended = true;

@@ -4,7 +4,18 @@
  * certificates the same way. (The two tell themselves apart by their errors' wording.)
  */
 import assert from "node:assert/strict";
-import { MAX_ABANDONED_HANDSHAKES, openTls } from "./tls_connection.ts";
+import type * as TlsConnectionModule from "./tls_connection.ts";
+
+type Tls = typeof TlsConnectionModule;
+let instances = 0;
+
+/**
+ * A fresh instance of the module, its counts at zero: tests in this process (other files' too)
+ * share the imported one, whose counts they change.
+ */
+function freshModule(): Promise<Tls> {
+  return import(`./tls_connection.ts?instance=${++instances}`);
+}
 import { selfSignedCertificate } from "../../tests/support/tls.ts";
 
 const HOOKS = await selfSignedCertificate(["hooks.test"]);
@@ -31,8 +42,8 @@ function silentListener(port = 0) {
 }
 
 /** Opens a connection to `port` for `serverName` and gives it up after `ms` of handshake. */
-async function stall(port: number, ms = 50): Promise<void> {
-  const conn = openTls({ address: "127.0.0.1", port, serverName: "hooks.test" });
+async function stall(tls: Tls, port: number, ms = 50): Promise<void> {
+  const conn = tls.openTls({ address: "127.0.0.1", port, serverName: "hooks.test" });
   await conn.connected;
   await new Promise((resolve) => setTimeout(resolve, ms));
   conn.close();
@@ -40,8 +51,8 @@ async function stall(port: number, ms = 50): Promise<void> {
 }
 
 /** The handshake's failure message (for the wrong name) of a connection to a TLS server on `port`. */
-async function wrongNameMessage(port: number): Promise<string> {
-  const conn = openTls({
+async function wrongNameMessage(tls: Tls, port: number): Promise<string> {
+  const conn = tls.openTls({
     address: "127.0.0.1",
     port,
     serverName: "other.test",
@@ -85,8 +96,8 @@ function tlsServer(port = 0) {
   };
 }
 
-async function exchangeOnce(port: number): Promise<string> {
-  const conn = openTls({
+async function exchangeOnce(tls: Tls, port: number): Promise<string> {
+  const conn = tls.openTls({
     address: "127.0.0.1",
     port,
     serverName: "hooks.test",
@@ -104,16 +115,21 @@ async function exchangeOnce(port: number): Promise<string> {
 }
 
 Deno.test("an endpoint that stalled a handshake gets node:tls connections, verified all the same", async () => {
+  const tls = await freshModule();
   const silent = silentListener();
   const port = silent.port;
-  await stall(port);
+  await stall(tls, port);
   await silent.release();
   const server = tlsServer(port);
   try {
-    assert.match(await wrongNameMessage(port), /not valid for name "other\.test"/, "Deno's TLS");
+    assert.match(
+      await wrongNameMessage(tls, port),
+      /not valid for name "other\.test"/,
+      "Deno's TLS",
+    );
     // The stalled endpoint is hooks.test on this port: it now goes through node:tls.
-    assert.equal(await exchangeOnce(port), "pong");
-    const stalledName = openTls({ address: "127.0.0.1", port, serverName: "hooks.test" });
+    assert.equal(await exchangeOnce(tls, port), "pong");
+    const stalledName = tls.openTls({ address: "127.0.0.1", port, serverName: "hooks.test" });
     const untrusted = await stalledName.secured.then(() => "secured", (error) => error.message);
     stalledName.close();
     assert.match(untrusted, /self-signed certificate/, "node:tls checks the chain");
@@ -123,16 +139,74 @@ Deno.test("an endpoint that stalled a handshake gets node:tls connections, verif
 });
 
 Deno.test("after too many abandoned handshakes every new connection is node:tls", async () => {
-  const silent = Array.from({ length: MAX_ABANDONED_HANDSHAKES }, () => silentListener());
+  const tls = await freshModule();
+  const silent = Array.from({ length: tls.MAX_ABANDONED_HANDSHAKES }, () => silentListener());
   const server = tlsServer();
   try {
-    assert.match(await wrongNameMessage(server.port), /not valid for name/, "Deno's TLS first");
-    await Promise.all(silent.map((listener) => stall(listener.port)));
-    assert.match(await wrongNameMessage(server.port), /is not in the cert's altnames/, "node:tls");
-    assert.equal(await exchangeOnce(server.port), "pong");
+    assert.match(
+      await wrongNameMessage(tls, server.port),
+      /not valid for name/,
+      "Deno's TLS first",
+    );
+    await Promise.all(silent.map((listener) => stall(tls, listener.port)));
+    assert.match(
+      await wrongNameMessage(tls, server.port),
+      /is not in the cert's altnames/,
+      "node:tls",
+    );
+    assert.equal(await exchangeOnce(tls, server.port), "pong");
     // Once the peers leave, the abandoned handshakes end and Deno's TLS is used again.
   } finally {
     for (const listener of silent) await listener.release();
     await server.close();
   }
 });
+
+Deno.test("a handshake that fails by itself marks nothing: the endpoint keeps Deno's TLS", async () => {
+  const tls = await freshModule();
+  const server = tlsServer();
+  try {
+    for (let i = 0; i < 20; i++) {
+      const conn = tls.openTls({
+        address: "127.0.0.1",
+        port: server.port,
+        serverName: "other.test",
+        caCerts: [HOOKS.cert],
+      });
+      const message = await conn.secured.then(() => "secured", (error) => error.message);
+      conn.close();
+      assert.match(message, /not valid for name "other\.test"/, `attempt ${i + 1}: Deno's TLS`);
+    }
+  } finally {
+    await server.close();
+  }
+});
+
+Deno.test("handshakes in flight count: a burst of stalled ones leaves at most the bound open", async () => {
+  const tls = await freshModule();
+  const silent = silentListener();
+  try {
+    const conns = Array.from(
+      { length: 40 },
+      () => tls.openTls({ address: "127.0.0.1", port: silent.port, serverName: "hooks.test" }),
+    );
+    await Promise.all(conns.map((conn) => conn.connected));
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    for (const conn of conns) conn.close();
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    const open = await clientSocketsTo(silent.port);
+    assert.ok(open <= tls.MAX_ABANDONED_HANDSHAKES, `${open} of our sockets still open`);
+  } finally {
+    await silent.release();
+  }
+});
+
+/** Open TCP connections (IPv4) from a client to `port`: the sockets on our side of them. */
+async function clientSocketsTo(port: number): Promise<number> {
+  const table = await Deno.readTextFile("/proc/net/tcp");
+  const hexPort = port.toString(16).toUpperCase().padStart(4, "0");
+  return table.split("\n").slice(1).filter((line) => {
+    const columns = line.trim().split(/\s+/);
+    return columns[2]?.endsWith(`:${hexPort}`) && columns[3] === "01";
+  }).length;
+}
