@@ -594,15 +594,21 @@ Deno.test("a retry asked during an attempt makes its failure due again at once, 
   assert.deepEqual({ ...last }, { state: "pending", due: true });
 });
 
-Deno.test("recording an attempt again (its answer lost) logs it once and moves nothing", async () => {
-  await using db = await createTestDatabase();
-  const app = await createKeyedApp(db.sql);
-  await db.sql`
+/** One claimed delivery of a new application, and a failed attempt's record of it. */
+async function claimedAttemptRecord(sql: Sql) {
+  const app = await createKeyedApp(sql);
+  await sql`
     INSERT INTO outbox (app_id, kind, topic, payload)
     VALUES (${app.appId}, 'webhook', 'message.sent', '{}')`;
-  const [delivery] = await claimDueDeliveries(db.sql, { limit: 10, leaseSeconds: 60 });
+  const [delivery] = await claimDueDeliveries(sql, { limit: 10, leaseSeconds: 60 });
   const attempt = { statusCode: 500, latencyMs: 5, error: "HTTP 500", responseExcerpt: null };
-  const record = { delivery, attempt, outcome: { state: "pending" as const, retryInMs: 5_000 } };
+  return { delivery, attempt, outcome: { state: "pending" as const, retryInMs: 5_000 } };
+}
+
+Deno.test("recording an attempt again (its answer lost) logs it once and moves nothing", async () => {
+  await using db = await createTestDatabase();
+  const record = await claimedAttemptRecord(db.sql);
+  const { delivery } = record;
   await recordAttempts(db.sql, [record]);
   await recordAttempts(db.sql, [record]);
   const [logged] = await db.sql<{ count: number }[]>`
@@ -622,13 +628,8 @@ Deno.test("recording an attempt again (its answer lost) logs it once and moves n
 
 Deno.test("a second try of an attempt record that runs while the first is in flight logs it once", async () => {
   await using db = await createTestDatabase();
-  const app = await createKeyedApp(db.sql);
-  await db.sql`
-    INSERT INTO outbox (app_id, kind, topic, payload)
-    VALUES (${app.appId}, 'webhook', 'message.sent', '{}')`;
-  const [delivery] = await claimDueDeliveries(db.sql, { limit: 10, leaseSeconds: 60 });
-  const attempt = { statusCode: 500, latencyMs: 5, error: "HTTP 500", responseExcerpt: null };
-  const record = { delivery, attempt, outcome: { state: "pending" as const, retryInMs: 5_000 } };
+  const record = await claimedAttemptRecord(db.sql);
+  const { delivery } = record;
   let second: Promise<void> | undefined;
   await db.sql.begin(async (tx) => {
     await recordAttempts(tx, [record]);

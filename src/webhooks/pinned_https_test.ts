@@ -12,6 +12,7 @@ import {
   postPinned,
 } from "./pinned_https.ts";
 import { selfSignedCertificate } from "../../tests/support/tls.ts";
+import { clientSocketsTo, silentListener } from "../../tests/support/silent_peer.ts";
 
 const HOOKS = await selfSignedCertificate(["hooks.test"]);
 const OTHER = await selfSignedCertificate(["other.test"]);
@@ -256,61 +257,34 @@ Deno.test("postPinned rejects with the timeout message when the receiver never a
 });
 
 Deno.test("postPinned rejects with the timeout message when the TLS handshake stalls", async () => {
-  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const accepted: Deno.Conn[] = [];
-  const accepting = (async () => {
-    for await (const conn of listener) accepted.push(conn);
-  })().catch(() => {});
+  const silent = silentListener();
   try {
     const started = performance.now();
-    const message = await rejection(
-      postPinned(hookRequest(listener.addr.port, { timeoutMs: 300 })),
-    );
+    const message = await rejection(postPinned(hookRequest(silent.port, { timeoutMs: 300 })));
     const elapsed = performance.now() - started;
 
     assert.equal(message, "timeout after 300 ms");
     assert.ok(elapsed >= 290 && elapsed < 1_500, `took ${elapsed} ms`);
   } finally {
-    listener.close();
-    await accepting;
-    for (const conn of accepted) conn.close();
+    await silent.release();
   }
 });
 
-/** Open TCP connections (IPv4) from a client to `port`: the sockets on our side of them. */
-async function clientSocketsTo(port: number): Promise<number> {
-  const table = await Deno.readTextFile("/proc/net/tcp");
-  const hexPort = port.toString(16).toUpperCase().padStart(4, "0");
-  // Columns: sl, local address:port, remote address:port, state (01 = established), ...
-  return table.split("\n").slice(1).filter((line) => {
-    const columns = line.trim().split(/\s+/);
-    return columns[2]?.endsWith(`:${hexPort}`) && columns[3] === "01";
-  }).length;
-}
-
 Deno.test("postPinned releases the socket of a handshake the receiver never answers", async () => {
-  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const accepted: Deno.Conn[] = [];
-  const accepting = (async () => {
-    for await (const conn of listener) accepted.push(conn);
-  })().catch(() => {});
+  const silent = silentListener();
   try {
     for (let i = 0; i < 10; i++) {
-      const message = await rejection(
-        postPinned(hookRequest(listener.addr.port, { timeoutMs: 50 })),
-      );
+      const message = await rejection(postPinned(hookRequest(silent.port, { timeoutMs: 50 })));
       assert.equal(message, "timeout after 50 ms");
     }
     await new Promise((resolve) => setTimeout(resolve, 100));
     // The receiver still holds its ten ends. Of ours, only the first attempt's (Deno's TLS) may
     // stay open: the endpoint's next ones went through node:tls (Deno.startTls kept all ten).
-    assert.equal(accepted.length, 10);
-    const open = await clientSocketsTo(listener.addr.port);
+    assert.equal(silent.accepted.length, 10);
+    const open = await clientSocketsTo(silent.port);
     assert.ok(open <= 1, `${open} of our sockets still open`);
   } finally {
-    listener.close();
-    await accepting;
-    for (const conn of accepted) conn.close();
+    await silent.release();
   }
 });
 

@@ -17,29 +17,9 @@ function freshModule(): Promise<Tls> {
   return import(`./tls_connection.ts?instance=${++instances}`);
 }
 import { selfSignedCertificate } from "../../tests/support/tls.ts";
+import { clientSocketsTo, silentListener } from "../../tests/support/silent_peer.ts";
 
 const HOOKS = await selfSignedCertificate(["hooks.test"]);
-
-/** A listener that accepts and never speaks; `release` closes what it accepted. */
-function silentListener(port = 0) {
-  const listener = Deno.listen({ hostname: "127.0.0.1", port });
-  const accepted: Deno.Conn[] = [];
-  const accepting = (async () => {
-    for await (const conn of listener) accepted.push(conn);
-  })().catch(() => {});
-  return {
-    port: listener.addr.port,
-    accepted,
-    released: false,
-    async release() {
-      if (this.released) return;
-      this.released = true;
-      listener.close();
-      await accepting;
-      for (const conn of accepted) conn.close();
-    },
-  };
-}
 
 /** Opens a connection to `port` for `serverName` and gives it up after `ms` of handshake. */
 async function stall(tls: Tls, port: number, ms = 50): Promise<void> {
@@ -200,13 +180,3 @@ Deno.test("handshakes in flight count: a burst of stalled ones leaves at most th
     await silent.release();
   }
 });
-
-/** Open TCP connections (IPv4) from a client to `port`: the sockets on our side of them. */
-async function clientSocketsTo(port: number): Promise<number> {
-  const table = await Deno.readTextFile("/proc/net/tcp");
-  const hexPort = port.toString(16).toUpperCase().padStart(4, "0");
-  return table.split("\n").slice(1).filter((line) => {
-    const columns = line.trim().split(/\s+/);
-    return columns[2]?.endsWith(`:${hexPort}`) && columns[3] === "01";
-  }).length;
-}
