@@ -9,8 +9,9 @@
  * released when destroyed in any state, but costs ~100 µs more CPU per request (measured with 8
  * deliveries in flight on keep-alive connections). So a connection uses Deno's TLS unless its
  * endpoint has stalled a handshake in the last hour, or the worker has already abandoned
- * {@linkcode MAX_ABANDONED_HANDSHAKES} handshakes: then `node:tls`. A worker thus never holds more
- * than that many sockets for receivers that never answer.
+ * {@linkcode MAX_ABANDONED_HANDSHAKES} handshakes: then `node:tls`. Deno handshakes in progress
+ * and abandoned ones together never pass that number (more wait for a slot), so a worker never
+ * holds more than that many sockets for receivers that never answer.
  */
 import { isIP, type LookupFunction } from "node:net";
 import tls from "node:tls";
@@ -46,10 +47,10 @@ export interface TlsConnection {
 }
 
 /**
- * Deno handshakes a worker may have in progress or abandoned together; beyond, connections are
- * node:tls. Deno rejects an abandoned handshake's promise at once but frees its socket only when
- * the peer answers or leaves, which nothing here can observe, so abandoned ones count for the
- * worker's lifetime; once there are this many, every connection is node:tls.
+ * Deno handshakes a worker may have in progress or abandoned together; a connection beyond waits
+ * for one in progress to end. Deno rejects an abandoned handshake's promise at once but frees its
+ * socket only when the peer answers or leaves, which nothing here can observe, so abandoned ones
+ * count for the worker's lifetime; once there are this many, every connection is node:tls.
  */
 export const MAX_ABANDONED_HANDSHAKES = 16;
 /** How long an endpoint that stalled a handshake gets node:tls connections. */
@@ -57,10 +58,44 @@ const STALLED_ENDPOINT_MS = 3_600_000;
 
 /** Deno handshakes given up on so far while in progress (each may still hold its socket). */
 let abandonedHandshakes = 0;
-/** Deno connections opened whose handshake has not ended yet. */
+/** Deno connections holding a handshake slot: connecting or handshaking. */
 let handshaking = 0;
+/** Deno connections waiting for a handshake slot, first come first served. */
+const slotWaiters: { grant(): void; refuse(error: Error): void }[] = [];
 /** Endpoints (address, port, server name) that stalled a handshake, with when. */
 const stalledEndpoints = new Map<string, number>();
+
+/** A handshake slot: at once when one is free, else when one in progress ends. */
+function takeSlot(): Promise<void> {
+  if (abandonedHandshakes + handshaking < MAX_ABANDONED_HANDSHAKES) {
+    handshaking++;
+    return Promise.resolve();
+  }
+  return new Promise((grant, refuse) => slotWaiters.push({ grant, refuse }));
+}
+
+/** Gives a slot back; `abandoned`: its handshake goes on holding a socket. */
+function releaseSlot(abandoned: boolean): void {
+  handshaking--;
+  if (abandoned) {
+    abandonedHandshakes++;
+    if (abandonedHandshakes === MAX_ABANDONED_HANDSHAKES) {
+      log("warn", "webhook TLS handshakes stalled; node:tls from now on", {
+        abandoned: abandonedHandshakes,
+      });
+      // No slot will be free again: whoever waits fails now (and is retried over node:tls).
+      for (const waiter of slotWaiters.splice(0)) {
+        waiter.refuse(new Error("TLS handshakes stalled"));
+      }
+    }
+    return;
+  }
+  const next = slotWaiters.shift();
+  if (next) {
+    handshaking++;
+    next.grant();
+  }
+}
 
 /** Opens a connection; use its `connected` and `secured` promises to follow it. */
 export function openTls(options: TlsConnectOptions): TlsConnection {
@@ -70,13 +105,7 @@ export function openTls(options: TlsConnectOptions): TlsConnection {
     stalledEndpoints.delete(endpoint);
   }
   if (abandonedHandshakes >= MAX_ABANDONED_HANDSHAKES || stalledEndpoints.has(endpoint)) {
-    return openNodeTls(options, { keepAlive: true });
-  }
-  // Every Deno handshake in progress may become abandoned: the bound holds only if they count.
-  // A burst beyond it gets node:tls connections that carry one request each, so the keep-alive
-  // pool fills with Deno's once the burst has passed.
-  if (abandonedHandshakes + handshaking >= MAX_ABANDONED_HANDSHAKES) {
-    return openNodeTls(options, { keepAlive: false });
+    return openNodeTls(options);
   }
   return openDenoTls(options, endpoint);
 }
@@ -89,12 +118,13 @@ function openDenoTls(options: TlsConnectOptions, endpoint: string): TlsConnectio
   let closed = false;
   let handshakeStarted = false;
   let handshakeDone = false;
-  handshaking++;
-  let counted = true;
-  /** The handshake ended (or will never start): it no longer counts as in progress. */
-  const settle = () => {
-    if (counted) handshaking--;
-    counted = false;
+  /** 0: waiting for a slot; 1: holding one; 2: given back (or never to be taken). */
+  let slot: 0 | 1 | 2 = 0;
+  const slotTaken = takeSlot();
+  /** The handshake ended (or will never start): its slot goes back. */
+  const settle = (abandoned = false) => {
+    if (slot === 1) releaseSlot(abandoned);
+    slot = 2;
   };
   /** A read started while the connection idled in the pool, and what it brought. */
   let idleRead: Promise<number | null> | null = null;
@@ -102,17 +132,23 @@ function openDenoTls(options: TlsConnectOptions, endpoint: string): TlsConnectio
   let idleBytes: Uint8Array | null = null;
   let idleAnswered = false;
 
-  const connected = Deno.connect({ hostname: address, port, signal: connectAbort.signal }).then(
-    (tcp) => {
-      if (closed) {
-        tcp.close();
-        throw new Error("connection closed before connecting");
-      }
-      tcp.setNoDelay(true);
-      conn = tcp;
-    },
-  );
-  connected.catch(settle);
+  const connected = slotTaken.then(() => {
+    if (slot === 2) {
+      // Closed while waiting, and the slot granted meanwhile: give it on.
+      releaseSlot(false);
+      throw new Error("connection closed before connecting");
+    }
+    slot = 1;
+    return Deno.connect({ hostname: address, port, signal: connectAbort.signal });
+  }).then((tcp) => {
+    if (closed) {
+      tcp.close();
+      throw new Error("connection closed before connecting");
+    }
+    tcp.setNoDelay(true);
+    conn = tcp;
+  });
+  connected.catch(() => settle());
   const secured = connected.then(async () => {
     const tls = await Deno.startTls(conn as Deno.TcpConn, { hostname: serverName, caCerts });
     conn = tls;
@@ -183,19 +219,18 @@ function openDenoTls(options: TlsConnectOptions, endpoint: string): TlsConnectio
       if (closed) return;
       closed = true;
       connectAbort.abort();
-      if (handshakeStarted && !handshakeDone && counted) {
-        // Its socket stays open until the peer answers or leaves: count it, and send this
-        // endpoint's next connections through node:tls.
-        abandonedHandshakes++;
-        if (abandonedHandshakes === MAX_ABANDONED_HANDSHAKES) {
-          log("warn", "webhook TLS handshakes stalled; node:tls from now on", {
-            abandoned: abandonedHandshakes,
-          });
-        }
+      if (handshakeStarted && !handshakeDone && slot === 1) {
+        // Its socket stays open until the peer answers or leaves: it keeps counting, and this
+        // endpoint's next connections go through node:tls.
         if (stalledEndpoints.size >= 1_000) stalledEndpoints.clear();
         stalledEndpoints.set(endpoint, performance.now());
+        settle(true);
+      } else if (slot === 0) {
+        // Still waiting: the grant, when it comes, is passed on (see `connected`).
+        slot = 2;
+      } else {
+        settle();
       }
-      settle();
       try {
         conn?.close();
       } catch {
@@ -222,11 +257,8 @@ function rootsWith(caCerts: string[]): string[] {
   return roots;
 }
 
-/**
- * A `node:tls` connection: released when closed in any state, ~100 µs more CPU per request.
- * Without `keepAlive` it is never reusable (it carries one request).
- */
-function openNodeTls(options: TlsConnectOptions, mode: { keepAlive: boolean }): TlsConnection {
+/** A `node:tls` connection: released when closed in any state, ~100 µs more CPU per request. */
+function openNodeTls(options: TlsConnectOptions): TlsConnection {
   const { address, port, serverName, caCerts } = options;
   const family = isIP(address);
   if (family === 0) throw new Error(`address is not an IP literal: ${address}`);
@@ -321,8 +353,7 @@ function openNodeTls(options: TlsConnectOptions, mode: { keepAlive: boolean }): 
       });
     },
     get reusable() {
-      return mode.keepAlive && !ended && failure === null && chunks.length === 0 &&
-        !socket.destroyed;
+      return !ended && failure === null && chunks.length === 0 && !socket.destroyed;
     },
     idle() {
       // Data that comes while idle is queued by the "data" listener, which makes it unusable.
