@@ -10,8 +10,9 @@
  * deliveries in flight on keep-alive connections). So a connection uses Deno's TLS unless its
  * endpoint has stalled a handshake in the last hour, or the worker has already abandoned
  * {@linkcode MAX_ABANDONED_HANDSHAKES} handshakes: then `node:tls`. Deno handshakes in progress
- * and abandoned ones together never pass that number (more wait for a slot), so a worker never
- * holds more than that many sockets for receivers that never answer.
+ * and abandoned ones together never pass that number (more wait for a slot, and one endpoint holds
+ * at most two slots), so a worker never holds more than that many sockets for receivers that never
+ * answer, and one silent receiver cannot push it to `node:tls` alone.
  */
 import { isIP, type LookupFunction } from "node:net";
 import tls from "node:tls";
@@ -56,27 +57,48 @@ export const MAX_ABANDONED_HANDSHAKES = 16;
 /** How long an endpoint that stalled a handshake gets node:tls connections. */
 const STALLED_ENDPOINT_MS = 3_600_000;
 
+/**
+ * Deno handshakes one endpoint may have in progress at once: a receiver that never answers the
+ * handshake holds at most this many of the worker's slots before it is known to stall.
+ */
+const MAX_HANDSHAKES_PER_ENDPOINT = 2;
+
 /** Deno handshakes given up on so far while in progress (each may still hold its socket). */
 let abandonedHandshakes = 0;
-/** Deno connections holding a handshake slot: connecting or handshaking. */
+/** Deno connections holding a handshake slot (connecting or handshaking), in all and by endpoint. */
 let handshaking = 0;
+const handshakingTo = new Map<string, number>();
 /** Deno connections waiting for a handshake slot, first come first served. */
-const slotWaiters: { grant(): void; refuse(error: Error): void }[] = [];
+const slotWaiters: { endpoint: string; grant(): void; refuse(error: Error): void }[] = [];
 /** Endpoints (address, port, server name) that stalled a handshake, with when. */
 const stalledEndpoints = new Map<string, number>();
 
-/** A handshake slot: at once when one is free, else when one in progress ends. */
-function takeSlot(): Promise<void> {
-  if (abandonedHandshakes + handshaking < MAX_ABANDONED_HANDSHAKES) {
-    handshaking++;
-    return Promise.resolve();
-  }
-  return new Promise((grant, refuse) => slotWaiters.push({ grant, refuse }));
+/** Whether a handshake to `endpoint` may start now. */
+function slotFree(endpoint: string): boolean {
+  return abandonedHandshakes + handshaking < MAX_ABANDONED_HANDSHAKES &&
+    (handshakingTo.get(endpoint) ?? 0) < MAX_HANDSHAKES_PER_ENDPOINT;
 }
 
-/** Gives a slot back; `abandoned`: its handshake goes on holding a socket. */
-function releaseSlot(abandoned: boolean): void {
+function holdSlot(endpoint: string): void {
+  handshaking++;
+  handshakingTo.set(endpoint, (handshakingTo.get(endpoint) ?? 0) + 1);
+}
+
+/** A handshake slot for `endpoint`: at once when one is free, else when one in progress ends. */
+function takeSlot(endpoint: string): Promise<void> {
+  if (slotFree(endpoint)) {
+    holdSlot(endpoint);
+    return Promise.resolve();
+  }
+  return new Promise((grant, refuse) => slotWaiters.push({ endpoint, grant, refuse }));
+}
+
+/** Gives `endpoint`'s slot back; `abandoned`: its handshake goes on holding a socket. */
+function releaseSlot(endpoint: string, abandoned: boolean): void {
   handshaking--;
+  const left = (handshakingTo.get(endpoint) ?? 1) - 1;
+  if (left > 0) handshakingTo.set(endpoint, left);
+  else handshakingTo.delete(endpoint);
   if (abandoned) {
     abandonedHandshakes++;
     if (abandonedHandshakes === MAX_ABANDONED_HANDSHAKES) {
@@ -87,13 +109,18 @@ function releaseSlot(abandoned: boolean): void {
       for (const waiter of slotWaiters.splice(0)) {
         waiter.refuse(new Error("TLS handshakes stalled"));
       }
+      return;
     }
-    return;
   }
-  const next = slotWaiters.shift();
-  if (next) {
-    handshaking++;
-    next.grant();
+  // The first waiters whose endpoints have room, in order.
+  for (let i = 0; i < slotWaiters.length;) {
+    if (!slotFree(slotWaiters[i].endpoint)) {
+      i++;
+      continue;
+    }
+    const [waiter] = slotWaiters.splice(i, 1);
+    holdSlot(waiter.endpoint);
+    waiter.grant();
   }
 }
 
@@ -120,10 +147,10 @@ function openDenoTls(options: TlsConnectOptions, endpoint: string): TlsConnectio
   let handshakeDone = false;
   /** 0: waiting for a slot; 1: holding one; 2: given back (or never to be taken). */
   let slot: 0 | 1 | 2 = 0;
-  const slotTaken = takeSlot();
+  const slotTaken = takeSlot(endpoint);
   /** The handshake ended (or will never start): its slot goes back. */
   const settle = (abandoned = false) => {
-    if (slot === 1) releaseSlot(abandoned);
+    if (slot === 1) releaseSlot(endpoint, abandoned);
     slot = 2;
   };
   /** A read started while the connection idled in the pool, and what it brought. */
@@ -135,7 +162,7 @@ function openDenoTls(options: TlsConnectOptions, endpoint: string): TlsConnectio
   const connected = slotTaken.then(() => {
     if (slot === 2) {
       // Closed while waiting, and the slot granted meanwhile: give it on.
-      releaseSlot(false);
+      releaseSlot(endpoint, false);
       throw new Error("connection closed before connecting");
     }
     slot = 1;

@@ -164,20 +164,41 @@ Deno.test("a handshake that fails by itself marks nothing: the endpoint keeps De
 
 Deno.test("handshakes in flight count: a burst beyond the bound waits, and at most the bound stay open", async () => {
   const tls = await freshModule();
-  const silent = silentListener();
+  const silent = Array.from({ length: 40 }, () => silentListener());
   try {
-    const conns = Array.from(
-      { length: 40 },
-      () => tls.openTls({ address: "127.0.0.1", port: silent.port, serverName: "hooks.test" }),
+    const conns = silent.map((listener) =>
+      tls.openTls({ address: "127.0.0.1", port: listener.port, serverName: "hooks.test" })
     );
     // Those beyond the bound wait for a slot that the stalled ones never give back.
     await new Promise((resolve) => setTimeout(resolve, 200));
-    assert.equal(silent.accepted.length, tls.MAX_ABANDONED_HANDSHAKES);
+    const reached = silent.filter((listener) => listener.accepted.length > 0).length;
+    assert.equal(reached, tls.MAX_ABANDONED_HANDSHAKES);
     for (const conn of conns) conn.close();
     await new Promise((resolve) => setTimeout(resolve, 100));
-    const open = await clientSocketsTo(silent.port);
+    let open = 0;
+    for (const listener of silent) open += await clientSocketsTo(listener.port);
     assert.ok(open <= tls.MAX_ABANDONED_HANDSHAKES, `${open} of our sockets still open`);
   } finally {
+    for (const listener of silent) await listener.release();
+  }
+});
+
+Deno.test("one endpoint holds at most two handshake slots: a silent one cannot take them all", async () => {
+  const tls = await freshModule();
+  const silent = silentListener();
+  const server = tlsServer();
+  try {
+    const stalled = Array.from(
+      { length: 10 },
+      () => tls.openTls({ address: "127.0.0.1", port: silent.port, serverName: "hooks.test" }),
+    );
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    assert.equal(silent.accepted.length, 2);
+    // Another endpoint's connections still start at once.
+    assert.equal(await exchangeOnce(tls, server.port), "pong");
+    for (const conn of stalled) conn.close();
+  } finally {
     await silent.release();
+    await server.close();
   }
 });
