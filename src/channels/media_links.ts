@@ -20,7 +20,8 @@ export interface MediaLinks {
   link(appId: number, mediaId: string): string;
   /**
    * Which of the applications that received `mediaId` (`appsOf` looks them up, only for a
-   * well-formed, unexpired link of a media id that can be one) a proxy request's query is a valid link of; null when none.
+   * well-formed, unexpired link of a media id that can be one) a proxy request's query is a valid
+   * link of; null when none.
    */
   verify(
     mediaId: string,

@@ -57,6 +57,11 @@ const newVisitorSchema = z.strictObject({
   email: z.email().max(320).optional(),
 });
 
+/** Whether `value` (a body's field, of any type) is a message type a visitor may send. */
+function isVisitorMessageType(value: unknown): value is typeof VISITOR_MESSAGE_TYPES[number] {
+  return (VISITOR_MESSAGE_TYPES as readonly unknown[]).includes(value);
+}
+
 /** What an application's public id may look like (they are made as `app_` and 24 hex digits). */
 const PUBLIC_ID = /^[A-Za-z0-9_-]{1,64}$/;
 
@@ -174,15 +179,15 @@ export function widgetRoutes(deps: WidgetDeps): Hono {
     if (typeof content !== "string" || content.trim() === "") {
       throw new AppError(400, "content is required");
     }
-    if (!(VISITOR_MESSAGE_TYPES as readonly unknown[]).includes(messageType)) {
+    if (!isVisitorMessageType(messageType)) {
       throw new AppError(400, `message_type must be one of: ${VISITOR_MESSAGE_TYPES.join(", ")}`);
     }
-    const { payload } = parseMessageContent(messageType as string, content);
+    const { payload } = parseMessageContent(messageType, content);
     const sent = await command({
       kind: "visitor.message",
       appId: visitor.appId,
       clientId: visitor.clientId,
-      messageType: messageType as string,
+      messageType,
       content,
       payload,
     });

@@ -145,13 +145,13 @@ function openDenoTls(options: TlsConnectOptions, endpoint: string): TlsConnectio
   let closed = false;
   let handshakeStarted = false;
   let handshakeDone = false;
-  /** 0: waiting for a slot; 1: holding one; 2: given back (or never to be taken). */
-  let slot: 0 | 1 | 2 = 0;
+  /** Its handshake slot: waited for, held, or given back (or never to be taken). */
+  let slot: "waiting" | "held" | "released" = "waiting";
   const slotTaken = takeSlot(endpoint);
   /** The handshake ended (or will never start): its slot goes back. */
   const settle = (abandoned = false) => {
-    if (slot === 1) releaseSlot(endpoint, abandoned);
-    slot = 2;
+    if (slot === "held") releaseSlot(endpoint, abandoned);
+    slot = "released";
   };
   /** A read started while the connection idled in the pool, and what it brought. */
   let idleRead: Promise<number | null> | null = null;
@@ -160,12 +160,12 @@ function openDenoTls(options: TlsConnectOptions, endpoint: string): TlsConnectio
   let idleAnswered = false;
 
   const connected = slotTaken.then(() => {
-    if (slot === 2) {
+    if (slot === "released") {
       // Closed while waiting, and the slot granted meanwhile: give it on.
       releaseSlot(endpoint, false);
       throw new Error("connection closed before connecting");
     }
-    slot = 1;
+    slot = "held";
     return Deno.connect({ hostname: address, port, signal: connectAbort.signal });
   }).then((tcp) => {
     if (closed) {
@@ -192,7 +192,6 @@ function openDenoTls(options: TlsConnectOptions, endpoint: string): TlsConnectio
     }
     handshakeDone = true;
   });
-  connected.catch(() => {});
   secured.catch(() => {});
 
   /** Copies what the idle read brought into `buffer`. */
@@ -246,15 +245,15 @@ function openDenoTls(options: TlsConnectOptions, endpoint: string): TlsConnectio
       if (closed) return;
       closed = true;
       connectAbort.abort();
-      if (handshakeStarted && !handshakeDone && slot === 1) {
+      if (handshakeStarted && !handshakeDone && slot === "held") {
         // Its socket stays open until the peer answers or leaves: it keeps counting, and this
         // endpoint's next connections go through node:tls.
         if (stalledEndpoints.size >= 1_000) stalledEndpoints.clear();
         stalledEndpoints.set(endpoint, performance.now());
         settle(true);
-      } else if (slot === 0) {
+      } else if (slot === "waiting") {
         // Still waiting: the grant, when it comes, is passed on (see `connected`).
-        slot = 2;
+        slot = "released";
       } else {
         settle();
       }
@@ -339,15 +338,14 @@ function openNodeTls(options: TlsConnectOptions): TlsConnection {
     wakeReader();
   });
 
-  const closedBefore = (what: string) => () =>
-    Promise.reject(failure ?? new Error(`connection closed before ${what}`));
+  // A close after the event is too late to matter: a settled promise stays as it is.
   const connected = new Promise<void>((resolve, reject) => {
     socket.once("connect", resolve);
-    socket.once("close", () => closedBefore("connecting")().catch(reject));
+    socket.once("close", () => reject(failure ?? new Error("connection closed before connecting")));
   });
   const secured = new Promise<void>((resolve, reject) => {
     socket.once("secureConnect", resolve);
-    socket.once("close", () => closedBefore("the handshake ended")().catch(reject));
+    socket.once("close", () => reject(failure ?? new Error("connection closed in the handshake")));
   });
   connected.catch(() => {});
   secured.catch(() => {});

@@ -5,8 +5,12 @@
  */
 import assert from "node:assert/strict";
 import type * as TlsConnectionModule from "./tls_connection.ts";
+import { selfSignedCertificate } from "../../tests/support/tls.ts";
+import { clientSocketsTo, silentListener } from "../../tests/support/silent_peer.ts";
 
 type Tls = typeof TlsConnectionModule;
+
+const HOOKS = await selfSignedCertificate(["hooks.test"]);
 let instances = 0;
 
 /**
@@ -16,10 +20,11 @@ let instances = 0;
 function freshModule(): Promise<Tls> {
   return import(`./tls_connection.ts?instance=${++instances}`);
 }
-import { selfSignedCertificate } from "../../tests/support/tls.ts";
-import { clientSocketsTo, silentListener } from "../../tests/support/silent_peer.ts";
 
-const HOOKS = await selfSignedCertificate(["hooks.test"]);
+/** A connection to a receiver on loopback `port` for `serverName`, trusting HOOKS' certificate. */
+function connectTo(tls: Tls, port: number, serverName: string) {
+  return tls.openTls({ address: "127.0.0.1", port, serverName, caCerts: [HOOKS.cert] });
+}
 
 /** Opens a connection to `port` for `serverName` and gives it up after `ms` of handshake. */
 async function stall(tls: Tls, port: number, ms = 50): Promise<void> {
@@ -32,12 +37,7 @@ async function stall(tls: Tls, port: number, ms = 50): Promise<void> {
 
 /** The handshake's failure message (for the wrong name) of a connection to a TLS server on `port`. */
 async function wrongNameMessage(tls: Tls, port: number): Promise<string> {
-  const conn = tls.openTls({
-    address: "127.0.0.1",
-    port,
-    serverName: "other.test",
-    caCerts: [HOOKS.cert],
-  });
+  const conn = connectTo(tls, port, "other.test");
   try {
     await conn.secured;
   } catch (error) {
@@ -76,13 +76,9 @@ function tlsServer(port = 0) {
   };
 }
 
+/** Sends one line to a "pong" server over a verified connection; what came back. */
 async function exchangeOnce(tls: Tls, port: number): Promise<string> {
-  const conn = tls.openTls({
-    address: "127.0.0.1",
-    port,
-    serverName: "hooks.test",
-    caCerts: [HOOKS.cert],
-  });
+  const conn = connectTo(tls, port, "hooks.test");
   try {
     await conn.secured;
     await conn.write(new TextEncoder().encode("ping\n"));
@@ -135,7 +131,6 @@ Deno.test("after too many abandoned handshakes every new connection is node:tls"
       "node:tls",
     );
     assert.equal(await exchangeOnce(tls, server.port), "pong");
-    // Once the peers leave, the abandoned handshakes end and Deno's TLS is used again.
   } finally {
     for (const listener of silent) await listener.release();
     await server.close();
@@ -147,12 +142,7 @@ Deno.test("a handshake that fails by itself marks nothing: the endpoint keeps De
   const server = tlsServer();
   try {
     for (let i = 0; i < 20; i++) {
-      const conn = tls.openTls({
-        address: "127.0.0.1",
-        port: server.port,
-        serverName: "other.test",
-        caCerts: [HOOKS.cert],
-      });
+      const conn = connectTo(tls, server.port, "other.test");
       const message = await conn.secured.then(() => "secured", (error) => error.message);
       conn.close();
       assert.match(message, /not valid for name "other\.test"/, `attempt ${i + 1}: Deno's TLS`);
