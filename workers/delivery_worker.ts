@@ -6,7 +6,8 @@
 /// <reference no-default-lib="true" />
 /// <reference lib="deno.worker" />
 import { connectWorkerPool, type Sql } from "../src/db/client.ts";
-import { claimDueDeliveries, deleteOldAttempts, recordAttempts } from "../src/db/deliveries.ts";
+import { deleteOldAttempts, recordAttempts } from "../src/db/deliveries.ts";
+import { createRoundRobinClaim } from "../src/webhooks/round_robin_claim.ts";
 import { createAttemptRecorder } from "../src/webhooks/attempt_recorder.ts";
 import { createSecretBox, type SecretBox } from "../src/crypto/secret_box.ts";
 import { createLruCache } from "../src/domain/lru_cache.ts";
@@ -79,7 +80,8 @@ self.onmessage = async (event: MessageEvent<DeliveryWorkerMessage>) => {
       const resolve: Resolver = (name) =>
         staticHosts[name] ? Promise.resolve(staticHosts[name]) : systemResolver(name);
       loop = createDeliveryLoop({
-        claim: (limit) => claimDueDeliveries(pool, { limit, leaseSeconds: LEASE_SECONDS }),
+        claim: createRoundRobinClaim(pool, LEASE_SECONDS),
+        keyOf: (delivery) => delivery.appId,
         attempt: (delivery) =>
           attemptDelivery({
             record: (record) => recorder.record(record),

@@ -20,14 +20,17 @@ export function claimedInConversationOrder(
   sql: Tx,
   options: ChannelClaimOptions,
 ): PendingQuery<Row[]> {
+  // A literal, not a parameter: only a literal kind proves the predicate of the partial indexes
+  // (`kind <> 'webhook'`) in a prepared statement's generic plan.
+  const kind = options.kind === "whatsapp" ? sql`'whatsapp'` : sql`'slack'`;
   return sql`
     WITH due AS (
       SELECT o.app_id, o.id FROM outbox o
-      WHERE o.kind = ${options.kind} AND o.state = 'pending' AND o.run_at <= clock_timestamp()
+      WHERE o.kind = ${kind} AND o.state = 'pending' AND o.run_at <= clock_timestamp()
         AND (o.claimed_until IS NULL OR o.claimed_until < clock_timestamp())
         AND NOT EXISTS (
           SELECT 1 FROM outbox e
-          WHERE e.kind = ${options.kind} AND e.state = 'pending' AND e.app_id = o.app_id
+          WHERE e.kind = ${kind} AND e.state = 'pending' AND e.app_id = o.app_id
             AND (e.payload ->> 'conversation_id')::bigint
               = (o.payload ->> 'conversation_id')::bigint
             AND e.id < o.id

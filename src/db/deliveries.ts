@@ -2,11 +2,14 @@
  * Queries of webhook deliveries: the `webhook` rows of the outbox and their attempts. A delivery
  * is claimed by setting a lease (`claimed_until`) in one `FOR UPDATE SKIP LOCKED` statement, so
  * that several deliverers (threads or instances) never take the same row, and a deliverer that
- * dies mid-attempt only delays its rows by the lease.
+ * dies mid-attempt only delays its rows by the lease. Claims are fair between applications: first
+ * attempts are taken application by application in turn, each within the room its deliverer
+ * gives it, so that one application's backlog or slow receiver never holds back the others.
  */
 import type { Tx } from "./client.ts";
 import { type MessageRow, toMessage } from "./messages.ts";
 import type { Conversation, Message } from "../domain/conversation.ts";
+import type { SlotRoom } from "../domain/fair_share.ts";
 
 /** What an attempt needs to know, read when the delivery is claimed. */
 export interface DeliveryContext {
@@ -26,6 +29,11 @@ export interface ClaimedDelivery {
   createdAt: string;
   /** The lease of this claim; recording the attempt requires it still to be in place. */
   claimedUntil: string;
+  /**
+   * Its application's place in the claim's round of first attempts (1 for the first application
+   * visited); null for a retry or an expired lease.
+   */
+  turn: number | null;
   context: DeliveryContext;
 }
 
@@ -36,6 +44,7 @@ interface ClaimedRow {
   attempts: number;
   created_at: string;
   claimed_until: string;
+  turn: number | null;
   url: string | null;
   events: string[] | null;
   enabled: boolean | null;
@@ -47,6 +56,19 @@ interface ClaimedRow {
   };
 }
 
+/** Options of {@linkcode claimDueDeliveries}. */
+export interface ClaimOptions {
+  limit: number;
+  leaseSeconds: number;
+  /** How many each application may be given; by default every one may be given `limit`. */
+  room?: SlotRoom<number>;
+  /** The round of first attempts starts with the application after this one (0: the lowest). */
+  after?: number;
+}
+
+/** Most applications one claim visits for first attempts. */
+const MOST_APPLICATIONS_VISITED = 256;
+
 /**
  * Claims up to `limit` due deliveries for `leaseSeconds`, each with the configuration in force
  * now and its conversation and message as its first claim found them (that claim keeps them in
@@ -54,22 +76,90 @@ interface ClaimedRow {
  * event itself carries (`changed`: the status of a receipt, the text of an edit, as of that
  * change) laid over them — one statement for the whole
  * claim, since per-delivery queries cost the database more than the deliveries themselves.
+ *
+ * Fair between applications: deliveries waiting for their first attempt are taken application by
+ * application, starting after `after` and wrapping around (each application's oldest first, at
+ * most its room), and retries (and expired leases) oldest first, of applications with room;
+ * the two kinds alternate when both are due.
  */
 export async function claimDueDeliveries(
   sql: Tx,
-  options: { limit: number; leaseSeconds: number },
+  options: ClaimOptions,
 ): Promise<ClaimedDelivery[]> {
+  const { limit, leaseSeconds, after = 0 } = options;
+  const room = options.room ?? { busy: new Map(), others: limit };
+  const busyApps = [...room.busy.keys()];
+  const busyRoom = [...room.busy.values()];
+  const fullApps = busyApps.filter((_, index) => busyRoom[index] <= 0);
   const rows = await sql<ClaimedRow[]>`
-    WITH due AS (
-      SELECT app_id, id, payload, snapshot IS NOT NULL AS kept FROM outbox
-      WHERE kind = 'webhook' AND state = 'pending' AND run_at <= clock_timestamp()
-        AND (claimed_until IS NULL OR claimed_until < clock_timestamp())
-      ORDER BY run_at
-      LIMIT ${options.limit}
+    WITH RECURSIVE room (app_id, free) AS (
+      SELECT * FROM unnest(${busyApps}::bigint[], ${busyRoom}::int[])
+    ), walk (app_id, wrapped, turn) AS (
+      -- The applications with first attempts waiting, from the one after the last one served,
+      -- wrapping around once: a probe of outbox_webhooks_new each.
+      SELECT next.app_id, next.app_id <= ${after}, 1 FROM (
+        SELECT coalesce((
+          SELECT min(o.app_id) FROM outbox o
+          WHERE o.kind = 'webhook' AND o.state = 'pending' AND o.attempts = 0
+            AND o.claimed_until IS NULL AND o.app_id > ${after}
+        ), (
+          SELECT min(o.app_id) FROM outbox o
+          WHERE o.kind = 'webhook' AND o.state = 'pending' AND o.attempts = 0
+            AND o.claimed_until IS NULL
+        )) AS app_id
+      ) next
+      WHERE next.app_id IS NOT NULL
+      UNION ALL
+      SELECT next.app_id, walk.wrapped OR next.app_id <= walk.app_id, walk.turn + 1
+      FROM walk CROSS JOIN LATERAL (
+        SELECT coalesce((
+          SELECT min(o.app_id) FROM outbox o
+          WHERE o.kind = 'webhook' AND o.state = 'pending' AND o.attempts = 0
+            AND o.claimed_until IS NULL AND o.app_id > walk.app_id
+        ), CASE WHEN NOT walk.wrapped THEN (
+          SELECT min(o.app_id) FROM outbox o
+          WHERE o.kind = 'webhook' AND o.state = 'pending' AND o.attempts = 0
+            AND o.claimed_until IS NULL
+        ) END) AS app_id
+        OFFSET 0
+      ) next
+      -- Once around: after wrapping, up to the application the round started after.
+      WHERE walk.turn < ${MOST_APPLICATIONS_VISITED} AND next.app_id IS NOT NULL
+        AND NOT ((walk.wrapped OR next.app_id <= walk.app_id) AND next.app_id > ${after})
+    ), first_attempts AS (
+      SELECT d.app_id, d.id, d.payload, d.kept, walk.turn
+      FROM walk CROSS JOIN LATERAL (
+        SELECT o.app_id, o.id, o.payload, o.snapshot IS NOT NULL AS kept FROM outbox o
+        WHERE o.kind = 'webhook' AND o.state = 'pending' AND o.attempts = 0
+          AND o.claimed_until IS NULL AND o.app_id = walk.app_id
+          AND o.run_at <= clock_timestamp()
+        ORDER BY o.run_at
+        LIMIT least(${limit}, coalesce(
+          (SELECT room.free FROM room WHERE room.app_id = walk.app_id), ${room.others}))
+        FOR UPDATE SKIP LOCKED
+      ) d
+      LIMIT ${limit}
+    ), again AS (
+      SELECT o.app_id, o.id, o.payload, o.snapshot IS NOT NULL AS kept, NULL::int AS turn
+      FROM outbox o
+      WHERE o.kind = 'webhook' AND o.state = 'pending'
+        AND (o.attempts > 0 OR o.claimed_until IS NOT NULL) AND o.run_at <= clock_timestamp()
+        AND (o.claimed_until IS NULL OR o.claimed_until < clock_timestamp())
+        AND o.app_id <> ALL (${fullApps}::bigint[])
+      ORDER BY o.run_at
+      LIMIT ${limit}
       FOR UPDATE SKIP LOCKED
+    ), due AS (
+      SELECT app_id, id, payload, kept, turn FROM (
+        SELECT *, row_number() OVER () AS place, 0 AS source FROM first_attempts
+        UNION ALL
+        SELECT *, row_number() OVER () AS place, 1 AS source FROM again
+      ) candidates
+      ORDER BY place, source
+      LIMIT ${limit}
     ), taken AS (
       -- What a first claim announces, kept with the claim (committed before any attempt).
-      SELECT due.app_id, due.id, CASE WHEN NOT due.kept THEN json_build_object(
+      SELECT due.app_id, due.id, due.turn, CASE WHEN NOT due.kept THEN json_build_object(
         'conversation', CASE WHEN conv.id IS NOT NULL THEN json_build_object(
           'id', conv.id, 'client_id', conv.client_id, 'status', conv.status,
           'channel', conv.channel,
@@ -98,13 +188,14 @@ export async function claimDueDeliveries(
           AND m.id = (due.payload ->> 'message_id')::bigint
     ), claimed AS (
       UPDATE outbox o
-      SET claimed_until = clock_timestamp() + make_interval(secs => ${options.leaseSeconds}),
+      SET claimed_until = clock_timestamp() + make_interval(secs => ${leaseSeconds}),
         snapshot = coalesce(o.snapshot, t.snapshot)
       FROM taken t
       WHERE o.app_id = t.app_id AND o.id = t.id
-      RETURNING o.app_id, o.id, o.topic, o.attempts, o.created_at, o.claimed_until, o.snapshot
+      RETURNING o.app_id, o.id, o.topic, o.attempts, o.created_at, o.claimed_until, o.snapshot,
+        t.turn
     )
-    SELECT c.app_id, c.id, c.topic, c.attempts, c.created_at, c.claimed_until, c.snapshot,
+    SELECT c.app_id, c.id, c.topic, c.attempts, c.created_at, c.claimed_until, c.snapshot, c.turn,
       w.url, w.events, w.enabled, w.secret_encrypted
     FROM claimed c
     LEFT JOIN webhooks w ON w.app_id = c.app_id`;
@@ -115,6 +206,7 @@ export async function claimDueDeliveries(
     attempts: row.attempts,
     createdAt: row.created_at,
     claimedUntil: row.claimed_until,
+    turn: row.turn,
     context: {
       webhook: row.url === null ? null : {
         url: row.url,

@@ -2,13 +2,21 @@
  * The delivery poller: it claims due deliveries and attempts them, woken by change notices (a
  * commit may have queued an event), when a retry it scheduled comes due, and by a slow poll as
  * the fallback (retries that another instance scheduled). It has explicit states, never dies
- * because one attempt threw, and `stop()` waits for the attempts in flight.
+ * because one attempt threw, and `stop()` waits for the attempts in flight. With `keyOf`, it
+ * shares its slots between keys (applications) as `domain/fair_share.ts` says, and tells each
+ * claim how many each key may be given.
  */
+import { type SlotRoom, slotRoom } from "../domain/fair_share.ts";
 
 /** Options of {@linkcode createDeliveryLoop}. */
 export interface DeliveryLoopOptions<T, O = unknown> {
-  /** Claims up to `limit` due deliveries. */
-  claim(limit: number): Promise<T[]>;
+  /**
+   * Claims up to `limit` due deliveries, of each key at most its `room` (every key may be given
+   * `limit` without `keyOf`).
+   */
+  claim(limit: number, room: SlotRoom<number>): Promise<T[]>;
+  /** The key whose share of the slots a delivery counts against (its application). */
+  keyOf?(delivery: T): number;
   /** Makes one attempt (and records it). */
   attempt(delivery: T): Promise<O>;
   /**
@@ -39,7 +47,7 @@ const DUE_MARGIN_MS = 10;
 export function createDeliveryLoop<T, O = unknown>(
   options: DeliveryLoopOptions<T, O>,
 ): DeliveryLoop {
-  const { claim, attempt, onError, dueAgainInMs, batchSize = 64, pollMs = 1_000 } = options;
+  const { claim, attempt, onError, dueAgainInMs, keyOf, batchSize = 64, pollMs = 1_000 } = options;
   if (!Number.isInteger(batchSize) || batchSize < 1) {
     throw new RangeError(`Cannot create delivery loop: batchSize must be >= 1, got ${batchSize}`);
   }
@@ -67,6 +75,13 @@ export function createDeliveryLoop<T, O = unknown>(
   /** Attempts in flight; the loop claims only for free slots and never waits for a whole batch. */
   const inFlight = new Set<Promise<void>>();
   let slotFreed: (() => void) | null = null;
+  /** Attempts in flight per key (with `keyOf`). */
+  const inFlightByKey = new Map<number, number>();
+  /**
+   * The last claim came back short while a key held its whole share: what it left may be due, so
+   * the next attempt to finish makes the loop claim again.
+   */
+  let heldBack = false;
 
   /** The timer of the earliest retry this loop scheduled, and when it fires. */
   let retryTimer: ReturnType<typeof setTimeout> | null = null;
@@ -90,6 +105,8 @@ export function createDeliveryLoop<T, O = unknown>(
   }
 
   function start(delivery: T): void {
+    const key = keyOf?.(delivery);
+    if (key !== undefined) inFlightByKey.set(key, (inFlightByKey.get(key) ?? 0) + 1);
     const done: Promise<void> = attempt(delivery).then(
       (outcome) => {
         const due = dueAgainInMs?.(outcome) ?? null;
@@ -98,6 +115,15 @@ export function createDeliveryLoop<T, O = unknown>(
       (error) => onError(error),
     ).finally(() => {
       inFlight.delete(done);
+      if (key !== undefined) {
+        const left = inFlightByKey.get(key)! - 1;
+        if (left === 0) inFlightByKey.delete(key);
+        else inFlightByKey.set(key, left);
+      }
+      if (heldBack) {
+        heldBack = false;
+        wake();
+      }
       slotFreed?.();
     });
     inFlight.add(done);
@@ -113,14 +139,18 @@ export function createDeliveryLoop<T, O = unknown>(
       const wanted = batchSize - inFlight.size;
       let claimed: T[] = [];
       try {
-        claimed = await claim(wanted);
+        claimed = await claim(wanted, slotRoom(inFlightByKey, batchSize));
       } catch (error) {
         onError(error);
       }
       for (const delivery of claimed) start(delivery);
-      // Fewer than asked: nothing else is due until a commit wakes the loop (or the poll does).
-      // Everything asked came back: more may be due, so claim again once a slot is free.
-      if (claimed.length < wanted && state === "running") await sleep();
+      // Fewer than asked: nothing else is due until a commit wakes the loop (or the poll does),
+      // unless a key's share held some back. Everything asked came back: more may be due, so
+      // claim again once a slot is free.
+      if (claimed.length < wanted && state === "running") {
+        heldBack = [...slotRoom(inFlightByKey, batchSize).busy.values()].includes(0);
+        await sleep();
+      }
     }
     await Promise.all(inFlight);
   }

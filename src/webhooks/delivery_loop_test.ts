@@ -84,3 +84,31 @@ Deno.test("createDeliveryLoop() claims again when a retry it recorded comes due,
   assert.equal(claimedAt.length, 3, JSON.stringify(claimedAt));
   assert.ok(claimedAt[2] >= 150 && claimedAt[2] < 350, JSON.stringify(claimedAt));
 });
+
+Deno.test("createDeliveryLoop() tells each claim the keys' room, and claims again when a key's share held deliveries back", async () => {
+  const queue = Array.from({ length: 10 }, (_, index) => ({ key: 1, id: index }));
+  const attempted: number[] = [];
+  const rooms: number[] = [];
+  const loop = createDeliveryLoop({
+    claim: (limit, room) => {
+      const free = room.busy.get(1) ?? room.others;
+      rooms.push(free);
+      return Promise.resolve(queue.splice(0, Math.min(limit, free)));
+    },
+    keyOf: (delivery) => delivery.key,
+    attempt: (delivery) =>
+      new Promise<void>((resolve) =>
+        setTimeout(() => resolve(void attempted.push(delivery.id)), 5)
+      ),
+    onError: (error) => assert.fail(String(error)),
+    batchSize: 8,
+    pollMs: 60_000,
+  });
+  for (let waited = 0; attempted.length < 10 && waited < 2_000; waited += 10) {
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+  await loop.stop();
+  // Alone, the key may hold 7 of the 8 slots; each attempt that ends makes room for one more.
+  assert.equal(rooms[0], 7);
+  assert.deepEqual(attempted.sort((a, b) => a - b), [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]);
+});

@@ -1,0 +1,158 @@
+import assert from "node:assert/strict";
+import type { Sql } from "../src/db/client.ts";
+import { claimDueDeliveries, type ClaimedDelivery } from "../src/db/deliveries.ts";
+import { replaceWebhook } from "../src/db/webhooks.ts";
+import { createDeliveryLoop } from "../src/webhooks/delivery_loop.ts";
+import { createRoundRobinClaim } from "../src/webhooks/round_robin_claim.ts";
+import { createTestDatabase } from "./support/database.ts";
+import { createKeyedApp } from "./support/open_api.ts";
+
+/** Queues `count` webhook deliveries of the application, oldest first; returns their ids. */
+async function queue(sql: Sql, appId: number, count: number): Promise<number[]> {
+  const rows = await sql<{ id: number }[]>`
+    INSERT INTO outbox (app_id, kind, topic, payload, run_at)
+    SELECT ${appId}, 'webhook', 'message.sent', '{}',
+      clock_timestamp() - interval '1 minute' + make_interval(secs => n / 1000.0)
+    FROM generate_series(1, ${count}) AS n
+    RETURNING id`;
+  return rows.map((row) => row.id);
+}
+
+function appsOf(claimed: ClaimedDelivery[]): number[] {
+  return claimed.map((delivery) => delivery.appId).sort((a, b) => a - b);
+}
+
+Deno.test("a claim serves applications in turn, starting after the one served last, each within its room", async () => {
+  await using db = await createTestDatabase();
+  const a = (await createKeyedApp(db.sql, "A")).appId;
+  const b = (await createKeyedApp(db.sql, "B")).appId;
+  const c = (await createKeyedApp(db.sql, "C")).appId;
+  assert.ok(a < b && b < c);
+  await queue(db.sql, a, 10);
+  await queue(db.sql, b, 2);
+  await queue(db.sql, c, 1);
+  const claim = (limit: number, options: object) =>
+    claimDueDeliveries(db.sql, { limit, leaseSeconds: 60, ...options });
+
+  // From the start: A first, which fills the claim with its oldest.
+  const first = await claim(4, {});
+  assert.deepEqual(appsOf(first), [a, a, a, a]);
+  assert.deepEqual(first.map((d) => d.turn), [1, 1, 1, 1]);
+  // After A: B and C, though A's deliveries are older, then A again.
+  const second = await claim(4, { after: a });
+  assert.deepEqual(appsOf(second), [a, b, b, c]);
+  assert.equal(second.find((d) => d.appId === c)?.turn, 2);
+  assert.equal(second.find((d) => d.appId === a)?.turn, 3);
+  // A at its share is passed over; another application gets at most its room.
+  await queue(db.sql, b, 3);
+  await queue(db.sql, c, 3);
+  const third = await claim(8, { room: { busy: new Map([[a, 0], [b, 1]]), others: 2 } });
+  assert.deepEqual(appsOf(third), [b, c, c]);
+});
+
+Deno.test("retries and expired leases are claimed beside first attempts, but not for an application at its share", async () => {
+  await using db = await createTestDatabase();
+  const a = (await createKeyedApp(db.sql, "A")).appId;
+  const b = (await createKeyedApp(db.sql, "B")).appId;
+  const [retry] = await queue(db.sql, a, 1);
+  const [leased] = await queue(db.sql, b, 1);
+  await db.sql`UPDATE outbox SET attempts = 2 WHERE id = ${retry}`;
+  await db.sql`UPDATE outbox SET claimed_until = clock_timestamp() - interval '1 second'
+    WHERE id = ${leased}`;
+  const fresh = await queue(db.sql, b, 2);
+
+  const atShare = await claimDueDeliveries(db.sql, {
+    limit: 10,
+    leaseSeconds: 60,
+    room: { busy: new Map([[a, 0]]), others: 10 },
+  });
+  assert.deepEqual(atShare.map((d) => d.id).sort((x, y) => x - y), [leased, ...fresh]);
+  assert.equal(atShare.find((d) => d.id === leased)?.turn, null);
+  const later = await claimDueDeliveries(db.sql, { limit: 10, leaseSeconds: 60 });
+  assert.deepEqual(later.map((d) => d.id), [retry]);
+});
+
+Deno.test("a receiver that never answers and a backlog of one application do not hold back another's deliveries", async () => {
+  await using db = await createTestDatabase();
+  const a = (await createKeyedApp(db.sql, "A")).appId;
+  const b = (await createKeyedApp(db.sql, "B")).appId;
+  await queue(db.sql, a, 100);
+  const [bDelivery] = await queue(db.sql, b, 1);
+
+  // A's receiver hangs: its attempts hold their slots until the test ends.
+  let releaseHung!: () => void;
+  const hung = new Promise<void>((resolve) => releaseHung = resolve);
+  const attempted: ClaimedDelivery[] = [];
+  let bAttempted!: () => void;
+  const bDone = new Promise<void>((resolve) => bAttempted = resolve);
+  const loop = createDeliveryLoop({
+    claim: createRoundRobinClaim(db.sql, 60),
+    keyOf: (delivery) => delivery.appId,
+    attempt: (delivery) => {
+      attempted.push(delivery);
+      if (delivery.appId === b) bAttempted();
+      return delivery.appId === a ? hung : Promise.resolve();
+    },
+    onError: (error) => assert.fail(String(error)),
+    batchSize: 8,
+    pollMs: 50,
+  });
+  const timeout = setTimeout(releaseHung, 10_000);
+  await Promise.race([bDone, hung]);
+  releaseHung();
+  clearTimeout(timeout);
+  await loop.stop();
+  assert.ok(
+    attempted.some((d) => d.id === bDelivery),
+    "B's delivery attempted beside A's hung ones",
+  );
+  assert.equal(attempted.filter((d) => d.appId === a).length, 7, "A holds its share, 7 of 8");
+
+  // Backlogs of A and C: B's one delivery goes out within the next claims, not after theirs,
+  // though B comes last in the applications' order.
+  await db.sql`UPDATE outbox SET state = 'succeeded'`;
+  const c = (await createKeyedApp(db.sql, "C")).appId;
+  const d = (await createKeyedApp(db.sql, "D")).appId;
+  await queue(db.sql, a, 200);
+  await queue(db.sql, c, 200);
+  const [dDelivery] = await queue(db.sql, d, 1);
+  const order: number[] = [];
+  const backlog = createDeliveryLoop({
+    claim: createRoundRobinClaim(db.sql, 60),
+    keyOf: (delivery) => delivery.appId,
+    attempt: (delivery) => {
+      order.push(delivery.id);
+      return new Promise((resolve) => setTimeout(resolve, 1));
+    },
+    onError: (error) => assert.fail(String(error)),
+    batchSize: 8,
+    pollMs: 50,
+  });
+  while (order.length < 401) await new Promise((resolve) => setTimeout(resolve, 20));
+  await backlog.stop();
+  const place = order.indexOf(dDelivery);
+  assert.ok(place >= 0 && place < 16, `D's delivery went out ${place + 1}th of 401`);
+});
+
+Deno.test("disabling the webhook cancels first attempts, retries and expired leases, not one in flight", async () => {
+  await using db = await createTestDatabase();
+  const a = (await createKeyedApp(db.sql, "A")).appId;
+  const other = (await createKeyedApp(db.sql, "B")).appId;
+  const [fresh, retry, expired, inFlight] = await queue(db.sql, a, 4);
+  const [othersDelivery] = await queue(db.sql, other, 1);
+  await db.sql`UPDATE outbox SET attempts = 1 WHERE id = ${retry}`;
+  await db.sql`UPDATE outbox SET claimed_until = clock_timestamp() - interval '1 second'
+    WHERE id = ${expired}`;
+  await db.sql`UPDATE outbox SET claimed_until = clock_timestamp() + interval '1 minute'
+    WHERE id = ${inFlight}`;
+  await replaceWebhook(db.sql, a, { url: "", events: [], enabled: false }, "sealed");
+  const rows = await db.sql<{ id: number; state: string }[]>`
+    SELECT id, state FROM outbox ORDER BY id`;
+  assert.deepEqual(rows.map((row) => [row.id, row.state]), [
+    [fresh, "failed"],
+    [retry, "failed"],
+    [expired, "failed"],
+    [inFlight, "pending"],
+    [othersDelivery, "pending"],
+  ]);
+});
