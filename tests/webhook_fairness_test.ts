@@ -3,7 +3,7 @@ import type { Sql } from "../src/db/client.ts";
 import { claimDueDeliveries, type ClaimedDelivery } from "../src/db/deliveries.ts";
 import { replaceWebhook } from "../src/db/webhooks.ts";
 import { createDeliveryLoop } from "../src/webhooks/delivery_loop.ts";
-import { createRoundRobinClaim } from "../src/webhooks/round_robin_claim.ts";
+import { roundRobin } from "../src/webhooks/round_robin_claim.ts";
 import { createTestDatabase } from "./support/database.ts";
 import { createKeyedApp } from "./support/open_api.ts";
 
@@ -86,7 +86,9 @@ Deno.test("a receiver that never answers and a backlog of one application do not
   let bAttempted!: () => void;
   const bDone = new Promise<void>((resolve) => bAttempted = resolve);
   const loop = createDeliveryLoop({
-    claim: createRoundRobinClaim(db.sql, 60),
+    claim: roundRobin<ClaimedDelivery>((limit, room, after) =>
+      claimDueDeliveries(db.sql, { limit, leaseSeconds: 60, room, after })
+    ),
     keyOf: (delivery) => delivery.appId,
     attempt: (delivery) => {
       attempted.push(delivery);
@@ -118,7 +120,9 @@ Deno.test("a receiver that never answers and a backlog of one application do not
   const [dDelivery] = await queue(db.sql, d, 1);
   const order: number[] = [];
   const backlog = createDeliveryLoop({
-    claim: createRoundRobinClaim(db.sql, 60),
+    claim: roundRobin<ClaimedDelivery>((limit, room, after) =>
+      claimDueDeliveries(db.sql, { limit, leaseSeconds: 60, room, after })
+    ),
     keyOf: (delivery) => delivery.appId,
     attempt: (delivery) => {
       order.push(delivery.id);

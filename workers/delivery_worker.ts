@@ -6,8 +6,13 @@
 /// <reference no-default-lib="true" />
 /// <reference lib="deno.worker" />
 import { connectWorkerPool, type Sql } from "../src/db/client.ts";
-import { deleteOldAttempts, recordAttempts } from "../src/db/deliveries.ts";
-import { createRoundRobinClaim } from "../src/webhooks/round_robin_claim.ts";
+import {
+  claimDueDeliveries,
+  type ClaimedDelivery,
+  deleteOldAttempts,
+  recordAttempts,
+} from "../src/db/deliveries.ts";
+import { roundRobin } from "../src/webhooks/round_robin_claim.ts";
 import { createAttemptRecorder } from "../src/webhooks/attempt_recorder.ts";
 import { createSecretBox, type SecretBox } from "../src/crypto/secret_box.ts";
 import { createLruCache } from "../src/domain/lru_cache.ts";
@@ -21,10 +26,16 @@ import {
   systemResolver,
 } from "../src/webhooks/ssrf_guard.ts";
 import type { DeliveryWorkerMessage } from "../src/webhooks/delivery_protocol.ts";
-import { claimChannelSends, recordSendOutcome, recordSentPart } from "../src/db/channel_sends.ts";
+import {
+  claimChannelSends,
+  type ClaimedSend,
+  recordSendOutcome,
+  recordSentPart,
+} from "../src/db/channel_sends.ts";
 import { markWhatsAppChannelAttention } from "../src/db/whatsapp_channels.ts";
 import { sendClaimed } from "../src/channels/whatsapp/sender.ts";
 import {
+  type ClaimedMirror,
   claimMirrorSends,
   pauseSlackWorkspace,
   recordMirrorOutcome,
@@ -80,7 +91,9 @@ self.onmessage = async (event: MessageEvent<DeliveryWorkerMessage>) => {
       const resolve: Resolver = (name) =>
         staticHosts[name] ? Promise.resolve(staticHosts[name]) : systemResolver(name);
       loop = createDeliveryLoop({
-        claim: createRoundRobinClaim(pool, LEASE_SECONDS),
+        claim: roundRobin<ClaimedDelivery>((limit, room, after) =>
+          claimDueDeliveries(pool, { limit, leaseSeconds: LEASE_SECONDS, room, after })
+        ),
         keyOf: (delivery) => delivery.appId,
         attempt: (delivery) =>
           attemptDelivery({
@@ -94,8 +107,16 @@ self.onmessage = async (event: MessageEvent<DeliveryWorkerMessage>) => {
         onError: (error) => log("error", "webhook delivery failed", describeError(error)),
       });
       sender = createDeliveryLoop({
-        claim: (limit) =>
-          claimChannelSends(pool, { kind: "whatsapp", limit, leaseSeconds: SEND_LEASE_SECONDS }),
+        claim: roundRobin<ClaimedSend>((limit, room, after) =>
+          claimChannelSends(pool, {
+            kind: "whatsapp",
+            limit,
+            leaseSeconds: SEND_LEASE_SECONDS,
+            room,
+            after,
+          })
+        ),
+        keyOf: (send) => send.appId,
         attempt: (send) =>
           sendClaimed({
             graphUrl: message.whatsappGraphUrl,
@@ -136,7 +157,10 @@ self.onmessage = async (event: MessageEvent<DeliveryWorkerMessage>) => {
         rejectRateLimited: true,
       });
       mirror = createDeliveryLoop({
-        claim: (limit) => claimMirrorSends(pool, { limit, leaseSeconds: SEND_LEASE_SECONDS }),
+        claim: roundRobin<ClaimedMirror>((limit, room, after) =>
+          claimMirrorSends(pool, { limit, leaseSeconds: SEND_LEASE_SECONDS, room, after })
+        ),
+        keyOf: (send) => send.appId,
         attempt: (send) =>
           sendMirror({
             clientFor: slackClients,

@@ -1,47 +1,95 @@
 /**
  * The claim shared by the channel senders (WhatsApp, the Slack mirror): the `due` and `claimed`
- * CTEs that lease up to `limit` pending outbox rows of one kind, the oldest first, but never a
- * row while an earlier row of the same conversation is still pending — so that a conversation's
- * messages leave in order even with several senders claiming at once. The caller's statement
- * selects from `claimed` (app_id, id, topic, payload, attempts, claimed_until).
+ * CTEs that lease up to `limit` pending outbox rows of one kind, never a row while an earlier row
+ * of the same conversation is still pending — so that a conversation's messages leave in order
+ * even with several senders claiming at once. Fair between applications: the applications with
+ * sends pending are taken in turn, starting after `after` and wrapping around, each one's oldest
+ * due rows first and at most its room, so that one application's backlog (a broadcast) never
+ * holds back another's replies. The caller's statement selects from `claimed` (app_id, id, topic,
+ * payload, attempts, claimed_until, turn).
  */
 import type { PendingQuery, Row } from "postgres";
 import type { Tx } from "./client.ts";
+import type { SlotRoom } from "../domain/fair_share.ts";
 
 /** Options of {@linkcode claimedInConversationOrder}. */
 export interface ChannelClaimOptions {
   kind: "whatsapp" | "slack";
   limit: number;
   leaseSeconds: number;
+  /** How many each application may be given; by default every one may be given `limit`. */
+  room?: SlotRoom<number>;
+  /** The round starts with the application after this one (0: the lowest). */
+  after?: number;
 }
 
-/** The `WITH due AS (…), claimed AS (…)` part of a channel claim. */
+/** Most applications one claim visits. */
+const MOST_APPLICATIONS_VISITED = 256;
+
+/** The `WITH RECURSIVE …, due AS (…), claimed AS (…)` part of a channel claim. */
 export function claimedInConversationOrder(
   sql: Tx,
   options: ChannelClaimOptions,
 ): PendingQuery<Row[]> {
+  const { limit, leaseSeconds, after = 0 } = options;
+  const room = options.room ?? { busy: new Map(), others: limit };
   // A literal, not a parameter: only a literal kind proves the predicate of the partial indexes
   // (`kind <> 'webhook'`) in a prepared statement's generic plan.
   const kind = options.kind === "whatsapp" ? sql`'whatsapp'` : sql`'slack'`;
   return sql`
-    WITH due AS (
-      SELECT o.app_id, o.id FROM outbox o
-      WHERE o.kind = ${kind} AND o.state = 'pending' AND o.run_at <= clock_timestamp()
-        AND (o.claimed_until IS NULL OR o.claimed_until < clock_timestamp())
-        AND NOT EXISTS (
-          SELECT 1 FROM outbox e
-          WHERE e.kind = ${kind} AND e.state = 'pending' AND e.app_id = o.app_id
-            AND (e.payload ->> 'conversation_id')::bigint
-              = (o.payload ->> 'conversation_id')::bigint
-            AND e.id < o.id
-        )
-      ORDER BY o.run_at
-      LIMIT ${options.limit}
-      FOR UPDATE SKIP LOCKED
+    WITH RECURSIVE room (app_id, free) AS (
+      SELECT * FROM unnest(${[...room.busy.keys()]}::bigint[], ${[...room.busy.values()]}::int[])
+    ), walk (app_id, wrapped, turn) AS (
+      -- The applications with sends pending, from the one after the last one served, wrapping
+      -- around once: a probe of outbox_channel_sends_by_app each.
+      SELECT next.app_id, next.app_id <= ${after}, 1 FROM (
+        SELECT coalesce((
+          SELECT min(o.app_id) FROM outbox o
+          WHERE o.kind = ${kind} AND o.state = 'pending' AND o.app_id > ${after}
+        ), (
+          SELECT min(o.app_id) FROM outbox o WHERE o.kind = ${kind} AND o.state = 'pending'
+        )) AS app_id
+        OFFSET 0
+      ) next
+      WHERE next.app_id IS NOT NULL
+      UNION ALL
+      SELECT next.app_id, walk.wrapped OR next.app_id <= walk.app_id, walk.turn + 1
+      FROM walk CROSS JOIN LATERAL (
+        SELECT coalesce((
+          SELECT min(o.app_id) FROM outbox o
+          WHERE o.kind = ${kind} AND o.state = 'pending' AND o.app_id > walk.app_id
+        ), CASE WHEN NOT walk.wrapped THEN (
+          SELECT min(o.app_id) FROM outbox o WHERE o.kind = ${kind} AND o.state = 'pending'
+        ) END) AS app_id
+        OFFSET 0
+      ) next
+      -- Once around: after wrapping, up to the application the round started after.
+      WHERE walk.turn < ${MOST_APPLICATIONS_VISITED} AND next.app_id IS NOT NULL
+        AND NOT ((walk.wrapped OR next.app_id <= walk.app_id) AND next.app_id > ${after})
+    ), due AS (
+      SELECT d.app_id, d.id, walk.turn
+      FROM walk CROSS JOIN LATERAL (
+        SELECT o.app_id, o.id FROM outbox o
+        WHERE o.kind = ${kind} AND o.state = 'pending' AND o.app_id = walk.app_id
+          AND o.run_at <= clock_timestamp()
+          AND (o.claimed_until IS NULL OR o.claimed_until < clock_timestamp())
+          AND NOT EXISTS (
+            SELECT 1 FROM outbox e
+            WHERE e.kind = ${kind} AND e.state = 'pending' AND e.app_id = o.app_id
+              AND (e.payload ->> 'conversation_id')::bigint
+                = (o.payload ->> 'conversation_id')::bigint
+              AND e.id < o.id
+          )
+        ORDER BY o.run_at
+        LIMIT least(${limit}, coalesce(
+          (SELECT room.free FROM room WHERE room.app_id = walk.app_id), ${room.others}))
+        FOR UPDATE SKIP LOCKED
+      ) d
+      LIMIT ${limit}
     ), claimed AS (
       UPDATE outbox o
-      SET claimed_until = clock_timestamp() + make_interval(secs => ${options.leaseSeconds})
+      SET claimed_until = clock_timestamp() + make_interval(secs => ${leaseSeconds})
       FROM due WHERE o.app_id = due.app_id AND o.id = due.id
-      RETURNING o.app_id, o.id, o.topic, o.payload, o.attempts, o.claimed_until
+      RETURNING o.app_id, o.id, o.topic, o.payload, o.attempts, o.claimed_until, due.turn
     )`;
 }

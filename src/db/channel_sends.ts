@@ -6,7 +6,7 @@
  * remembered, so a retry never sends them twice.
  */
 import type { Tx } from "./client.ts";
-import { claimedInConversationOrder } from "./channel_claims.ts";
+import { type ChannelClaimOptions, claimedInConversationOrder } from "./channel_claims.ts";
 import type { MessageType } from "../domain/message_kinds.ts";
 
 /** A claimed send and what it needs. */
@@ -15,6 +15,8 @@ export interface ClaimedSend {
   id: number;
   attempts: number;
   claimedUntil: string;
+  /** Its application's place in the claim's round (1 for the first application visited). */
+  turn: number;
   message: {
     id: number;
     chatId: number;
@@ -35,6 +37,7 @@ interface ClaimedSendRow {
   id: number;
   attempts: number;
   claimed_until: string;
+  turn: number;
   message_id: number | null;
   chat_id: number | null;
   message_type: MessageType | null;
@@ -46,14 +49,17 @@ interface ClaimedSendRow {
   sent_parts: number;
 }
 
-/** Claims up to `limit` due sends of `kind`, the oldest first, one per conversation. */
+/**
+ * Claims up to `limit` due sends of `kind`, one per conversation, the applications in turn (see
+ * {@linkcode claimedInConversationOrder}).
+ */
 export async function claimChannelSends(
   sql: Tx,
-  options: { kind: "whatsapp"; limit: number; leaseSeconds: number },
+  options: ChannelClaimOptions & { kind: "whatsapp" },
 ): Promise<ClaimedSend[]> {
   const rows = await sql<ClaimedSendRow[]>`
     ${claimedInConversationOrder(sql, options)}
-    SELECT c.app_id, c.id, c.attempts, c.claimed_until,
+    SELECT c.app_id, c.id, c.attempts, c.claimed_until, c.turn,
       m.id AS message_id, m.conversation_id AS chat_id, m.message_type, m.content, m.payload,
       i.external_id AS recipient, w.phone_number_id, w.access_token_sealed,
       (SELECT count(*) FROM whatsapp_sent_parts p
@@ -74,6 +80,7 @@ export async function claimChannelSends(
     id: row.id,
     attempts: row.attempts,
     claimedUntil: row.claimed_until,
+    turn: row.turn,
     message: row.message_id === null ? null : {
       id: row.message_id,
       chatId: row.chat_id!,

@@ -107,6 +107,7 @@ export async function claimDueDeliveries(
           WHERE o.kind = 'webhook' AND o.state = 'pending' AND o.attempts = 0
             AND o.claimed_until IS NULL
         )) AS app_id
+        OFFSET 0
       ) next
       WHERE next.app_id IS NOT NULL
       UNION ALL

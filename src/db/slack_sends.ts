@@ -5,7 +5,7 @@
  * what a post leaves behind: the thread of a conversation, the `ts` of each mirrored message.
  */
 import type { Tx } from "./client.ts";
-import { claimedInConversationOrder } from "./channel_claims.ts";
+import { type ChannelClaimOptions, claimedInConversationOrder } from "./channel_claims.ts";
 import type { MessageType } from "../domain/message_kinds.ts";
 
 /** A claimed mirror send. */
@@ -16,6 +16,8 @@ export interface ClaimedMirror {
   topic: "message" | "chat";
   attempts: number;
   claimedUntil: string;
+  /** Its application's place in the claim's round (1 for the first application visited). */
+  turn: number;
   conversation: {
     id: number;
     status: "open" | "closed";
@@ -47,15 +49,18 @@ export interface ClaimedMirror {
   } | null;
 }
 
-/** Claims up to `limit` due mirror sends, the oldest first, one per conversation. */
+/**
+ * Claims up to `limit` due mirror sends, one per conversation, the applications in turn (see
+ * {@linkcode claimedInConversationOrder}).
+ */
 export async function claimMirrorSends(
   sql: Tx,
-  options: { limit: number; leaseSeconds: number },
+  options: Omit<ChannelClaimOptions, "kind">,
 ): Promise<ClaimedMirror[]> {
   // deno-lint-ignore no-explicit-any
   const rows = await sql<any[]>`
     ${claimedInConversationOrder(sql, { kind: "slack", ...options })}
-    SELECT c.app_id, c.id, c.topic, c.attempts, c.claimed_until,
+    SELECT c.app_id, c.id, c.topic, c.attempts, c.claimed_until, c.turn,
       conv.id AS chat_id, conv.status, conv.channel, cl.name AS visitor_name,
       cl.email AS visitor_email,
       m.id AS message_id, m.sender_type, m.sender_name, m.message_type, m.content, m.payload,
@@ -80,6 +85,7 @@ export async function claimMirrorSends(
     topic: row.topic === "chat" ? "chat" : "message",
     attempts: row.attempts,
     claimedUntil: row.claimed_until,
+    turn: row.turn,
     conversation: row.chat_id === null ? null : {
       id: row.chat_id,
       status: row.status,

@@ -1,0 +1,59 @@
+import assert from "node:assert/strict";
+import type { Sql } from "../src/db/client.ts";
+import { claimChannelSends } from "../src/db/channel_sends.ts";
+import { claimMirrorSends } from "../src/db/slack_sends.ts";
+import { createTestDatabase } from "./support/database.ts";
+import { createKeyedApp } from "./support/open_api.ts";
+
+/** Queues a send of `kind` for each conversation id, oldest first; returns their ids. */
+async function queue(
+  sql: Sql,
+  kind: "whatsapp" | "slack",
+  appId: number,
+  conversations: number[],
+): Promise<number[]> {
+  const rows = await sql<{ id: number }[]>`
+    INSERT INTO outbox (app_id, kind, topic, payload, run_at)
+    SELECT ${appId}, ${kind}, 'message', jsonb_build_object('conversation_id', c.id),
+      clock_timestamp() - interval '1 minute' + make_interval(secs => c.n / 1000.0)
+    FROM unnest(${conversations}::bigint[]) WITH ORDINALITY AS c (id, n)
+    RETURNING id`;
+  return rows.map((row) => row.id);
+}
+
+const appsOf = (claimed: { appId: number }[]) => claimed.map((c) => c.appId).sort((a, b) => a - b);
+
+for (const kind of ["whatsapp", "slack"] as const) {
+  const claim = (sql: Sql, options: Parameters<typeof claimMirrorSends>[1]) =>
+    kind === "whatsapp"
+      ? claimChannelSends(sql, { kind, ...options })
+      : claimMirrorSends(sql, options);
+
+  Deno.test(`${kind} sends: the applications are served in turn, each within its room, and a conversation in order`, async () => {
+    await using db = await createTestDatabase();
+    const a = (await createKeyedApp(db.sql, "A")).appId;
+    const b = (await createKeyedApp(db.sql, "B")).appId;
+    const c = (await createKeyedApp(db.sql, "C")).appId;
+    // A's broadcast: ten conversations, the first one with a second message behind its first.
+    const broadcast = await queue(db.sql, kind, a, [1, 1, 2, 3, 4, 5, 6, 7, 8, 9]);
+    const [reply] = await queue(db.sql, kind, b, [1]);
+    await queue(db.sql, kind, c, [1, 2]);
+
+    const first = await claim(db.sql, { limit: 4, leaseSeconds: 60 });
+    assert.deepEqual(appsOf(first), [a, a, a, a]);
+    assert.ok(!first.some((send) => send.id === broadcast[1]), "the conversation's second waits");
+    // After A: B's reply and C's sends, though A's are older, then A again.
+    const second = await claim(db.sql, { limit: 4, leaseSeconds: 60, after: a });
+    assert.deepEqual(appsOf(second), [a, b, c, c]);
+    assert.equal(second.find((send) => send.id === reply)?.turn, 1);
+    assert.equal(second.find((send) => send.appId === a)?.turn, 3);
+    // A at its share is passed over, and another application gets at most its room.
+    await queue(db.sql, kind, b, [2, 3]);
+    const third = await claim(db.sql, {
+      limit: 8,
+      leaseSeconds: 60,
+      room: { busy: new Map([[a, 0]]), others: 1 },
+    });
+    assert.deepEqual(appsOf(third), [b]);
+  });
+}
