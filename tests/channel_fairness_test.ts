@@ -4,6 +4,7 @@ import { claimChannelSends } from "../src/db/channel_sends.ts";
 import { claimMirrorSends } from "../src/db/slack_sends.ts";
 import { createTestDatabase } from "./support/database.ts";
 import { createKeyedApp } from "./support/open_api.ts";
+import { indexTuplesRead } from "./support/index_reads.ts";
 
 /** Queues a send of `kind` for each conversation id, oldest first; returns their ids. */
 async function queue(
@@ -57,3 +58,23 @@ for (const kind of ["whatsapp", "slack"] as const) {
     assert.deepEqual(appsOf(third), [b]);
   });
 }
+
+Deno.test("a channel claim does not read the sends waiting for later retries", async () => {
+  await using db = await createTestDatabase();
+  const a = (await createKeyedApp(db.sql, "A")).appId;
+  const b = (await createKeyedApp(db.sql, "B")).appId;
+  // Inserted as retries, not updated into them: an update leaves the rows' earlier index entries
+  // behind until a vacuum.
+  await db.sql`
+    INSERT INTO outbox (app_id, kind, topic, payload, attempts, run_at)
+    SELECT ${a}, 'whatsapp', 'message', jsonb_build_object('conversation_id', n), 1,
+      clock_timestamp() + interval '1 hour'
+    FROM generate_series(1, 5000) AS n`;
+  const [due] = await queue(db.sql, "whatsapp", b, [1]);
+  await db.sql`ANALYZE outbox`;
+  const read = await indexTuplesRead(db.sql, "outbox_channel_sends_by_app", async (sql) => {
+    const claimed = await claimChannelSends(sql, { kind: "whatsapp", limit: 8, leaseSeconds: 60 });
+    assert.deepEqual(claimed.map((send) => send.id), [due]);
+  });
+  assert.ok(read < 100, `the claim read ${read} index entries`);
+});

@@ -6,6 +6,7 @@ import { createDeliveryLoop } from "../src/webhooks/delivery_loop.ts";
 import { roundRobin } from "../src/webhooks/round_robin_claim.ts";
 import { createTestDatabase } from "./support/database.ts";
 import { createKeyedApp } from "./support/open_api.ts";
+import { indexTuplesRead } from "./support/index_reads.ts";
 
 /** Queues `count` webhook deliveries of the application, oldest first; returns their ids. */
 async function queue(sql: Sql, appId: number, count: number): Promise<number[]> {
@@ -159,4 +160,20 @@ Deno.test("disabling the webhook cancels first attempts, retries and expired lea
     [inFlight, "pending"],
     [othersDelivery, "pending"],
   ]);
+});
+
+Deno.test("a claim does not read the retries scheduled for later", async () => {
+  await using db = await createTestDatabase();
+  const a = (await createKeyedApp(db.sql, "A")).appId;
+  const later = await queue(db.sql, a, 5_000);
+  await db.sql`UPDATE outbox SET attempts = 1, run_at = clock_timestamp() + interval '1 hour'
+    WHERE id = ANY (${later}::bigint[])`;
+  const [due] = await queue(db.sql, a, 1);
+  await db.sql`UPDATE outbox SET attempts = 1 WHERE id = ${due}`;
+  await db.sql`ANALYZE outbox`;
+  const read = await indexTuplesRead(db.sql, "outbox_webhooks_again", async (sql) => {
+    const claimed = await claimDueDeliveries(sql, { limit: 8, leaseSeconds: 60 });
+    assert.deepEqual(claimed.map((d) => d.id), [due]);
+  });
+  assert.ok(read < 100, `the claim read ${read} index entries`);
 });

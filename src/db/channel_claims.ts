@@ -71,7 +71,9 @@ export function claimedInConversationOrder(
       FROM walk CROSS JOIN LATERAL (
         SELECT o.app_id, o.id FROM outbox o
         WHERE o.kind = ${kind} AND o.state = 'pending' AND o.app_id = walk.app_id
-          AND o.run_at <= clock_timestamp()
+          -- A stable bound, so that it limits the index scan: under clock_timestamp(), a filter,
+          -- an application's sends waiting for later retries were all read by every claim.
+          AND o.run_at <= statement_timestamp()
           AND (o.claimed_until IS NULL OR o.claimed_until < clock_timestamp())
           AND NOT EXISTS (
             SELECT 1 FROM outbox e

@@ -133,7 +133,7 @@ export async function claimDueDeliveries(
         SELECT o.app_id, o.id, o.payload, o.snapshot IS NOT NULL AS kept FROM outbox o
         WHERE o.kind = 'webhook' AND o.state = 'pending' AND o.attempts = 0
           AND o.claimed_until IS NULL AND o.app_id = walk.app_id
-          AND o.run_at <= clock_timestamp()
+          AND o.run_at <= statement_timestamp()
         ORDER BY o.run_at
         LIMIT least(${limit}, coalesce(
           (SELECT room.free FROM room WHERE room.app_id = walk.app_id), ${room.others}))
@@ -144,7 +144,9 @@ export async function claimDueDeliveries(
       SELECT o.app_id, o.id, o.payload, o.snapshot IS NOT NULL AS kept, NULL::int AS turn
       FROM outbox o
       WHERE o.kind = 'webhook' AND o.state = 'pending'
-        AND (o.attempts > 0 OR o.claimed_until IS NOT NULL) AND o.run_at <= clock_timestamp()
+        -- A stable bound, so that it ends the index scan: under clock_timestamp(), a filter, every
+        -- claim read all the retries scheduled for later.
+        AND (o.attempts > 0 OR o.claimed_until IS NOT NULL) AND o.run_at <= statement_timestamp()
         AND (o.claimed_until IS NULL OR o.claimed_until < clock_timestamp())
         AND o.app_id <> ALL (${fullApps}::bigint[])
       ORDER BY o.run_at
@@ -284,17 +286,19 @@ export async function recordAttempts(sql: Tx, records: RecordedAttempt[]): Promi
 
 /** Deletes attempts older than 14 days and finished deliveries whose attempts are all gone. */
 export async function deleteOldAttempts(sql: Tx): Promise<number> {
+  // statement_timestamp(), stable, so that the BRIN index on attempted_at serves the delete
+  // (under clock_timestamp() every sweep read the whole table).
   const result = await sql`
     WITH gone AS (
-      DELETE FROM webhook_attempts WHERE attempted_at < clock_timestamp() - interval '14 days'
+      DELETE FROM webhook_attempts WHERE attempted_at < statement_timestamp() - interval '14 days'
     )
     DELETE FROM outbox o
     WHERE kind = 'webhook' AND state <> 'pending'
-      AND created_at < clock_timestamp() - interval '14 days'
+      AND created_at < statement_timestamp() - interval '14 days'
       AND NOT EXISTS (
         SELECT 1 FROM webhook_attempts a
         WHERE a.app_id = o.app_id AND a.outbox_id = o.id
-          AND a.attempted_at >= clock_timestamp() - interval '14 days'
+          AND a.attempted_at >= statement_timestamp() - interval '14 days'
       )`;
   return result.count;
 }
