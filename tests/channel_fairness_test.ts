@@ -1,6 +1,8 @@
 import assert from "node:assert/strict";
 import type { Sql } from "../src/db/client.ts";
 import { claimChannelSends } from "../src/db/channel_sends.ts";
+import { MOST_APPLICATIONS_VISITED } from "../src/db/channel_claims.ts";
+import { roundRobin } from "../src/webhooks/round_robin_claim.ts";
 import { claimMirrorSends } from "../src/db/slack_sends.ts";
 import { createTestDatabase } from "./support/database.ts";
 import { createKeyedApp } from "./support/open_api.ts";
@@ -25,10 +27,10 @@ async function queue(
 const appsOf = (claimed: { appId: number }[]) => claimed.map((c) => c.appId).sort((a, b) => a - b);
 
 for (const kind of ["whatsapp", "slack"] as const) {
-  const claim = (sql: Sql, options: Parameters<typeof claimMirrorSends>[1]) =>
-    kind === "whatsapp"
-      ? claimChannelSends(sql, { kind, ...options })
-      : claimMirrorSends(sql, options);
+  const claim = async (sql: Sql, options: Parameters<typeof claimMirrorSends>[1]) =>
+    (kind === "whatsapp"
+      ? await claimChannelSends(sql, { kind, ...options })
+      : await claimMirrorSends(sql, options)).rows;
 
   Deno.test(`${kind} sends: the applications are served in turn, each within its room, and a conversation in order`, async () => {
     await using db = await createTestDatabase();
@@ -74,7 +76,48 @@ Deno.test("a channel claim does not read the sends waiting for later retries", a
   await db.sql`ANALYZE outbox`;
   const read = await indexTuplesRead(db.sql, "outbox_channel_sends_by_app", async (sql) => {
     const claimed = await claimChannelSends(sql, { kind: "whatsapp", limit: 8, leaseSeconds: 60 });
-    assert.deepEqual(claimed.map((send) => send.id), [due]);
+    assert.deepEqual(claimed.rows.map((send) => send.id), [due]);
   });
   assert.ok(read < 100, `the claim read ${read} index entries`);
+});
+
+Deno.test("a round that visits its most applications without finding enough goes on after them next time", async () => {
+  await using db = await createTestDatabase();
+  // More applications than a round visits, each with a send waiting for a later retry, then one
+  // with a send due.
+  const stuck = await db.sql<{ id: number }[]>`
+    INSERT INTO applications (name, public_id)
+    SELECT 'stuck ' || n, 'stuck' || n FROM generate_series(1, ${MOST_APPLICATIONS_VISITED + 4}) n
+    RETURNING id`;
+  await db.sql`
+    INSERT INTO outbox (app_id, kind, topic, payload, attempts, run_at)
+    SELECT id, 'whatsapp', 'message', '{"conversation_id": 1}', 1,
+      clock_timestamp() + interval '1 hour'
+    FROM unnest(${stuck.map((row) => row.id)}::bigint[]) AS id`;
+  const ready = (await createKeyedApp(db.sql, "Ready")).appId;
+  const [due] = await queue(db.sql, "whatsapp", ready, [1]);
+
+  const first = await claimChannelSends(db.sql, { kind: "whatsapp", limit: 8, leaseSeconds: 60 });
+  assert.deepEqual(first.rows, []);
+  assert.equal(first.walkedTo, stuck[MOST_APPLICATIONS_VISITED - 1].id);
+  const second = await claimChannelSends(db.sql, {
+    kind: "whatsapp",
+    limit: 8,
+    leaseSeconds: 60,
+    after: first.walkedTo!,
+  });
+  assert.deepEqual(second.rows.map((send) => send.id), [due]);
+  // Four stuck applications and Ready, then from the first around again, still short.
+  assert.equal(second.walkedTo, stuck[MOST_APPLICATIONS_VISITED - 6].id);
+
+  // The senders' round-robin wrapper follows it.
+  const claimed: number[] = [];
+  const claim = roundRobin((limit, room, after) =>
+    claimChannelSends(db.sql, { kind: "whatsapp", limit, leaseSeconds: 60, room, after })
+  );
+  await db.sql`UPDATE outbox SET claimed_until = NULL WHERE id = ${due}`;
+  for (let round = 0; round < 2; round++) {
+    claimed.push(...(await claim(8, { busy: new Map(), others: 8 })).map((send) => send.id));
+  }
+  assert.deepEqual(claimed, [due]);
 });

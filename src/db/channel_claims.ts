@@ -6,7 +6,8 @@
  * sends pending are taken in turn, starting after `after` and wrapping around, each one's oldest
  * due rows first and at most its room, so that one application's backlog (a broadcast) never
  * holds back another's replies. The caller's statement selects from `claimed` (app_id, id, topic,
- * payload, attempts, claimed_until, turn).
+ * payload, attempts, claimed_until, turn), joined as {@linkcode claimRound} says so that it returns a
+ * row even when nothing was claimed, with `walked_to`.
  */
 import type { PendingQuery, Row } from "postgres";
 import type { Tx } from "./client.ts";
@@ -24,9 +25,28 @@ export interface ChannelClaimOptions {
 }
 
 /** Most applications one claim visits. */
-const MOST_APPLICATIONS_VISITED = 256;
+export const MOST_APPLICATIONS_VISITED = 256;
 
-/** The `WITH RECURSIVE …, due AS (…), claimed AS (…)` part of a channel claim. */
+/** What a channel claim returns: the rows it claimed, and where its round stopped. */
+export interface ChannelClaim<T> {
+  rows: T[];
+  /**
+   * The application a round that found too little stopped at, at its bound of applications
+   * visited: the next round starts after it. Null when the round came around or filled the claim.
+   */
+  walkedTo: number | null;
+}
+
+/**
+ * The start of a channel claim's final FROM: one row whatever was claimed, carrying `walked_to`,
+ * then `c`, the claimed rows (or one row of NULLs).
+ */
+export function claimRound(sql: Tx): PendingQuery<Row[]> {
+  return sql`(SELECT (SELECT app_id FROM walk_end) AS walked_to) AS round
+    LEFT JOIN claimed c ON true`;
+}
+
+/** The `WITH RECURSIVE …, due AS (…), claimed AS (…), walk_end AS (…)` part of a claim. */
 export function claimedInConversationOrder(
   sql: Tx,
   options: ChannelClaimOptions,
@@ -93,5 +113,10 @@ export function claimedInConversationOrder(
       SET claimed_until = clock_timestamp() + make_interval(secs => ${leaseSeconds})
       FROM due WHERE o.app_id = due.app_id AND o.id = due.id
       RETURNING o.app_id, o.id, o.topic, o.payload, o.attempts, o.claimed_until, due.turn
+    ), walk_end AS (
+      -- A round that found too little and stopped at its bound, before coming around: the next
+      -- claim goes on after where it stopped, or the applications beyond would never be visited.
+      SELECT app_id FROM walk
+      WHERE turn = ${MOST_APPLICATIONS_VISITED} AND (SELECT count(*) FROM due) < ${limit}
     )`;
 }

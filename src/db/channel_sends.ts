@@ -6,7 +6,12 @@
  * remembered, so a retry never sends them twice.
  */
 import type { Tx } from "./client.ts";
-import { type ChannelClaimOptions, claimedInConversationOrder } from "./channel_claims.ts";
+import {
+  type ChannelClaim,
+  type ChannelClaimOptions,
+  claimedInConversationOrder,
+  claimRound,
+} from "./channel_claims.ts";
 import type { MessageType } from "../domain/message_kinds.ts";
 
 /** A claimed send and what it needs. */
@@ -38,6 +43,7 @@ interface ClaimedSendRow {
   attempts: number;
   claimed_until: string;
   turn: number;
+  walked_to: number | null;
   message_id: number | null;
   chat_id: number | null;
   message_type: MessageType | null;
@@ -56,15 +62,15 @@ interface ClaimedSendRow {
 export async function claimChannelSends(
   sql: Tx,
   options: ChannelClaimOptions & { kind: "whatsapp" },
-): Promise<ClaimedSend[]> {
+): Promise<ChannelClaim<ClaimedSend>> {
   const rows = await sql<ClaimedSendRow[]>`
     ${claimedInConversationOrder(sql, options)}
-    SELECT c.app_id, c.id, c.attempts, c.claimed_until, c.turn,
+    SELECT round.walked_to, c.app_id, c.id, c.attempts, c.claimed_until, c.turn,
       m.id AS message_id, m.conversation_id AS chat_id, m.message_type, m.content, m.payload,
       i.external_id AS recipient, w.phone_number_id, w.access_token_sealed,
       (SELECT count(*) FROM whatsapp_sent_parts p
         WHERE p.app_id = c.app_id AND p.message_id = m.id)::int AS sent_parts
-    FROM claimed c
+    FROM ${claimRound(sql)}
     LEFT JOIN messages m ON m.app_id = c.app_id
       AND m.conversation_id = (c.payload ->> 'conversation_id')::bigint
       AND m.id = (c.payload ->> 'message_id')::bigint
@@ -75,7 +81,7 @@ export async function claimChannelSends(
       ORDER BY ci.created_at LIMIT 1
     ) i ON true
     LEFT JOIN whatsapp_channels w ON w.app_id = c.app_id`;
-  return rows.map((row) => ({
+  const claimed = rows.filter((row) => row.id !== null).map((row) => ({
     appId: row.app_id,
     id: row.id,
     attempts: row.attempts,
@@ -95,6 +101,7 @@ export async function claimChannelSends(
     },
     sentParts: row.sent_parts,
   }));
+  return { rows: claimed, walkedTo: rows[0]?.walked_to ?? null };
 }
 
 /** Remembers part `part` of a message as sent under `wamid` (the first part names the message). */

@@ -5,7 +5,12 @@
  * what a post leaves behind: the thread of a conversation, the `ts` of each mirrored message.
  */
 import type { Tx } from "./client.ts";
-import { type ChannelClaimOptions, claimedInConversationOrder } from "./channel_claims.ts";
+import {
+  type ChannelClaim,
+  type ChannelClaimOptions,
+  claimedInConversationOrder,
+  claimRound,
+} from "./channel_claims.ts";
 import type { MessageType } from "../domain/message_kinds.ts";
 
 /** A claimed mirror send. */
@@ -56,11 +61,11 @@ export interface ClaimedMirror {
 export async function claimMirrorSends(
   sql: Tx,
   options: Omit<ChannelClaimOptions, "kind">,
-): Promise<ClaimedMirror[]> {
+): Promise<ChannelClaim<ClaimedMirror>> {
   // deno-lint-ignore no-explicit-any
   const rows = await sql<any[]>`
     ${claimedInConversationOrder(sql, { kind: "slack", ...options })}
-    SELECT c.app_id, c.id, c.topic, c.attempts, c.claimed_until, c.turn,
+    SELECT round.walked_to, c.app_id, c.id, c.topic, c.attempts, c.claimed_until, c.turn,
       conv.id AS chat_id, conv.status, conv.channel, cl.name AS visitor_name,
       cl.email AS visitor_email,
       m.id AS message_id, m.sender_type, m.sender_name, m.message_type, m.content, m.payload,
@@ -69,7 +74,7 @@ export async function claimMirrorSends(
       greatest(0, ceil(extract(epoch FROM s.rate_limited_until - clock_timestamp()) * 1000))::float8
         AS rate_limited_for_ms,
       t.channel_id AS thread_channel, t.thread_ts
-    FROM claimed c
+    FROM ${claimRound(sql)}
     LEFT JOIN conversations conv
       ON conv.app_id = c.app_id AND conv.id = (c.payload ->> 'conversation_id')::bigint
     LEFT JOIN clients cl ON cl.app_id = conv.app_id AND cl.id = conv.client_id
@@ -79,7 +84,7 @@ export async function claimMirrorSends(
     LEFT JOIN slack_installations s ON s.app_id = c.app_id
     LEFT JOIN slack_threads t ON t.app_id = c.app_id AND t.conversation_id = conv.id
       AND t.team_id = s.team_id`;
-  return rows.map((row) => ({
+  const claimed = rows.filter((row) => row.id !== null).map((row): ClaimedMirror => ({
     appId: row.app_id,
     id: row.id,
     topic: row.topic === "chat" ? "chat" : "message",
@@ -112,6 +117,7 @@ export async function claimMirrorSends(
       rateLimitedForMs: row.rate_limited_for_ms ?? 0,
     },
   }));
+  return { rows: claimed, walkedTo: rows[0]?.walked_to ?? null };
 }
 
 /**

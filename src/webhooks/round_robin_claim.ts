@@ -12,8 +12,18 @@ export interface TurnTaken {
   turn: number | null;
 }
 
+/**
+ * What a claim returns: its rows, or its rows and the application its round stopped at when it
+ * found too little within its bound of applications visited (the next round starts after it).
+ */
+export type ClaimResult<T> = T[] | { rows: T[]; walkedTo: number | null };
+
 /** A claim given the application to start after. */
-export type ClaimAfter<T> = (limit: number, room: SlotRoom<number>, after: number) => Promise<T[]>;
+export type ClaimAfter<T> = (
+  limit: number,
+  room: SlotRoom<number>,
+  after: number,
+) => Promise<ClaimResult<T>>;
 
 /** Claims up to `limit` due rows, of each application at most its room. */
 export type RoundRobinClaim<T> = (limit: number, room: SlotRoom<number>) => Promise<T[]>;
@@ -22,9 +32,11 @@ export type RoundRobinClaim<T> = (limit: number, room: SlotRoom<number>) => Prom
 export function roundRobin<T extends TurnTaken>(claim: ClaimAfter<T>): RoundRobinClaim<T> {
   let lastServed = 0;
   return async (limit, room) => {
-    const claimed = await claim(limit, room, lastServed);
-    lastServed = lastInTurn(claimed)?.appId ?? lastServed;
-    return claimed;
+    const result = await claim(limit, room, lastServed);
+    const rows = Array.isArray(result) ? result : result.rows;
+    const walkedTo = Array.isArray(result) ? null : result.walkedTo;
+    lastServed = walkedTo ?? lastInTurn(rows)?.appId ?? lastServed;
+    return rows;
   };
 }
 
