@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import type { Sql } from "../src/db/client.ts";
 import { claimChannelSends } from "../src/db/channel_sends.ts";
-import { MOST_APPLICATIONS_VISITED } from "../src/db/channel_claims.ts";
+import { MOST_APPLICATIONS_VISITED } from "../src/db/application_round.ts";
 import { roundRobin } from "../src/webhooks/round_robin_claim.ts";
 import { claimMirrorSends } from "../src/db/slack_sends.ts";
 import { createTestDatabase } from "./support/database.ts";

@@ -1,6 +1,10 @@
 import assert from "node:assert/strict";
 import type { Sql } from "../src/db/client.ts";
-import { claimDueDeliveries, type ClaimedDelivery } from "../src/db/deliveries.ts";
+import {
+  claimDeliveryRound,
+  claimDueDeliveries,
+  type ClaimedDelivery,
+} from "../src/db/deliveries.ts";
 import { replaceWebhook } from "../src/db/webhooks.ts";
 import { createDeliveryLoop } from "../src/webhooks/delivery_loop.ts";
 import { roundRobin } from "../src/webhooks/round_robin_claim.ts";
@@ -51,26 +55,45 @@ Deno.test("a claim serves applications in turn, starting after the one served la
   assert.deepEqual(appsOf(third), [b, c, c]);
 });
 
-Deno.test("retries and expired leases are claimed beside first attempts, but not for an application at its share", async () => {
+Deno.test("retries and expired leases count against an application's room like first attempts, and one-slot claims reach them", async () => {
   await using db = await createTestDatabase();
   const a = (await createKeyedApp(db.sql, "A")).appId;
   const b = (await createKeyedApp(db.sql, "B")).appId;
-  const [retry] = await queue(db.sql, a, 1);
+  const retries = await queue(db.sql, a, 20);
+  await db.sql`UPDATE outbox SET attempts = 2 WHERE id = ANY (${retries}::bigint[])`;
   const [leased] = await queue(db.sql, b, 1);
-  await db.sql`UPDATE outbox SET attempts = 2 WHERE id = ${retry}`;
   await db.sql`UPDATE outbox SET claimed_until = clock_timestamp() - interval '1 second'
     WHERE id = ${leased}`;
   const fresh = await queue(db.sql, b, 2);
 
+  // A at its share: none of its retries; B's expired lease and first attempts, oldest first.
   const atShare = await claimDueDeliveries(db.sql, {
     limit: 10,
     leaseSeconds: 60,
     room: { busy: new Map([[a, 0]]), others: 10 },
   });
   assert.deepEqual(atShare.map((d) => d.id).sort((x, y) => x - y), [leased, ...fresh]);
-  assert.equal(atShare.find((d) => d.id === leased)?.turn, null);
-  const later = await claimDueDeliveries(db.sql, { limit: 10, leaseSeconds: 60 });
-  assert.deepEqual(later.map((d) => d.id), [retry]);
+  // With room for one, one of A's twenty retries.
+  const oneMore = await claimDueDeliveries(db.sql, {
+    limit: 10,
+    leaseSeconds: 60,
+    room: { busy: new Map([[a, 1]]), others: 10 },
+  });
+  assert.deepEqual(oneMore.map((d) => d.id), [retries[0]]);
+
+  // Claims of one slot, as a full deliverer makes them, reach a retry among applications that
+  // keep queueing first attempts.
+  const others = [];
+  for (let n = 0; n < 5; n++) others.push((await createKeyedApp(db.sql, `O${n}`)).appId);
+  const claim = roundRobin<ClaimedDelivery>((limit, room, after) =>
+    claimDeliveryRound(db.sql, { limit, leaseSeconds: 60, room, after })
+  );
+  const taken: number[] = [];
+  for (let round = 0; round < 12 && !taken.includes(retries[1]); round++) {
+    for (const app of others) await queue(db.sql, app, 1);
+    taken.push(...(await claim(1, { busy: new Map(), others: 1 })).map((d) => d.id));
+  }
+  assert.ok(taken.includes(retries[1]), "A's next retry, within a round of the applications");
 });
 
 Deno.test("a receiver that never answers and a backlog of one application do not hold back another's deliveries", async () => {
@@ -88,7 +111,7 @@ Deno.test("a receiver that never answers and a backlog of one application do not
   const bDone = new Promise<void>((resolve) => bAttempted = resolve);
   const loop = createDeliveryLoop({
     claim: roundRobin<ClaimedDelivery>((limit, room, after) =>
-      claimDueDeliveries(db.sql, { limit, leaseSeconds: 60, room, after })
+      claimDeliveryRound(db.sql, { limit, leaseSeconds: 60, room, after })
     ),
     keyOf: (delivery) => delivery.appId,
     attempt: (delivery) => {
@@ -122,7 +145,7 @@ Deno.test("a receiver that never answers and a backlog of one application do not
   const order: number[] = [];
   const backlog = createDeliveryLoop({
     claim: roundRobin<ClaimedDelivery>((limit, room, after) =>
-      claimDueDeliveries(db.sql, { limit, leaseSeconds: 60, room, after })
+      claimDeliveryRound(db.sql, { limit, leaseSeconds: 60, room, after })
     ),
     keyOf: (delivery) => delivery.appId,
     attempt: (delivery) => {
@@ -165,13 +188,15 @@ Deno.test("disabling the webhook cancels first attempts, retries and expired lea
 Deno.test("a claim does not read the retries scheduled for later", async () => {
   await using db = await createTestDatabase();
   const a = (await createKeyedApp(db.sql, "A")).appId;
-  const later = await queue(db.sql, a, 5_000);
-  await db.sql`UPDATE outbox SET attempts = 1, run_at = clock_timestamp() + interval '1 hour'
-    WHERE id = ANY (${later}::bigint[])`;
+  // Inserted as retries, not updated into them: an update leaves the rows' earlier index entries
+  // behind until a vacuum.
+  await db.sql`
+    INSERT INTO outbox (app_id, kind, topic, payload, attempts, run_at)
+    SELECT ${a}, 'webhook', 'message.sent', '{}', 1, clock_timestamp() + interval '1 hour'
+    FROM generate_series(1, 5000)`;
   const [due] = await queue(db.sql, a, 1);
-  await db.sql`UPDATE outbox SET attempts = 1 WHERE id = ${due}`;
   await db.sql`ANALYZE outbox`;
-  const read = await indexTuplesRead(db.sql, "outbox_webhooks_again", async (sql) => {
+  const read = await indexTuplesRead(db.sql, "outbox_webhooks_pending", async (sql) => {
     const claimed = await claimDueDeliveries(sql, { limit: 8, leaseSeconds: 60 });
     assert.deepEqual(claimed.map((d) => d.id), [due]);
   });

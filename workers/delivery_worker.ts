@@ -7,7 +7,7 @@
 /// <reference lib="deno.worker" />
 import { connectWorkerPool, type Sql } from "../src/db/client.ts";
 import {
-  claimDueDeliveries,
+  claimDeliveryRound,
   type ClaimedDelivery,
   deleteOldAttempts,
   recordAttempts,
@@ -92,7 +92,7 @@ self.onmessage = async (event: MessageEvent<DeliveryWorkerMessage>) => {
         staticHosts[name] ? Promise.resolve(staticHosts[name]) : systemResolver(name);
       loop = createDeliveryLoop({
         claim: roundRobin<ClaimedDelivery>((limit, room, after) =>
-          claimDueDeliveries(pool, { limit, leaseSeconds: LEASE_SECONDS, room, after })
+          claimDeliveryRound(pool, { limit, leaseSeconds: LEASE_SECONDS, room, after })
         ),
         keyOf: (delivery) => delivery.appId,
         attempt: (delivery) =>

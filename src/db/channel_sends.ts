@@ -6,12 +6,8 @@
  * remembered, so a retry never sends them twice.
  */
 import type { Tx } from "./client.ts";
-import {
-  type ChannelClaim,
-  type ChannelClaimOptions,
-  claimedInConversationOrder,
-  claimRound,
-} from "./channel_claims.ts";
+import { type ChannelClaimOptions, claimedInConversationOrder } from "./channel_claims.ts";
+import { type ClaimRound, claimRound } from "./application_round.ts";
 import type { MessageType } from "../domain/message_kinds.ts";
 
 /** A claimed send and what it needs. */
@@ -62,7 +58,7 @@ interface ClaimedSendRow {
 export async function claimChannelSends(
   sql: Tx,
   options: ChannelClaimOptions & { kind: "whatsapp" },
-): Promise<ChannelClaim<ClaimedSend>> {
+): Promise<ClaimRound<ClaimedSend>> {
   const rows = await sql<ClaimedSendRow[]>`
     ${claimedInConversationOrder(sql, options)}
     SELECT round.walked_to, c.app_id, c.id, c.attempts, c.claimed_until, c.turn,

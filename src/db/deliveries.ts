@@ -2,14 +2,15 @@
  * Queries of webhook deliveries: the `webhook` rows of the outbox and their attempts. A delivery
  * is claimed by setting a lease (`claimed_until`) in one `FOR UPDATE SKIP LOCKED` statement, so
  * that several deliverers (threads or instances) never take the same row, and a deliverer that
- * dies mid-attempt only delays its rows by the lease. Claims are fair between applications: first
- * attempts are taken application by application in turn, each within the room its deliverer
- * gives it, so that one application's backlog or slow receiver never holds back the others.
+ * dies mid-attempt only delays its rows by the lease. Claims are fair between applications: the
+ * applications are served in turn, each within the room its deliverer gives it, so that one
+ * application's backlog or slow receiver never holds back the others.
  */
 import type { Tx } from "./client.ts";
 import { type MessageRow, toMessage } from "./messages.ts";
 import type { Conversation, Message } from "../domain/conversation.ts";
 import type { SlotRoom } from "../domain/fair_share.ts";
+import { type ClaimRound, claimRound, roomOf, roundCtes, walkEndCte } from "./application_round.ts";
 
 /** What an attempt needs to know, read when the delivery is claimed. */
 export interface DeliveryContext {
@@ -29,11 +30,8 @@ export interface ClaimedDelivery {
   createdAt: string;
   /** The lease of this claim; recording the attempt requires it still to be in place. */
   claimedUntil: string;
-  /**
-   * Its application's place in the claim's round of first attempts (1 for the first application
-   * visited); null for a retry or an expired lease.
-   */
-  turn: number | null;
+  /** Its application's place in the claim's round (1 for the first application visited). */
+  turn: number;
   context: DeliveryContext;
 }
 
@@ -44,7 +42,7 @@ interface ClaimedRow {
   attempts: number;
   created_at: string;
   claimed_until: string;
-  turn: number | null;
+  turn: number;
   url: string | null;
   events: string[] | null;
   enabled: boolean | null;
@@ -56,18 +54,23 @@ interface ClaimedRow {
   };
 }
 
-/** Options of {@linkcode claimDueDeliveries}. */
+/** Options of {@linkcode claimDeliveryRound}. */
 export interface ClaimOptions {
   limit: number;
   leaseSeconds: number;
   /** How many each application may be given; by default every one may be given `limit`. */
   room?: SlotRoom<number>;
-  /** The round of first attempts starts with the application after this one (0: the lowest). */
+  /** The round starts with the application after this one (0: the lowest). */
   after?: number;
 }
 
-/** Most applications one claim visits for first attempts. */
-const MOST_APPLICATIONS_VISITED = 256;
+/** {@linkcode claimDeliveryRound}'s rows alone. */
+export async function claimDueDeliveries(
+  sql: Tx,
+  options: ClaimOptions,
+): Promise<ClaimedDelivery[]> {
+  return (await claimDeliveryRound(sql, options)).rows;
+}
 
 /**
  * Claims up to `limit` due deliveries for `leaseSeconds`, each with the configuration in force
@@ -77,88 +80,33 @@ const MOST_APPLICATIONS_VISITED = 256;
  * change) laid over them — one statement for the whole
  * claim, since per-delivery queries cost the database more than the deliveries themselves.
  *
- * Fair between applications: deliveries waiting for their first attempt are taken application by
- * application, starting after `after` and wrapping around (each application's oldest first, at
- * most its room), and retries (and expired leases) oldest first, of applications with room;
- * the two kinds alternate when both are due.
+ * Fair between applications (`application_round.ts`): the applications with deliveries pending
+ * are taken in turn, starting after `after` and wrapping around, each one's due deliveries (first
+ * attempts, retries and expired leases alike) oldest first and at most its room.
  */
-export async function claimDueDeliveries(
+export async function claimDeliveryRound(
   sql: Tx,
   options: ClaimOptions,
-): Promise<ClaimedDelivery[]> {
+): Promise<ClaimRound<ClaimedDelivery>> {
   const { limit, leaseSeconds, after = 0 } = options;
   const room = options.room ?? { busy: new Map(), others: limit };
-  const busyApps = [...room.busy.keys()];
-  const busyRoom = [...room.busy.values()];
-  const fullApps = busyApps.filter((_, index) => busyRoom[index] <= 0);
-  const rows = await sql<ClaimedRow[]>`
-    WITH RECURSIVE room (app_id, free) AS (
-      SELECT * FROM unnest(${busyApps}::bigint[], ${busyRoom}::int[])
-    ), walk (app_id, wrapped, turn) AS (
-      -- The applications with first attempts waiting, from the one after the last one served,
-      -- wrapping around once: a probe of outbox_webhooks_new each.
-      SELECT next.app_id, next.app_id <= ${after}, 1 FROM (
-        SELECT coalesce((
-          SELECT min(o.app_id) FROM outbox o
-          WHERE o.kind = 'webhook' AND o.state = 'pending' AND o.attempts = 0
-            AND o.claimed_until IS NULL AND o.app_id > ${after}
-        ), (
-          SELECT min(o.app_id) FROM outbox o
-          WHERE o.kind = 'webhook' AND o.state = 'pending' AND o.attempts = 0
-            AND o.claimed_until IS NULL
-        )) AS app_id
-        OFFSET 0
-      ) next
-      WHERE next.app_id IS NOT NULL
-      UNION ALL
-      SELECT next.app_id, walk.wrapped OR next.app_id <= walk.app_id, walk.turn + 1
-      FROM walk CROSS JOIN LATERAL (
-        SELECT coalesce((
-          SELECT min(o.app_id) FROM outbox o
-          WHERE o.kind = 'webhook' AND o.state = 'pending' AND o.attempts = 0
-            AND o.claimed_until IS NULL AND o.app_id > walk.app_id
-        ), CASE WHEN NOT walk.wrapped THEN (
-          SELECT min(o.app_id) FROM outbox o
-          WHERE o.kind = 'webhook' AND o.state = 'pending' AND o.attempts = 0
-            AND o.claimed_until IS NULL
-        ) END) AS app_id
-        OFFSET 0
-      ) next
-      -- Once around: after wrapping, up to the application the round started after.
-      WHERE walk.turn < ${MOST_APPLICATIONS_VISITED} AND next.app_id IS NOT NULL
-        AND NOT ((walk.wrapped OR next.app_id <= walk.app_id) AND next.app_id > ${after})
-    ), first_attempts AS (
+  const pending = sql`o.kind = 'webhook' AND o.state = 'pending'`;
+  const rows = await sql<(ClaimedRow & { walked_to: number | null })[]>`
+    WITH RECURSIVE ${roundCtes(sql, { pending, after, room })}, due AS (
       SELECT d.app_id, d.id, d.payload, d.kept, walk.turn
       FROM walk CROSS JOIN LATERAL (
         SELECT o.app_id, o.id, o.payload, o.snapshot IS NOT NULL AS kept FROM outbox o
-        WHERE o.kind = 'webhook' AND o.state = 'pending' AND o.attempts = 0
-          AND o.claimed_until IS NULL AND o.app_id = walk.app_id
+        WHERE ${pending} AND o.app_id = walk.app_id
+          -- A stable bound, so that it ends the index scan: under clock_timestamp(), a filter,
+          -- every claim read all the retries scheduled for later.
           AND o.run_at <= statement_timestamp()
+          -- The lease is not indexed, so that a claim's update can be HOT: an application's
+          -- deliveries in flight are read past here.
+          AND (o.claimed_until IS NULL OR o.claimed_until < clock_timestamp())
         ORDER BY o.run_at
-        LIMIT least(${limit}, coalesce(
-          (SELECT room.free FROM room WHERE room.app_id = walk.app_id), ${room.others}))
+        LIMIT ${roomOf(sql, room, limit)}
         FOR UPDATE SKIP LOCKED
       ) d
-      LIMIT ${limit}
-    ), again AS (
-      SELECT o.app_id, o.id, o.payload, o.snapshot IS NOT NULL AS kept, NULL::int AS turn
-      FROM outbox o
-      WHERE o.kind = 'webhook' AND o.state = 'pending'
-        -- A stable bound, so that it ends the index scan: under clock_timestamp(), a filter, every
-        -- claim read all the retries scheduled for later.
-        AND (o.attempts > 0 OR o.claimed_until IS NOT NULL) AND o.run_at <= statement_timestamp()
-        AND (o.claimed_until IS NULL OR o.claimed_until < clock_timestamp())
-        AND o.app_id <> ALL (${fullApps}::bigint[])
-      ORDER BY o.run_at
-      LIMIT ${limit}
-      FOR UPDATE SKIP LOCKED
-    ), due AS (
-      SELECT app_id, id, payload, kept, turn FROM (
-        SELECT *, row_number() OVER () AS place, 0 AS source FROM first_attempts
-        UNION ALL
-        SELECT *, row_number() OVER () AS place, 1 AS source FROM again
-      ) candidates
-      ORDER BY place, source
       LIMIT ${limit}
     ), taken AS (
       -- What a first claim announces, kept with the claim (committed before any attempt).
@@ -197,12 +145,12 @@ export async function claimDueDeliveries(
       WHERE o.app_id = t.app_id AND o.id = t.id
       RETURNING o.app_id, o.id, o.topic, o.attempts, o.created_at, o.claimed_until, o.snapshot,
         t.turn
-    )
-    SELECT c.app_id, c.id, c.topic, c.attempts, c.created_at, c.claimed_until, c.snapshot, c.turn,
-      w.url, w.events, w.enabled, w.secret_encrypted
-    FROM claimed c
+    ), ${walkEndCte(sql, limit)}
+    SELECT round.walked_to, c.app_id, c.id, c.topic, c.attempts, c.created_at, c.claimed_until,
+      c.snapshot, c.turn, w.url, w.events, w.enabled, w.secret_encrypted
+    FROM ${claimRound(sql)}
     LEFT JOIN webhooks w ON w.app_id = c.app_id`;
-  return rows.map((row) => ({
+  const claimed = rows.filter((row) => row.id !== null).map((row) => ({
     appId: row.app_id,
     id: row.id,
     topic: row.topic,
@@ -223,6 +171,7 @@ export async function claimDueDeliveries(
         : null,
     },
   }));
+  return { rows: claimed, walkedTo: rows[0]?.walked_to ?? null };
 }
 
 /** One attempt as recorded in the delivery log. */

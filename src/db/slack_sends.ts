@@ -5,12 +5,8 @@
  * what a post leaves behind: the thread of a conversation, the `ts` of each mirrored message.
  */
 import type { Tx } from "./client.ts";
-import {
-  type ChannelClaim,
-  type ChannelClaimOptions,
-  claimedInConversationOrder,
-  claimRound,
-} from "./channel_claims.ts";
+import { type ChannelClaimOptions, claimedInConversationOrder } from "./channel_claims.ts";
+import { type ClaimRound, claimRound } from "./application_round.ts";
 import type { MessageType } from "../domain/message_kinds.ts";
 
 /** A claimed mirror send. */
@@ -61,7 +57,7 @@ export interface ClaimedMirror {
 export async function claimMirrorSends(
   sql: Tx,
   options: Omit<ChannelClaimOptions, "kind">,
-): Promise<ChannelClaim<ClaimedMirror>> {
+): Promise<ClaimRound<ClaimedMirror>> {
   // deno-lint-ignore no-explicit-any
   const rows = await sql<any[]>`
     ${claimedInConversationOrder(sql, { kind: "slack", ...options })}

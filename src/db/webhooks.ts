@@ -27,21 +27,11 @@ export async function replaceWebhook(
   newSecretSealed: string,
 ): Promise<StoredWebhook> {
   const [row] = await sql<(WebhookConfig & { secret_encrypted: string })[]>`
-    WITH pending AS (
-      -- Through the claims' two indexes (outbox_webhooks_new, outbox_webhooks_again).
-      SELECT id FROM outbox
-      WHERE app_id = ${appId} AND kind = 'webhook' AND state = 'pending' AND attempts = 0
-        AND claimed_until IS NULL
-      UNION ALL
-      SELECT id FROM outbox
-      WHERE app_id = ${appId} AND kind = 'webhook' AND state = 'pending'
-        AND (attempts > 0 OR claimed_until IS NOT NULL)
-        AND (claimed_until IS NULL OR claimed_until < clock_timestamp())
-    ), cancelled AS (
+    WITH cancelled AS (
       UPDATE outbox o
       SET state = 'failed', last_error = ${UNSUBSCRIBED_CANCELLATION}
-      FROM pending p
-      WHERE o.app_id = ${appId} AND o.id = p.id
+      WHERE o.app_id = ${appId} AND o.kind = 'webhook' AND o.state = 'pending'
+        AND (o.claimed_until IS NULL OR o.claimed_until < clock_timestamp())
         AND NOT (${config.enabled} AND ${config.url} <> ''
           AND o.topic = ANY (${config.events}::text[]))
     )

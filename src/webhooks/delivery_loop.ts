@@ -77,9 +77,11 @@ export function createDeliveryLoop<T, O = unknown>(
   let slotFreed: (() => void) | null = null;
   /** Attempts in flight per key (with `keyOf`). */
   const inFlightByKey = new Map<number, number>();
+  /** Attempts finished so far. */
+  let finished = 0;
   /**
-   * The last claim came back short while a key held its whole share: what it left may be due, so
-   * the next attempt to finish makes the loop claim again.
+   * The last claim came back short where a key's room bound it: what it left may be due, so the
+   * next attempt to finish makes the loop claim again.
    */
   let heldBack = false;
 
@@ -114,6 +116,7 @@ export function createDeliveryLoop<T, O = unknown>(
       },
       (error) => onError(error),
     ).finally(() => {
+      finished++;
       inFlight.delete(done);
       if (key !== undefined) {
         const left = inFlightByKey.get(key)! - 1;
@@ -137,18 +140,24 @@ export function createDeliveryLoop<T, O = unknown>(
         continue;
       }
       const wanted = batchSize - inFlight.size;
+      const room = slotRoom(inFlightByKey, batchSize);
+      const finishedBefore = finished;
       let claimed: T[] = [];
       try {
-        claimed = await claim(wanted, slotRoom(inFlightByKey, batchSize));
+        claimed = await claim(wanted, room);
       } catch (error) {
         onError(error);
       }
       for (const delivery of claimed) start(delivery);
-      // Fewer than asked: nothing else is due until a commit wakes the loop (or the poll does),
-      // unless a key's share held some back. Everything asked came back: more may be due, so
-      // claim again once a slot is free.
+      // Everything asked came back: more may be due, so claim again once a slot is free. Fewer:
+      // nothing else is due until a commit wakes the loop (or the poll does) — unless a key's
+      // room bound the claim, and then as soon as an attempt ends (one that ended during the
+      // claim already made room).
       if (claimed.length < wanted && state === "running") {
-        heldBack = [...slotRoom(inFlightByKey, batchSize).busy.values()].includes(0);
+        if (keyOf && roomBound(room, claimed.map(keyOf))) {
+          if (finished !== finishedBefore) continue;
+          heldBack = true;
+        }
         await sleep();
       }
     }
@@ -166,4 +175,15 @@ export function createDeliveryLoop<T, O = unknown>(
       if (retryTimer !== null) clearTimeout(retryTimer);
     },
   };
+}
+
+/** Whether a key's room bound a claim: a key had none, or got all it had. */
+function roomBound(room: SlotRoom<number>, claimedKeys: number[]): boolean {
+  const given = new Map<number, number>();
+  for (const key of claimedKeys) given.set(key, (given.get(key) ?? 0) + 1);
+  for (const free of room.busy.values()) if (free === 0) return true;
+  for (const [key, count] of given) {
+    if (count >= (room.busy.get(key) ?? room.others)) return true;
+  }
+  return false;
 }

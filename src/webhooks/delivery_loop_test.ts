@@ -112,3 +112,43 @@ Deno.test("createDeliveryLoop() tells each claim the keys' room, and claims agai
   assert.equal(rooms[0], 7);
   assert.deepEqual(attempted.sort((a, b) => a - b), [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]);
 });
+
+Deno.test("createDeliveryLoop() claims again at once when attempts ended while a claim bound by a key's room ran", async () => {
+  const queue = Array.from({ length: 100 }, (_, index) => ({ key: 1, id: index }));
+  const ends = new Map<number, () => void>();
+  const claims: number[] = [];
+  let claimGate: Promise<void> = Promise.resolve();
+  const loop = createDeliveryLoop({
+    claim: async (limit, room) => {
+      claims.push(limit);
+      await claimGate;
+      return queue.splice(0, Math.min(limit, room.busy.get(1) ?? room.others));
+    },
+    keyOf: (delivery) => delivery.key,
+    attempt: (delivery) => new Promise<void>((resolve) => ends.set(delivery.id, resolve)),
+    onError: (error) => assert.fail(String(error)),
+    batchSize: 8,
+    pollMs: 60_000,
+  });
+  const settle = () => new Promise((resolve) => setTimeout(resolve, 20));
+  await settle();
+  assert.deepEqual(claims, [8], "7 of 8 taken, the key at its share: the loop waits");
+  // One attempt ends: the loop claims again, and three more end while that claim runs.
+  const { promise: gate, resolve: openGate } = Promise.withResolvers<void>();
+  claimGate = gate;
+  ends.get(0)!();
+  await settle();
+  assert.deepEqual(claims, [8, 2]);
+  for (const id of [1, 2, 3]) ends.get(id)!();
+  await settle();
+  openGate();
+  await settle();
+  // That claim got the one slot the key had then; the three that ended since made room for more.
+  assert.ok(claims.length >= 3, `claims: ${claims}`);
+  assert.equal(ends.size, 100 - queue.length);
+  assert.equal(ends.size, 11);
+  claimGate = Promise.resolve();
+  for (const [, end] of ends) end();
+  queue.length = 0;
+  await loop.stop();
+});

@@ -1,0 +1,93 @@
+/**
+ * The round of applications that the outbox claims share (webhook deliveries, WhatsApp sends,
+ * the Slack mirror): the CTEs that walk the applications with rows pending, one index probe each,
+ * from the one after the last one served, wrapping around once, so that each claim serves the
+ * applications in turn and each within its room (see `domain/fair_share.ts`).
+ */
+import type { PendingQuery, Row } from "postgres";
+import type { Tx } from "./client.ts";
+import type { SlotRoom } from "../domain/fair_share.ts";
+
+/** Most applications one round visits. */
+export const MOST_APPLICATIONS_VISITED = 256;
+
+/** What a claim returns: the rows it claimed, and where its round stopped. */
+export interface ClaimRound<T> {
+  rows: T[];
+  /**
+   * The application a round that found too little stopped at, at its bound of applications
+   * visited: the next round starts after it. Null when the round came around or filled the claim.
+   */
+  walkedTo: number | null;
+}
+
+/** Options of {@linkcode roundCtes}. */
+export interface RoundOptions {
+  /** A condition on `o` (an outbox row) that holds for the rows pending, naming an index's. */
+  pending: PendingQuery<Row[]>;
+  /** The round starts with the application after this one (0: the lowest). */
+  after: number;
+  /** How many each application may be given. */
+  room: SlotRoom<number>;
+}
+
+/**
+ * `room (app_id, free)` and `walk (app_id, wrapped, turn)`, the first CTEs of a
+ * `WITH RECURSIVE`. A claim takes each walked application's rows `LIMIT` {@linkcode roomOf}.
+ */
+export function roundCtes(sql: Tx, options: RoundOptions): PendingQuery<Row[]> {
+  const { pending, after, room } = options;
+  return sql`
+    room (app_id, free) AS (
+      SELECT * FROM unnest(${[...room.busy.keys()]}::bigint[], ${[...room.busy.values()]}::int[])
+    ), walk (app_id, wrapped, turn) AS (
+      SELECT next.app_id, next.app_id <= ${after}, 1 FROM (
+        SELECT coalesce(
+          (SELECT min(o.app_id) FROM outbox o WHERE ${pending} AND o.app_id > ${after}),
+          (SELECT min(o.app_id) FROM outbox o WHERE ${pending})
+        ) AS app_id
+        OFFSET 0
+      ) next
+      WHERE next.app_id IS NOT NULL
+      UNION ALL
+      SELECT next.app_id, walk.wrapped OR next.app_id <= walk.app_id, walk.turn + 1
+      FROM walk CROSS JOIN LATERAL (
+        SELECT coalesce(
+          (SELECT min(o.app_id) FROM outbox o WHERE ${pending} AND o.app_id > walk.app_id),
+          CASE WHEN NOT walk.wrapped THEN (SELECT min(o.app_id) FROM outbox o WHERE ${pending}) END
+        ) AS app_id
+        OFFSET 0
+      ) next
+      -- Once around: after wrapping, up to the application the round started after.
+      WHERE walk.turn < ${MOST_APPLICATIONS_VISITED} AND next.app_id IS NOT NULL
+        AND NOT ((walk.wrapped OR next.app_id <= walk.app_id) AND next.app_id > ${after})
+    )`;
+}
+
+/** How many rows the walked application may be given: `LIMIT ${roomOf(sql, room, limit)}`. */
+export function roomOf(sql: Tx, room: SlotRoom<number>, limit: number): PendingQuery<Row[]> {
+  return sql`least(${limit}, coalesce(
+    (SELECT room.free FROM room WHERE room.app_id = walk.app_id), ${room.others}))`;
+}
+
+/**
+ * `walk_end (app_id)`, a CTE after `due` (the rows taken): where a round that found fewer than
+ * `limit` rows stopped at its bound, before coming around. The next claim goes on after it, or the
+ * applications beyond would never be visited.
+ */
+export function walkEndCte(sql: Tx, limit: number): PendingQuery<Row[]> {
+  return sql`
+    walk_end (app_id) AS (
+      SELECT app_id FROM walk
+      WHERE turn = ${MOST_APPLICATIONS_VISITED} AND (SELECT count(*) FROM due) < ${limit}
+    )`;
+}
+
+/**
+ * The start of a claim's final FROM: one row whatever was claimed, carrying `walked_to`, then
+ * `c`, the `claimed` rows (or one row of NULLs).
+ */
+export function claimRound(sql: Tx): PendingQuery<Row[]> {
+  return sql`(SELECT (SELECT app_id FROM walk_end) AS walked_to) AS round
+    LEFT JOIN claimed c ON true`;
+}
