@@ -6,7 +6,7 @@ import { roundRobin } from "../src/webhooks/round_robin_claim.ts";
 import { claimMirrorSends } from "../src/db/slack_sends.ts";
 import { createTestDatabase } from "./support/database.ts";
 import { createKeyedApp } from "./support/open_api.ts";
-import { indexTuplesRead } from "./support/index_reads.ts";
+import { tuplesRead } from "./support/tuples_read.ts";
 
 /** Queues a send of `kind` for each conversation id, oldest first; returns their ids. */
 async function queue(
@@ -74,7 +74,7 @@ Deno.test("a channel claim does not read the sends waiting for later retries", a
     FROM generate_series(1, 5000) AS n`;
   const [due] = await queue(db.sql, "whatsapp", b, [1]);
   await db.sql`ANALYZE outbox`;
-  const read = await indexTuplesRead(db.sql, "outbox_channel_sends_by_app", async (sql) => {
+  const read = await tuplesRead(db.sql, { index: "outbox_channel_sends_by_app" }, async (sql) => {
     const claimed = await claimChannelSends(sql, { kind: "whatsapp", limit: 8, leaseSeconds: 60 });
     assert.deepEqual(claimed.rows.map((send) => send.id), [due]);
   });

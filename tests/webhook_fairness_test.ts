@@ -10,7 +10,7 @@ import { createDeliveryLoop } from "../src/webhooks/delivery_loop.ts";
 import { roundRobin } from "../src/webhooks/round_robin_claim.ts";
 import { createTestDatabase } from "./support/database.ts";
 import { createKeyedApp } from "./support/open_api.ts";
-import { indexTuplesRead } from "./support/index_reads.ts";
+import { tuplesRead } from "./support/tuples_read.ts";
 
 /** Queues `count` webhook deliveries of the application, oldest first; returns their ids. */
 async function queue(sql: Sql, appId: number, count: number): Promise<number[]> {
@@ -196,7 +196,7 @@ Deno.test("a claim does not read the retries scheduled for later", async () => {
     FROM generate_series(1, 5000)`;
   const [due] = await queue(db.sql, a, 1);
   await db.sql`ANALYZE outbox`;
-  const read = await indexTuplesRead(db.sql, "outbox_webhooks_pending", async (sql) => {
+  const read = await tuplesRead(db.sql, { index: "outbox_webhooks_pending" }, async (sql) => {
     const claimed = await claimDueDeliveries(sql, { limit: 8, leaseSeconds: 60 });
     assert.deepEqual(claimed.map((d) => d.id), [due]);
   });

@@ -45,12 +45,16 @@ export function claimedInConversationOrder(
           -- an application's sends waiting for later retries were all read by every claim.
           AND o.run_at <= statement_timestamp()
           AND (o.claimed_until IS NULL OR o.claimed_until < clock_timestamp())
+          -- A probe of outbox_pending_by_conversation per candidate: without the OFFSET 0 fence,
+          -- PostgreSQL anti-joined every pending row of the application (11 s a claim with a
+          -- paused Slack workspace's 6,700 posts).
           AND NOT EXISTS (
             SELECT 1 FROM outbox e
             WHERE e.kind = ${kind} AND e.state = 'pending' AND e.app_id = o.app_id
               AND (e.payload ->> 'conversation_id')::bigint
                 = (o.payload ->> 'conversation_id')::bigint
               AND e.id < o.id
+            OFFSET 0
           )
         ORDER BY o.run_at
         LIMIT ${roomOf(sql, room, limit)}

@@ -5,27 +5,30 @@
  */
 import type { Tx } from "./client.ts";
 
-/** Deletes what has outlived its use; resolves to the rows deleted. */
+/**
+ * Deletes what has outlived its use; resolves to the rows deleted. The bounds are
+ * `statement_timestamp()`, stable, so that the indexes on the ages serve them.
+ */
 export async function sweepChannelRecords(sql: Tx): Promise<number> {
   const [row] = await sql<{ deleted: number }[]>`
     WITH sends AS (
       DELETE FROM outbox WHERE kind IN ('whatsapp', 'slack') AND state <> 'pending'
-        AND created_at < clock_timestamp() - interval '14 days'
+        AND created_at < statement_timestamp() - interval '14 days'
       RETURNING 1
     ), whatsapp AS (
-      DELETE FROM whatsapp_deliveries WHERE processed_at < clock_timestamp() - interval '14 days'
+      DELETE FROM whatsapp_deliveries WHERE processed_at < statement_timestamp() - interval '14 days'
       RETURNING 1
     ), slack AS (
-      DELETE FROM slack_deliveries WHERE processed_at < clock_timestamp() - interval '14 days'
+      DELETE FROM slack_deliveries WHERE processed_at < statement_timestamp() - interval '14 days'
       RETURNING 1
     ), events AS (
-      DELETE FROM slack_events WHERE received_at < clock_timestamp() - interval '2 days'
+      DELETE FROM slack_events WHERE received_at < statement_timestamp() - interval '2 days'
       RETURNING 1
     ), tickets AS (
-      DELETE FROM slack_install_tickets WHERE expires_at < clock_timestamp() - interval '1 day'
+      DELETE FROM slack_install_tickets WHERE expires_at < statement_timestamp() - interval '1 day'
       RETURNING 1
     ), states AS (
-      DELETE FROM slack_oauth_states WHERE expires_at < clock_timestamp() - interval '1 day'
+      DELETE FROM slack_oauth_states WHERE expires_at < statement_timestamp() - interval '1 day'
       RETURNING 1
     )
     SELECT ((SELECT count(*) FROM sends) + (SELECT count(*) FROM whatsapp)

@@ -112,14 +112,20 @@ export async function listConversations(
   options: ListConversationsOptions,
 ): Promise<Conversation[]> {
   const { status, limit, after } = options;
-  const statusFilter = status ? sql`AND status = ${status}` : sql``;
   const pageFilter = after
     ? sql`AND (last_message_at, id) < (${after.lastMessageAt}::timestamptz, ${after.id})`
     : sql``;
+  // One range of conversations_by_status_activity per status; both statuses merge two ranges.
+  const page = (pageStatus: Conversation["status"]) =>
+    sql`
+      SELECT ${sql(CONVERSATION_COLUMNS)}
+      FROM conversations
+      WHERE app_id = ${appId} AND status = ${pageStatus} ${pageFilter}
+      ORDER BY last_message_at DESC, id DESC
+      LIMIT ${limit}`;
+  if (status) return await sql<Conversation[]>`${page(status)}`;
   return await sql<Conversation[]>`
-    SELECT ${sql(CONVERSATION_COLUMNS)}
-    FROM conversations
-    WHERE app_id = ${appId} ${statusFilter} ${pageFilter}
+    SELECT * FROM ((${page("open")}) UNION ALL (${page("closed")})) AS pages
     ORDER BY last_message_at DESC, id DESC
     LIMIT ${limit}`;
 }
