@@ -14,7 +14,7 @@ import type {
   Reply,
   ToWorker,
 } from "../src/actors/protocol.ts";
-import { connectWorkerPool, type Sql } from "../src/db/client.ts";
+import { connectWorkerPool, type Sql, warmUp } from "../src/db/client.ts";
 import { commitBatch } from "../src/db/write_batch.ts";
 import { setLogLevel } from "../src/log.ts";
 import { guardWorkerThread } from "../src/worker_guards.ts";
@@ -67,7 +67,12 @@ self.onmessage = async (event: MessageEvent<ToWorker>) => {
       setLogLevel(message.logLevel);
       const pool = connectWorkerPool(message.databaseUrl, "parley-worker");
       sql = pool;
-      loop = createAppCommitLoop((commands) => commitWatched(pool, commands));
+      // The loop takes asks at once (they may follow this message); its commits wait for this.
+      const warm = warmUp(pool);
+      loop = createAppCommitLoop(async (commands) => {
+        await warm;
+        return await commitWatched(pool, commands);
+      });
       post({ type: "ready" });
       break;
     }

@@ -5,7 +5,7 @@
  */
 /// <reference no-default-lib="true" />
 /// <reference lib="deno.worker" />
-import { connectWorkerPool, type Sql } from "../src/db/client.ts";
+import { connectWorkerPool, type Sql, warmUp } from "../src/db/client.ts";
 import {
   claimDeliveryRound,
   type ClaimedDelivery,
@@ -82,6 +82,7 @@ self.onmessage = async (event: MessageEvent<DeliveryWorkerMessage>) => {
       setLogLevel(message.logLevel);
       const pool = connectWorkerPool(message.databaseUrl, "parley-delivery");
       sql = pool;
+      await warmUp(pool);
       const secretBox = openingOnce(createSecretBox(message.encryptionKey));
       const recorder = createAttemptRecorder((records) =>
         retryingTransient(() => recordAttempts(pool, records), ATTEMPT_RECORD_RETRY_MS)

@@ -94,6 +94,18 @@ export function connectWorkerPool(url: string, applicationName: string): Sql {
   });
 }
 
+/**
+ * Runs one query on a fresh pool before anything else does, so that postgres.js has fetched the
+ * array types before any statement with an array parameter binds. Without the types it sends an
+ * array as `''`: seen once at a delivery worker's start (`malformed array literal: ""`), not
+ * reproduced in isolation; a new connection's transaction binding while the pool's first type
+ * fetch runs is the likely way (porsager/postgres#952). A failure is left to the pool's first
+ * real query to report.
+ */
+export async function warmUp(sql: Sql): Promise<void> {
+  await sql`SELECT 1`.catch(() => {});
+}
+
 /** How long a transaction waits for a connection of its pool before it fails. */
 export const RESERVE_TIMEOUT_MS = 10_000;
 
