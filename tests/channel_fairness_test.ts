@@ -1,7 +1,9 @@
 import assert from "node:assert/strict";
 import type { Sql } from "../src/db/client.ts";
 import { claimChannelSends } from "../src/db/channel_sends.ts";
-import { MOST_APPLICATIONS_VISITED } from "../src/db/application_round.ts";
+import { connectWorkerPool } from "../src/db/client.ts";
+import { claimRound, MOST_APPLICATIONS_VISITED } from "../src/db/application_round.ts";
+import { claimedInConversationOrder } from "../src/db/channel_claims.ts";
 import { roundRobin } from "../src/webhooks/round_robin_claim.ts";
 import { claimMirrorSends } from "../src/db/slack_sends.ts";
 import { createTestDatabase } from "./support/database.ts";
@@ -117,7 +119,54 @@ Deno.test("a round that visits its most applications without finding enough goes
   );
   await db.sql`UPDATE outbox SET claimed_until = NULL WHERE id = ${due}`;
   for (let round = 0; round < 2; round++) {
-    claimed.push(...(await claim(8, { busy: new Map(), others: 8 })).map((send) => send.id));
+    claimed.push(...(await claim(8, { busy: new Map(), others: 8 })).rows.map((send) => send.id));
   }
   assert.deepEqual(claimed, [due]);
+});
+
+Deno.test("a channel claim on the delivery workers' pool does not read the application's finished history", async () => {
+  await using db = await createTestDatabase();
+  const a = (await createKeyedApp(db.sql, "A")).appId;
+  // Finished webhook deliveries and Slack posts of the application, then a paused workspace's
+  // posts, a few of them due again.
+  await db.sql`
+    INSERT INTO outbox (app_id, kind, topic, payload, state)
+    SELECT ${a}, k, 'message', jsonb_build_object('conversation_id', n % 500), 'succeeded'
+    FROM generate_series(1, 20000) n, unnest('{webhook,slack}'::text[]) k`;
+  await db.sql`
+    INSERT INTO outbox (app_id, kind, topic, payload, run_at)
+    SELECT ${a}, 'slack', 'message', jsonb_build_object('conversation_id', n % 300),
+      clock_timestamp() + CASE WHEN n % 300 < 20 THEN interval '-1 minute'
+        ELSE interval '10 minutes' END
+    FROM generate_series(1, 6700) n`;
+  await db.sql`VACUUM ANALYZE outbox`;
+  // The workers' settings: generic plans, no sequential scans.
+  const workers = connectWorkerPool(db.url, "parley-delivery");
+  try {
+    const read = await tuplesRead(workers, { table: "outbox" }, async (sql) => {
+      assert.equal((await claimMirrorSends(sql, { limit: 16, leaseSeconds: 60 })).rows.length, 16);
+    });
+    assert.ok(read < 400, `the claim read ${read} outbox rows and index entries`);
+  } finally {
+    await workers.end();
+  }
+});
+
+Deno.test("a channel claim checks each candidate's conversation with a probe, never an anti-join of the pending sends", async () => {
+  await using db = await createTestDatabase();
+  // The workers' settings: generic plans. An anti-join read every pending send of the application
+  // per claim (11 s a claim behind a paused workspace's 6,700 posts).
+  const workers = connectWorkerPool(db.url, "parley-delivery");
+  try {
+    for (const kind of ["whatsapp", "slack"] as const) {
+      const [{ "QUERY PLAN": plan }] = await workers<{ "QUERY PLAN": unknown }[]>`
+        EXPLAIN (FORMAT JSON)
+        ${claimedInConversationOrder(workers, { kind, limit: 8, leaseSeconds: 60 })}
+        SELECT c.id FROM ${claimRound(workers)}`;
+      const joins = JSON.stringify(plan).match(/"Join Type":\s*"(Anti|Semi)"/g) ?? [];
+      assert.deepEqual(joins, [], `${kind}: ${joins.length} anti-joins in the claim's plan`);
+    }
+  } finally {
+    await workers.end();
+  }
 });

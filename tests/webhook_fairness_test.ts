@@ -6,11 +6,13 @@ import {
   type ClaimedDelivery,
 } from "../src/db/deliveries.ts";
 import { replaceWebhook } from "../src/db/webhooks.ts";
+import { connectWorkerPool } from "../src/db/client.ts";
 import { createDeliveryLoop } from "../src/webhooks/delivery_loop.ts";
 import { roundRobin } from "../src/webhooks/round_robin_claim.ts";
 import { createTestDatabase } from "./support/database.ts";
 import { createKeyedApp } from "./support/open_api.ts";
 import { tuplesRead } from "./support/tuples_read.ts";
+import { MOST_APPLICATIONS_VISITED } from "../src/db/application_round.ts";
 
 /** Queues `count` webhook deliveries of the application, oldest first; returns their ids. */
 async function queue(sql: Sql, appId: number, count: number): Promise<number[]> {
@@ -91,7 +93,7 @@ Deno.test("retries and expired leases count against an application's room like f
   const taken: number[] = [];
   for (let round = 0; round < 12 && !taken.includes(retries[1]); round++) {
     for (const app of others) await queue(db.sql, app, 1);
-    taken.push(...(await claim(1, { busy: new Map(), others: 1 })).map((d) => d.id));
+    taken.push(...(await claim(1, { busy: new Map(), others: 1 })).rows.map((d) => d.id));
   }
   assert.ok(taken.includes(retries[1]), "A's next retry, within a round of the applications");
 });
@@ -201,4 +203,70 @@ Deno.test("a claim does not read the retries scheduled for later", async () => {
     assert.deepEqual(claimed.map((d) => d.id), [due]);
   });
   assert.ok(read < 100, `the claim read ${read} index entries`);
+});
+
+Deno.test("a webhook claim on the delivery workers' pool does not read the application's finished history", async () => {
+  await using db = await createTestDatabase();
+  const a = (await createKeyedApp(db.sql, "A")).appId;
+  const b = (await createKeyedApp(db.sql, "B")).appId;
+  await db.sql`
+    INSERT INTO outbox (app_id, kind, topic, payload, state)
+    SELECT app, 'webhook', 'message.sent', '{}', 'succeeded'
+    FROM generate_series(1, 20000) n, unnest(${[a, b]}::bigint[]) app`;
+  await db.sql`
+    INSERT INTO outbox (app_id, kind, topic, payload, attempts, run_at)
+    SELECT ${a}, 'webhook', 'message.sent', '{}', 1, clock_timestamp() + interval '10 minutes'
+    FROM generate_series(1, 6700) n`;
+  const due = await queue(db.sql, b, 16);
+  await db.sql`VACUUM ANALYZE outbox`;
+  // The workers' settings: generic plans, no sequential scans.
+  const workers = connectWorkerPool(db.url, "parley-delivery");
+  try {
+    const read = await tuplesRead(workers, { table: "outbox" }, async (sql) => {
+      const claimed = await claimDueDeliveries(sql, { limit: 16, leaseSeconds: 60 });
+      assert.deepEqual(claimed.map((d) => d.id).sort((x, y) => x - y), due);
+    });
+    assert.ok(read < 400, `the claim read ${read} outbox rows and index entries`);
+  } finally {
+    await workers.end();
+  }
+});
+
+Deno.test("a round stopped at its bound of applications goes on at once, not at the next poll", async () => {
+  await using db = await createTestDatabase();
+  // More than two rounds' worth of applications, each with a retry scheduled for later, then
+  // one with a delivery due.
+  const stuck = await db.sql<{ id: number }[]>`
+    INSERT INTO applications (name, public_id)
+    SELECT 'stuck ' || n, 'stuck' || n FROM generate_series(1, ${
+    MOST_APPLICATIONS_VISITED * 2 + 10
+  }) n
+    RETURNING id`;
+  await db.sql`
+    INSERT INTO outbox (app_id, kind, topic, payload, attempts, run_at)
+    SELECT id, 'webhook', 'message.sent', '{}', 1, clock_timestamp() + interval '10 minutes'
+    FROM unnest(${stuck.map((row) => row.id)}::bigint[]) AS id`;
+  const ready = (await createKeyedApp(db.sql, "Ready")).appId;
+  const [due] = await queue(db.sql, ready, 1);
+  let claims = 0;
+  const attempted = Promise.withResolvers<number>();
+  const loop = createDeliveryLoop({
+    claim: roundRobin<ClaimedDelivery>((limit, room, after) => {
+      claims++;
+      return claimDeliveryRound(db.sql, { limit, leaseSeconds: 60, room, after });
+    }),
+    keyOf: (delivery) => delivery.appId,
+    attempt: (delivery) => Promise.resolve(attempted.resolve(delivery.id)),
+    onError: (error) => assert.fail(String(error)),
+    batchSize: 8,
+    pollMs: 60_000,
+  });
+  const timer = setTimeout(() => attempted.reject(new Error("not attempted within 10 s")), 10_000);
+  try {
+    assert.equal(await attempted.promise, due);
+    assert.equal(claims, 3, "three rounds: two stopped at their bound, the third found it");
+  } finally {
+    clearTimeout(timer);
+    await loop.stop();
+  }
 });

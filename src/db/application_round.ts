@@ -42,10 +42,8 @@ export function roundCtes(sql: Tx, options: RoundOptions): PendingQuery<Row[]> {
       SELECT * FROM unnest(${[...room.busy.keys()]}::bigint[], ${[...room.busy.values()]}::int[])
     ), walk (app_id, wrapped, turn) AS (
       SELECT next.app_id, next.app_id <= ${after}, 1 FROM (
-        SELECT coalesce(
-          (SELECT min(o.app_id) FROM outbox o WHERE ${pending} AND o.app_id > ${after}),
-          (SELECT min(o.app_id) FROM outbox o WHERE ${pending})
-        ) AS app_id
+        SELECT coalesce(${firstAfter(sql, pending, after)}, ${firstAfter(sql, pending, 0)})
+          AS app_id
         OFFSET 0
       ) next
       WHERE next.app_id IS NOT NULL
@@ -53,8 +51,8 @@ export function roundCtes(sql: Tx, options: RoundOptions): PendingQuery<Row[]> {
       SELECT next.app_id, walk.wrapped OR next.app_id <= walk.app_id, walk.turn + 1
       FROM walk CROSS JOIN LATERAL (
         SELECT coalesce(
-          (SELECT min(o.app_id) FROM outbox o WHERE ${pending} AND o.app_id > walk.app_id),
-          CASE WHEN NOT walk.wrapped THEN (SELECT min(o.app_id) FROM outbox o WHERE ${pending}) END
+          ${firstAfter(sql, pending, sql`walk.app_id`)},
+          CASE WHEN NOT walk.wrapped THEN ${firstAfter(sql, pending, 0)} END
         ) AS app_id
         OFFSET 0
       ) next
@@ -62,6 +60,21 @@ export function roundCtes(sql: Tx, options: RoundOptions): PendingQuery<Row[]> {
       WHERE walk.turn < ${MOST_APPLICATIONS_VISITED} AND next.app_id IS NOT NULL
         AND NOT ((walk.wrapped OR next.app_id <= walk.app_id) AND next.app_id > ${after})
     )`;
+}
+
+/**
+ * The first application after `after` with rows pending: a probe of the pending rows' index,
+ * ordered by application and due time as only that index is. Written as `min(app_id)`, a generic
+ * plan could take the primary key's order (app_id, id) instead, and read every finished row of
+ * the application before its first pending one (40,000 rows a claim in a test).
+ */
+function firstAfter(
+  sql: Tx,
+  pending: PendingQuery<Row[]>,
+  after: number | PendingQuery<Row[]>,
+): PendingQuery<Row[]> {
+  return sql`(SELECT o.app_id FROM outbox o WHERE ${pending} AND o.app_id > ${after}
+    ORDER BY o.app_id, o.run_at LIMIT 1)`;
 }
 
 /** How many rows the walked application may be given: `LIMIT ${roomOf(sql, room, limit)}`. */

@@ -221,21 +221,24 @@ export async function storeWhatsAppClick(
           SELECT 1 FROM messages WHERE app_id = ${appId} AND external_id = ${entry.wamid}
         )
       FOR UPDATE OF c
-    ), accepted AS (
-      -- As on the web (acceptAction): the Flow's step moves the Flow on, other buttons do not.
-      UPDATE conversations c
-      SET action_message_id = CASE WHEN flow_step THEN NULL ELSE c.action_message_id END,
-        flow_node = CASE WHEN flow_step THEN NULL ELSE c.flow_node END,
-        reply_action_message_id = CASE WHEN flow_step THEN c.reply_action_message_id END
-      FROM chat, LATERAL (SELECT chat.action_message_id = ${entry.messageId} AS flow_step) step
-      WHERE c.app_id = ${appId} AND c.id = chat.id AND chat.status = 'open'
-        AND ${entry.messageId} IN (chat.action_message_id, chat.reply_action_message_id)
-      RETURNING CASE WHEN step.flow_step THEN chat.flow_node END AS flow_node
     ), touched AS (
+      -- One update of the conversation: two in one statement update its row once (the second
+      -- is skipped), and a click then moved neither its activity nor the 24-hour window. As on
+      -- the web (acceptAction), a click on the step the Flow waits on moves the Flow on; one on
+      -- another button the conversation waits on only consumes that wait.
       UPDATE conversations c SET last_message_at = stamp.at,
-        last_inbound_at = GREATEST(c.last_inbound_at, stamp.sent_at)
-      FROM chat, stamp
+        last_inbound_at = GREATEST(c.last_inbound_at, stamp.sent_at),
+        action_message_id = CASE WHEN step.flow_step THEN NULL ELSE c.action_message_id END,
+        flow_node = CASE WHEN step.flow_step THEN NULL ELSE c.flow_node END,
+        reply_action_message_id = CASE WHEN step.accepted AND NOT step.flow_step THEN NULL
+          ELSE c.reply_action_message_id END
+      FROM chat, stamp, LATERAL (
+        SELECT coalesce(${entry.messageId} IN (chat.action_message_id, chat.reply_action_message_id),
+          false) AS accepted,
+          coalesce(chat.action_message_id = ${entry.messageId}, false) AS flow_step
+      ) step
       WHERE c.app_id = ${appId} AND c.id = chat.id
+      RETURNING step.accepted, CASE WHEN step.flow_step THEN chat.flow_node END AS flow_node
     ), message AS (
       INSERT INTO messages (app_id, conversation_id, sender_type, message_type, content,
         external_id, platform_timestamp, created_at)
@@ -251,8 +254,9 @@ export async function storeWhatsAppClick(
         AND 'message.received' = ANY (w.events)
       RETURNING 1
     )
-    SELECT message.id AS message_id, (SELECT flow_node FROM accepted) AS flow_node,
-      EXISTS (SELECT 1 FROM accepted) AS accepted, (SELECT count(*) FROM event)::int AS queued
+    SELECT message.id AS message_id, (SELECT flow_node FROM touched) AS flow_node,
+      coalesce((SELECT accepted FROM touched), false) AS accepted,
+      (SELECT count(*) FROM event)::int AS queued
     FROM message`;
   return row
     ? {

@@ -12,9 +12,10 @@ import { type SlotRoom, slotRoom } from "../domain/fair_share.ts";
 export interface DeliveryLoopOptions<T, O = unknown> {
   /**
    * Claims up to `limit` due deliveries, of each key at most its `room` (every key may be given
-   * `limit` without `keyOf`).
+   * `limit` without `keyOf`). `more`: the claim stopped before it saw everything that may be due
+   * (a round of applications at its bound), so the loop claims again at once.
    */
-  claim(limit: number, room: SlotRoom<number>): Promise<T[]>;
+  claim(limit: number, room: SlotRoom<number>): Promise<T[] | { rows: T[]; more: boolean }>;
   /** The key whose share of the slots a delivery counts against (its application). */
   keyOf?(delivery: T): number;
   /** Makes one attempt (and records it). */
@@ -143,8 +144,11 @@ export function createDeliveryLoop<T, O = unknown>(
       const room = slotRoom(inFlightByKey, batchSize);
       const finishedBefore = finished;
       let claimed: T[] = [];
+      let more = false;
       try {
-        claimed = await claim(wanted, room);
+        const result = await claim(wanted, room);
+        if (Array.isArray(result)) claimed = result;
+        else ({ rows: claimed, more } = result);
       } catch (error) {
         onError(error);
       }
@@ -153,7 +157,7 @@ export function createDeliveryLoop<T, O = unknown>(
       // nothing else is due until a commit wakes the loop (or the poll does) — unless a key's
       // room bound the claim, and then as soon as an attempt ends (one that ended during the
       // claim already made room).
-      if (claimed.length < wanted && state === "running") {
+      if (claimed.length < wanted && !more && state === "running") {
         if (keyOf && roomBound(room, claimed.map(keyOf))) {
           if (finished !== finishedBefore) continue;
           heldBack = true;

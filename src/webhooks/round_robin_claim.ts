@@ -25,19 +25,46 @@ export type ClaimAfter<T> = (
   after: number,
 ) => Promise<ClaimResult<T>>;
 
-/** Claims up to `limit` due rows, of each application at most its room. */
-export type RoundRobinClaim<T> = (limit: number, room: SlotRoom<number>) => Promise<T[]>;
+/**
+ * Claims up to `limit` due rows, of each application at most its room; `more` when its round
+ * stopped at its bound of applications visited, so that the caller claims again at once.
+ */
+export type RoundRobinClaim<T> = (
+  limit: number,
+  room: SlotRoom<number>,
+) => Promise<{ rows: T[]; more: boolean }>;
 
-/** A claim that remembers, between calls, which application it served last. */
+/**
+ * A claim that remembers, between calls, which application it served last. A round stopped at its
+ * bound of applications asks for `more` until the rounds have come around to where the first of
+ * them started, so that every application is visited once before the caller sleeps.
+ */
 export function roundRobin<T extends TurnTaken>(claim: ClaimAfter<T>): RoundRobinClaim<T> {
   let lastServed = 0;
+  /** Where the rounds stopped at their bound started, while they go on. */
+  let cycleStart: number | null = null;
   return async (limit, room) => {
-    const result = await claim(limit, room, lastServed);
+    const after = lastServed;
+    const result = await claim(limit, room, after);
     const rows = Array.isArray(result) ? result : result.rows;
     const walkedTo = Array.isArray(result) ? null : result.walkedTo;
     lastServed = walkedTo ?? lastInTurn(rows)?.appId ?? lastServed;
-    return rows;
+    if (walkedTo === null) {
+      cycleStart = null;
+      return { rows, more: false };
+    }
+    cycleStart ??= after;
+    if (passes(after, walkedTo, cycleStart)) {
+      cycleStart = null;
+      return { rows, more: false };
+    }
+    return { rows, more: true };
   };
+}
+
+/** Whether a round from after `from` up to `to`, wrapping past the highest id, passed `point`. */
+function passes(from: number, to: number, point: number): boolean {
+  return from < to ? from < point && point <= to : point > from || point <= to;
 }
 
 /** The claimed row of the application served last in the claim's round, if any. */
