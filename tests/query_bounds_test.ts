@@ -8,7 +8,7 @@ import { claimChannelSends } from "../src/db/channel_sends.ts";
 import { sweepChannelRecords } from "../src/db/channel_sweep.ts";
 import { listConversations } from "../src/db/conversations.ts";
 import { deleteOldAttempts } from "../src/db/deliveries.ts";
-import { listClientMessagesSince } from "../src/db/realtime.ts";
+import { listClientChangesSince, listClientMessagesSince } from "../src/db/realtime.ts";
 import { createTestDatabase } from "./support/database.ts";
 import { createKeyedApp } from "./support/open_api.ts";
 import { tuplesRead } from "./support/tuples_read.ts";
@@ -138,4 +138,25 @@ Deno.test("a replay after a reconnection reads only the conversations with activ
     assert.deepEqual(missed.map((m) => m.message.content), ["new"]);
   });
   assert.ok(read < 100, `the replay read ${read} messages`);
+});
+
+Deno.test("a replay reads each watched client's conversations, not the whole table", async () => {
+  await using db = await createTestDatabase();
+  const app = (await createKeyedApp(db.sql)).appId;
+  await conversations(db.sql, app, 20_000, "closed");
+  const watched = await conversations(db.sql, app, 2_000, "open");
+  const since = new Date();
+  await db.sql`UPDATE conversations SET last_message_at = clock_timestamp()
+    WHERE app_id = ${app} AND id = ${watched[0].chatId}`;
+  await db.sql`VACUUM ANALYZE conversations`;
+  const read = await tuplesRead(db.sql, { table: "conversations" }, async (sql) => {
+    const changes = await listClientChangesSince(
+      sql,
+      watched.map((c) => ({ appId: app, clientId: c.clientId })),
+      since,
+    );
+    assert.deepEqual(changes.conversations.map((c) => c.chat.id), [watched[0].chatId]);
+  });
+  // Two probes of the watched clients (their conversations, their messages), none of the rest.
+  assert.ok(read < 10_000, `the replay read ${read} conversations`);
 });

@@ -156,8 +156,14 @@ export async function listClientChangesSince(
     sql<(Conversation & { app_id: number })[]>`
       SELECT c.app_id, c.id, c.client_id, c.status, c.channel, c.last_message_at, c.created_at
       FROM unnest(${appIds}::bigint[], ${clientIds}::bigint[]) AS w (app_id, client_id)
-      JOIN conversations c ON c.app_id = w.app_id AND c.client_id = w.client_id
-      WHERE greatest(c.created_at, c.last_message_at, c.closed_at) >= ${at}::timestamptz
+      -- A probe of each watched client's conversations: joined, a custom plan read the whole
+      -- table (48 ms at 200,000 conversations for 2,000 clients).
+      CROSS JOIN LATERAL (
+        SELECT * FROM conversations c
+        WHERE c.app_id = w.app_id AND c.client_id = w.client_id
+          AND greatest(c.created_at, c.last_message_at, c.closed_at) >= ${at}::timestamptz
+        OFFSET 0
+      ) c
       ORDER BY c.app_id, c.id`,
     sql<(ClientMessageRow & { deleted: boolean })[]>`
       SELECT m.app_id, c.client_id, m.id, m.conversation_id, m.sender_type, m.sender_name,
