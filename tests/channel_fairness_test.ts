@@ -85,17 +85,19 @@ Deno.test("a channel claim does not read the sends waiting for later retries", a
 
 Deno.test("a round that visits its most applications without finding enough goes on after them next time", async () => {
   await using db = await createTestDatabase();
-  // More applications than a round visits, each with a send waiting for a later retry, then one
-  // with a send due.
+  // More applications than a round visits, each with a send in flight elsewhere and the next one
+  // of its conversation held behind it (due, but not to be claimed), then one with a send due.
   const stuck = await db.sql<{ id: number }[]>`
     INSERT INTO applications (name, public_id)
     SELECT 'stuck ' || n, 'stuck' || n FROM generate_series(1, ${MOST_APPLICATIONS_VISITED + 4}) n
     RETURNING id`;
   await db.sql`
-    INSERT INTO outbox (app_id, kind, topic, payload, attempts, run_at)
-    SELECT id, 'whatsapp', 'message', '{"conversation_id": 1}', 1,
-      clock_timestamp() + interval '1 hour'
-    FROM unnest(${stuck.map((row) => row.id)}::bigint[]) AS id`;
+    INSERT INTO outbox (app_id, kind, topic, payload, run_at, claimed_until)
+    SELECT id, 'whatsapp', 'message', '{"conversation_id": 1}',
+      clock_timestamp() - interval '1 minute',
+      CASE WHEN n = 1 THEN clock_timestamp() + interval '1 minute' END
+    FROM unnest(${stuck.map((row) => row.id)}::bigint[]) AS id, generate_series(1, 2) AS n
+    ORDER BY id, n`;
   const ready = (await createKeyedApp(db.sql, "Ready")).appId;
   const [due] = await queue(db.sql, "whatsapp", ready, [1]);
 

@@ -232,10 +232,27 @@ Deno.test("a webhook claim on the delivery workers' pool does not read the appli
   }
 });
 
+Deno.test("applications whose deliveries all wait for later retries are passed over within one probe", async () => {
+  await using db = await createTestDatabase();
+  const waiting = await db.sql<{ id: number }[]>`
+    INSERT INTO applications (name, public_id)
+    SELECT 'later ' || n, 'later' || n FROM generate_series(1, ${MOST_APPLICATIONS_VISITED * 2}) n
+    RETURNING id`;
+  await db.sql`
+    INSERT INTO outbox (app_id, kind, topic, payload, attempts, run_at)
+    SELECT id, 'webhook', 'message.sent', '{}', 1, clock_timestamp() + interval '10 minutes'
+    FROM unnest(${waiting.map((row) => row.id)}::bigint[]) AS id`;
+  const ready = (await createKeyedApp(db.sql, "Ready")).appId;
+  const [due] = await queue(db.sql, ready, 1);
+  const round = await claimDeliveryRound(db.sql, { limit: 8, leaseSeconds: 60 });
+  assert.deepEqual(round.rows.map((d) => [d.id, d.turn]), [[due, 1]]);
+  assert.equal(round.walkedTo, null);
+});
+
 Deno.test("a round stopped at its bound of applications goes on at once, not at the next poll", async () => {
   await using db = await createTestDatabase();
-  // More than two rounds' worth of applications, each with a retry scheduled for later, then
-  // one with a delivery due.
+  // More than two rounds' worth of applications whose only delivery is in flight elsewhere (due,
+  // but not for this deliverer), then one with a delivery due.
   const stuck = await db.sql<{ id: number }[]>`
     INSERT INTO applications (name, public_id)
     SELECT 'stuck ' || n, 'stuck' || n FROM generate_series(1, ${
@@ -243,8 +260,9 @@ Deno.test("a round stopped at its bound of applications goes on at once, not at 
   }) n
     RETURNING id`;
   await db.sql`
-    INSERT INTO outbox (app_id, kind, topic, payload, attempts, run_at)
-    SELECT id, 'webhook', 'message.sent', '{}', 1, clock_timestamp() + interval '10 minutes'
+    INSERT INTO outbox (app_id, kind, topic, payload, run_at, claimed_until)
+    SELECT id, 'webhook', 'message.sent', '{}', clock_timestamp() - interval '1 minute',
+      clock_timestamp() + interval '1 minute'
     FROM unnest(${stuck.map((row) => row.id)}::bigint[]) AS id`;
   const ready = (await createKeyedApp(db.sql, "Ready")).appId;
   const [due] = await queue(db.sql, ready, 1);
@@ -264,7 +282,11 @@ Deno.test("a round stopped at its bound of applications goes on at once, not at 
   const timer = setTimeout(() => attempted.reject(new Error("not attempted within 10 s")), 10_000);
   try {
     assert.equal(await attempted.promise, due);
-    assert.equal(claims, 3, "three rounds: two stopped at their bound, the third found it");
+    assert.equal(
+      claims,
+      3,
+      `three rounds: two stopped at their bound, the third found it (${claims})`,
+    );
   } finally {
     clearTimeout(timer);
     await loop.stop();
