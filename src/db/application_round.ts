@@ -101,9 +101,20 @@ export function walkEndCte(sql: Tx, limit: number): PendingQuery<Row[]> {
 
 /**
  * The start of a claim's final FROM: one row whatever was claimed, carrying `walked_to`, then
- * `c`, the `claimed` rows (or one row of NULLs).
+ * `c`, the `claimed` rows (or one row of NULLs). {@linkcode roundOf} reads its rows.
  */
 export function claimRound(sql: Tx): PendingQuery<Row[]> {
   return sql`(SELECT (SELECT app_id FROM walk_end) AS walked_to) AS round
     LEFT JOIN claimed c ON true`;
+}
+
+/** A claim's result from the rows its statement selected `FROM ${claimRound(sql)}`. */
+export function roundOf<R extends { id: number | null; walked_to: number | null }, T>(
+  rows: R[],
+  toClaimed: (row: R) => T,
+): ClaimRound<T> {
+  return {
+    rows: rows.filter((row) => row.id !== null).map(toClaimed),
+    walkedTo: rows[0]?.walked_to ?? null,
+  };
 }

@@ -7,7 +7,7 @@
  */
 import type { Tx } from "./client.ts";
 import { type ChannelClaimOptions, claimedInConversationOrder } from "./channel_claims.ts";
-import { type ClaimRound, claimRound } from "./application_round.ts";
+import { type ClaimRound, claimRound, roundOf } from "./application_round.ts";
 import type { MessageType } from "../domain/message_kinds.ts";
 
 /** A claimed send and what it needs. */
@@ -77,7 +77,7 @@ export async function claimChannelSends(
       ORDER BY ci.created_at LIMIT 1
     ) i ON true
     LEFT JOIN whatsapp_channels w ON w.app_id = c.app_id`;
-  const claimed = rows.filter((row) => row.id !== null).map((row) => ({
+  return roundOf(rows, (row) => ({
     appId: row.app_id,
     id: row.id,
     attempts: row.attempts,
@@ -97,7 +97,6 @@ export async function claimChannelSends(
     },
     sentParts: row.sent_parts,
   }));
-  return { rows: claimed, walkedTo: rows[0]?.walked_to ?? null };
 }
 
 /** Remembers part `part` of a message as sent under `wamid` (the first part names the message). */

@@ -10,7 +10,14 @@ import type { Tx } from "./client.ts";
 import { type MessageRow, toMessage } from "./messages.ts";
 import type { Conversation, Message } from "../domain/conversation.ts";
 import type { SlotRoom } from "../domain/fair_share.ts";
-import { type ClaimRound, claimRound, roomOf, roundCtes, walkEndCte } from "./application_round.ts";
+import {
+  type ClaimRound,
+  claimRound,
+  roomOf,
+  roundCtes,
+  roundOf,
+  walkEndCte,
+} from "./application_round.ts";
 
 /** What an attempt needs to know, read when the delivery is claimed. */
 export interface DeliveryContext {
@@ -150,7 +157,7 @@ export async function claimDeliveryRound(
       c.snapshot, c.turn, w.url, w.events, w.enabled, w.secret_encrypted
     FROM ${claimRound(sql)}
     LEFT JOIN webhooks w ON w.app_id = c.app_id`;
-  const claimed = rows.filter((row) => row.id !== null).map((row) => ({
+  return roundOf(rows, (row) => ({
     appId: row.app_id,
     id: row.id,
     topic: row.topic,
@@ -171,7 +178,6 @@ export async function claimDeliveryRound(
         : null,
     },
   }));
-  return { rows: claimed, walkedTo: rows[0]?.walked_to ?? null };
 }
 
 /** One attempt as recorded in the delivery log. */

@@ -6,7 +6,7 @@
  */
 import type { Tx } from "./client.ts";
 import { type ChannelClaimOptions, claimedInConversationOrder } from "./channel_claims.ts";
-import { type ClaimRound, claimRound } from "./application_round.ts";
+import { type ClaimRound, claimRound, roundOf } from "./application_round.ts";
 import type { MessageType } from "../domain/message_kinds.ts";
 
 /** A claimed mirror send. */
@@ -80,7 +80,7 @@ export async function claimMirrorSends(
     LEFT JOIN slack_installations s ON s.app_id = c.app_id
     LEFT JOIN slack_threads t ON t.app_id = c.app_id AND t.conversation_id = conv.id
       AND t.team_id = s.team_id`;
-  const claimed = rows.filter((row) => row.id !== null).map((row): ClaimedMirror => ({
+  return roundOf(rows, (row): ClaimedMirror => ({
     appId: row.app_id,
     id: row.id,
     topic: row.topic === "chat" ? "chat" : "message",
@@ -113,7 +113,6 @@ export async function claimMirrorSends(
       rateLimitedForMs: row.rate_limited_for_ms ?? 0,
     },
   }));
-  return { rows: claimed, walkedTo: rows[0]?.walked_to ?? null };
 }
 
 /**

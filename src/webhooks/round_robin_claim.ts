@@ -3,27 +3,22 @@
  * round of applications starts with the one after the application served last, so that every
  * application with work waiting is served in turn, whatever the others queued.
  */
+import type { ClaimRound } from "../db/application_round.ts";
 import type { SlotRoom } from "../domain/fair_share.ts";
 
 /** What a round-robin claim hands out: a row of an application, with its place in the round. */
 export interface TurnTaken {
   appId: number;
-  /** Its application's place in the claim's round (1 first); null outside the round. */
-  turn: number | null;
+  /** Its application's place in the claim's round (1 first). */
+  turn: number;
 }
-
-/**
- * What a claim returns: its rows, or its rows and the application its round stopped at when it
- * found too little within its bound of applications visited (the next round starts after it).
- */
-export type ClaimResult<T> = T[] | { rows: T[]; walkedTo: number | null };
 
 /** A claim given the application to start after. */
 export type ClaimAfter<T> = (
   limit: number,
   room: SlotRoom<number>,
   after: number,
-) => Promise<ClaimResult<T>>;
+) => Promise<ClaimRound<T>>;
 
 /**
  * Claims up to `limit` due rows, of each application at most its room; `more` when its round
@@ -45,9 +40,7 @@ export function roundRobin<T extends TurnTaken>(claim: ClaimAfter<T>): RoundRobi
   let cycleStart: number | null = null;
   return async (limit, room) => {
     const after = lastServed;
-    const result = await claim(limit, room, after);
-    const rows = Array.isArray(result) ? result : result.rows;
-    const walkedTo = Array.isArray(result) ? null : result.walkedTo;
+    const { rows, walkedTo } = await claim(limit, room, after);
     lastServed = walkedTo ?? lastInTurn(rows)?.appId ?? lastServed;
     if (walkedTo === null) {
       cycleStart = null;
@@ -70,8 +63,6 @@ function passes(from: number, to: number, point: number): boolean {
 /** The claimed row of the application served last in the claim's round, if any. */
 function lastInTurn<T extends TurnTaken>(claimed: readonly T[]): T | undefined {
   let last: T | undefined;
-  for (const row of claimed) {
-    if (row.turn !== null && (last === undefined || row.turn > last.turn!)) last = row;
-  }
+  for (const row of claimed) if (last === undefined || row.turn > last.turn) last = row;
   return last;
 }

@@ -8,7 +8,7 @@ Deno.test("roundRobin() starts each round after the application served last in t
   const turns = [[{ appId: 3, turn: 1 }, { appId: 7, turn: 2 }], [], [{ appId: 2, turn: 1 }]];
   const claim = roundRobin((_limit, _room, after) => {
     afters.push(after);
-    return Promise.resolve(turns.shift()!);
+    return Promise.resolve({ rows: turns.shift()!, walkedTo: null });
   });
   for (let round = 0; round < 3; round++) assert.equal((await claim(8, room)).more, false);
   // After 7 (the highest turn), then 7 again: an empty round serves nobody.
