@@ -468,3 +468,62 @@ Deno.test("commitBatch starts a conversation with the Flow in force at its comma
     WHERE m.sender_type = 'flow' ORDER BY m.id`;
   assert.deepEqual(rows.map((row) => [row.client_id, row.content]), [[b, "first Flow"]]);
 });
+
+Deno.test("commitBatch lets a command behind a Flow step of its conversation see that step", async () => {
+  await using db = await createTestDatabase();
+  const app = await insertApplication(db.sql, "Acme");
+  const other = await insertApplication(db.sql, "Other");
+  const [created, otherCreated] = await commitBatch(db.sql, [
+    { kind: "visitor.create", appId: app.id, tokenHash: "a", name: null, email: null },
+    { kind: "visitor.create", appId: other.id, tokenHash: "b", name: null, email: null },
+  ]);
+  const clientId = value<{ client_id: number }>(created).client_id;
+  const otherClient = value<{ client_id: number }>(otherCreated).client_id;
+  const send = (appId: number, clientId: number, content: string) =>
+    ({ kind: "visitor.message", appId, clientId, messageType: "text", content }) as const;
+  const closing = parseFlow({
+    start: "bye",
+    nodes: { bye: { message: { message_type: "text", content: "Closed today" }, then: "close" } },
+  });
+  const [set, one, between, two] = await commitBatch(db.sql, [
+    { kind: "flow.set", appId: app.id, flow: closing },
+    send(app.id, clientId, "one"),
+    send(other.id, otherClient, "elsewhere"),
+    send(app.id, clientId, "two"),
+  ]);
+  assert.equal(set.ok, true);
+  const first = value<{ chat_id: number }>(one).chat_id;
+  const second = value<{ chat_id: number }>(two).chat_id;
+  assert.notEqual(
+    second,
+    first,
+    "the Flow closed the first conversation before the second message",
+  );
+  assert.equal(between.ok, true);
+  const rows = await db.sql<{ conversation_id: number; sender_type: string; content: string }[]>`
+    SELECT conversation_id, sender_type, content FROM messages WHERE app_id = ${app.id} ORDER BY id`;
+  assert.deepEqual(rows.map((row) => [Number(row.conversation_id), row.sender_type, row.content]), [
+    [first, "visitor", "one"],
+    [first, "flow", "Closed today"],
+    [second, "visitor", "two"],
+    [second, "flow", "Closed today"],
+  ]);
+  const chats = await db.sql<{ status: string }[]>`
+    SELECT status FROM conversations WHERE app_id = ${app.id} ORDER BY id`;
+  assert.deepEqual(chats.map((chat) => chat.status), ["closed", "closed"]);
+
+  const welcome = parseFlow({
+    start: "hi",
+    nodes: { hi: { message: { message_type: "text", content: "Welcome" } } },
+  });
+  await commitBatch(db.sql, [{ kind: "flow.set", appId: app.id, flow: welcome }]);
+  const [three, four] = await commitBatch(db.sql, [
+    send(app.id, clientId, "three"),
+    send(app.id, clientId, "four"),
+  ]);
+  const third = value<{ chat_id: number }>(three).chat_id;
+  assert.equal(value<{ chat_id: number }>(four).chat_id, third);
+  const ordered = await db.sql<{ content: string }[]>`
+    SELECT content FROM messages WHERE conversation_id = ${third} ORDER BY id`;
+  assert.deepEqual(ordered.map((row) => row.content), ["three", "Welcome", "four"]);
+});

@@ -33,7 +33,7 @@ import { type FlowEffect, type FlowTrigger, runFlowSteps } from "./flow_runs.ts"
 import { applyWhatsAppDeliveries } from "./whatsapp_batch.ts";
 import { applySlackEvents } from "./slack_batch.ts";
 import { type ChangeNotice, CHANGES_CHANNEL, encodeChangeNotice } from "../domain/change_notice.ts";
-import type { Flow } from "../domain/flow.ts";
+import { advanceFlow, type Flow, startFlow } from "../domain/flow.ts";
 
 /** What one command did, for its caller and for the batch's change notice. */
 interface Outcome {
@@ -75,16 +75,85 @@ function flowRuns(
     const command = commands[index];
     if (command.kind === "flow.set") {
       close();
-      flows = new Map(flows);
-      if (command.flow === null) flows.delete(command.appId);
-      else flows.set(command.appId, command.flow);
+      flows = flowsAfter(flows, command);
       return;
     }
-    if (outcome.flowTrigger) triggers.push(outcome.flowTrigger);
-    triggers.push(...outcome.flowTriggers ?? []);
+    triggers.push(...triggersOf(outcome));
   });
   close();
   return runs;
+}
+
+/** The Flows in force after a `flow.set` command. */
+function flowsAfter(
+  flows: Map<number, Flow>,
+  command: Extract<AppCommand, { kind: "flow.set" }>,
+): Map<number, Flow> {
+  const after = new Map(flows);
+  if (command.flow === null) after.delete(command.appId);
+  else after.set(command.appId, command.flow);
+  return after;
+}
+
+function triggersOf(outcome: Outcome): FlowTrigger[] {
+  const triggers = outcome.flowTriggers ?? [];
+  return outcome.flowTrigger ? [outcome.flowTrigger, ...triggers] : triggers;
+}
+
+/** The conversations a command wrote to or changed. */
+function chatsOf(outcome: Outcome): number[] {
+  const chats: number[] = [];
+  for (const change of [outcome, ...outcome.changes ?? []]) {
+    if (change.chatId !== undefined) chats.push(change.chatId);
+    if (change.chatChanged !== undefined) chats.push(change.chatChanged);
+  }
+  for (const change of outcome.changes ?? []) {
+    if (change.edited) chats.push(change.edited.chatId);
+  }
+  return chats;
+}
+
+/**
+ * The index of the first command that wrote to a conversation in which an earlier command of the
+ * batch made the Flow take a step, or -1. Flow steps run after all the batch's statements, so
+ * such a command ran before a step that should have come first: a visitor's second message went
+ * into the conversation the Flow's start was about to close, or before its welcome message. The
+ * batch is then committed in two parts, split at that command (clicks end an application's part
+ * of a batch for the same reason, see {@linkcode endsBatch}, but a conversation's start cannot be
+ * told before its statement ran).
+ */
+function firstBehindFlowStep(
+  commands: AppCommand[],
+  outcomes: Outcome[],
+  loaded: Map<number, Flow>,
+): number {
+  let flows = loaded;
+  const stepped = new Set<number>();
+  for (let index = 0; index < commands.length; index++) {
+    const command = commands[index];
+    if (command.kind === "flow.set") {
+      flows = flowsAfter(flows, command);
+      continue;
+    }
+    const outcome = outcomes[index];
+    if (stepped.size > 0 && chatsOf(outcome).some((chat) => stepped.has(chat))) return index;
+    for (const trigger of triggersOf(outcome)) {
+      const flow = flows.get(trigger.appId);
+      if (flow === undefined) continue;
+      const step = trigger.kind === "start"
+        ? startFlow(flow)
+        : advanceFlow(flow, trigger.node, trigger.buttonId);
+      if (step !== null) stepped.add(trigger.chatId);
+    }
+  }
+  return -1;
+}
+
+/** Thrown inside {@linkcode commitTogether} when the batch must be committed in two parts. */
+class FlowStepAhead extends Error {
+  constructor(readonly index: number) {
+    super(`Command ${index} must wait for a Flow step`);
+  }
 }
 
 /**
@@ -100,8 +169,22 @@ export function endsBatch(command: AppCommand): boolean {
       command.entries.some((entry) => entry.kind === "click"));
 }
 
-/** Executes `commands` in order in one transaction; one result per command, same order. */
+/**
+ * Executes `commands` in order in one transaction — or in two, one after the other, when a
+ * command must see a Flow step that an earlier one caused (see `firstBehindFlowStep`); one result
+ * per command, same order.
+ */
 export async function commitBatch(sql: Sql, commands: AppCommand[]): Promise<CommandResult[]> {
+  try {
+    return await commitTogether(sql, commands);
+  } catch (error) {
+    if (!(error instanceof FlowStepAhead)) throw error;
+    const head = await commitBatch(sql, commands.slice(0, error.index));
+    return [...head, ...await commitBatch(sql, commands.slice(error.index))];
+  }
+}
+
+async function commitTogether(sql: Sql, commands: AppCommand[]): Promise<CommandResult[]> {
   const appIds = [...new Set(commands.map((command) => command.appId))].sort((a, b) => a - b);
   const conn = await reserveWithin(sql);
   try {
@@ -120,6 +203,8 @@ export async function commitBatch(sql: Sql, commands: AppCommand[]): Promise<Com
       await locked;
       const { flows, slackApps } = await contextFound;
       outcomes = (await Promise.all(pending)).flat();
+      const behind = firstBehindFlowStep(commands, outcomes, flows);
+      if (behind !== -1) throw new FlowStepAhead(behind);
       for (const { triggers, flows: inForce } of flowRuns(commands, outcomes, flows)) {
         flowEffects.push(...await runFlowSteps(conn, triggers, inForce));
       }
