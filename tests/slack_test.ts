@@ -582,14 +582,56 @@ Deno.test("deleting the bot's copy of a visitor's message erases nothing; a repl
     "the reply made internal",
   );
   await waitUntil(() => frames.some((frame) => frame.type === "message.deleted"), "the removal");
+  await send(
+    threadEvent("Ev24", thread, { user: "U2", text: "Visible again", ts: "1800000003.000001" }),
+  );
+  await waitUntil(
+    () => frames.some((frame) => frame.message?.content === "Visible again"),
+    "the second reply",
+  );
+  // A note edited, and a note deleted, are nothing to the visitor, who never had them.
+  await send(threadEvent("Ev25", thread, {
+    subtype: "message_changed",
+    message: { user: "U2", text: "note: still secret", ts: "1800000002.000001", thread_ts: thread },
+    previous_message: { user: "U2", text: "note: secret", ts: "1800000002.000001" },
+  }));
+  await send(
+    threadEvent("Ev26", thread, { user: "U2", text: "note: aside", ts: "1800000004.000001" }),
+  );
+  await send(threadEvent("Ev27", thread, {
+    subtype: "message_deleted",
+    deleted_ts: "1800000004.000001",
+    previous_message: { user: "U2", text: "note: aside", ts: "1800000004.000001" },
+  }));
+  await send(threadEvent("Ev28", thread, {
+    subtype: "message_changed",
+    message: { user: "U2", text: "Visible, edited", ts: "1800000003.000001", thread_ts: thread },
+    previous_message: { user: "U2", text: "Visible again", ts: "1800000003.000001" },
+  }));
+  await waitUntil(
+    () => frames.some((frame) => frame.message?.content === "Visible, edited"),
+    "the last edit",
+  );
   await close();
 
   assert.deepEqual(
     frames.filter((frame) => frame.type.startsWith("message.")).map((frame) =>
       `${frame.type} ${frame.message?.content ?? ""}`.trim()
     ),
-    ["message.created Visible", "message.deleted"],
+    [
+      "message.created Visible",
+      "message.deleted",
+      "message.created Visible again",
+      "message.updated Visible, edited",
+    ],
   );
+  const notes = await env.db.sql`
+    SELECT content, deleted_at IS NOT NULL AS deleted FROM messages
+    WHERE conversation_id = ${chat.chatId} AND internal ORDER BY id`;
+  assert.deepEqual(notes.map((note) => [note.content, note.deleted]), [
+    ["note: still secret", false],
+    ["note: aside", true],
+  ]);
   const [visitorMessage] = await env.db.sql`
     SELECT deleted_at FROM messages WHERE id = ${chat.messageId}`;
   assert.equal(visitorMessage.deleted_at, null);
@@ -598,7 +640,7 @@ Deno.test("deleting the bot's copy of a visitor's message erases nothing; a repl
     { headers: { authorization: `Bearer ${chat.token}` } },
   );
   const seen = (await history.json()).data.map((message: { content: string }) => message.content);
-  assert.deepEqual(seen, ["My own words"]);
+  assert.deepEqual(seen, ["My own words", "Visible, edited"]);
 });
 
 /**

@@ -87,7 +87,8 @@ export async function applySlackEvents(
           channelId: change.channelId,
           ts: change.ts,
         });
-        if (deleted) {
+        // A note was never the visitor's, so its deletion is not announced to them.
+        if (deleted && !deleted.internal) {
           changes[index].push({
             appId,
             edited: { chatId: deleted.chatId, messageId: deleted.messageId, deleted: true },

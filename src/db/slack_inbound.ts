@@ -187,18 +187,21 @@ export async function editSlackMessage(
     : null;
 }
 
-/** Deletes the member's reply mirrored as (channel, ts); resolves to it, or null. */
+/**
+ * Deletes the member's reply mirrored as (channel, ts); resolves to it — with whether it was an
+ * internal note, which the visitor never had and so must not hear of — or null.
+ */
 export async function deleteSlackMessage(
   sql: Tx,
   appId: number,
   link: { teamId: string; channelId: string; ts: string },
-): Promise<{ messageId: number; chatId: number } | null> {
-  const [row] = await sql<{ id: number; conversation_id: number }[]>`
+): Promise<{ messageId: number; chatId: number; internal: boolean } | null> {
+  const [row] = await sql<{ id: number; conversation_id: number; internal: boolean }[]>`
     UPDATE messages m SET deleted_at = clock_timestamp()
     FROM slack_messages s
     WHERE s.team_id = ${link.teamId} AND s.channel_id = ${link.channelId} AND s.ts = ${link.ts}
       AND s.app_id = ${appId} AND m.app_id = s.app_id AND m.id = s.message_id
       AND m.sender_type = 'agent' AND m.deleted_at IS NULL
-    RETURNING m.id, m.conversation_id`;
-  return row ? { messageId: row.id, chatId: row.conversation_id } : null;
+    RETURNING m.id, m.conversation_id, m.internal`;
+  return row ? { messageId: row.id, chatId: row.conversation_id, internal: row.internal } : null;
 }
