@@ -585,3 +585,58 @@ Deno.test("widget requests are rate-limited per visitor token and per IP for new
   const [messages] = await db.sql`SELECT count(*) AS n FROM messages`;
   assert.equal(messages.n, 4);
 });
+
+/** Connections to `port` in CLOSE-WAIT: closed by the peer, still held open here (Linux). */
+async function closeWaitCount(port: number): Promise<number> {
+  let count = 0;
+  for (const table of ["/proc/net/tcp", "/proc/net/tcp6"]) {
+    const text = await Deno.readTextFile(table).catch(() => "");
+    for (const line of text.split("\n").slice(1)) {
+      const [, local, , state] = line.trim().split(/\s+/);
+      if (local && parseInt(local.split(":")[1], 16) === port && state === "08") count++;
+    }
+  }
+  return count;
+}
+
+Deno.test("a socket whose client leaves during the token lookup holds no connection open", async () => {
+  await using db = await createTestDatabase();
+  await using server = await startTestServer(db.url);
+  const app = await insertApplication(db.sql, "Acme");
+  const port = Number(new URL(server.baseUrl).port);
+  // Fresh tokens: none is cached yet, so each socket needs the database to know its visitor.
+  const visitors = await Promise.all(
+    Array.from({ length: 20 }, () => createVisitor(server.baseUrl, app.public_id)),
+  );
+  for (const visitor of visitors) {
+    const conn = await Deno.connect({ port });
+    await conn.write(new TextEncoder().encode([
+      `GET /api/v1/widget/socket?token=${visitor.visitor_token} HTTP/1.1`,
+      "Host: localhost",
+      "Upgrade: websocket",
+      "Connection: Upgrade",
+      "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==",
+      "Sec-WebSocket-Version: 13",
+      "",
+      "",
+    ].join("\r\n")));
+    conn.close();
+  }
+  let held = await closeWaitCount(port);
+  for (let i = 0; i < 50 && held > 0; i++) {
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    held = await closeWaitCount(port);
+  }
+  assert.equal(held, 0, "connections the clients closed are still held by the server");
+});
+
+Deno.test("a socket with a well-formed unknown token is closed with 1008 and the reason", async () => {
+  await using db = await createTestDatabase();
+  await using server = await startTestServer(db.url);
+  const socket = new WebSocket(
+    `${server.baseUrl.replace("http", "ws")}/api/v1/widget/socket?token=pv_1_${"a".repeat(64)}`,
+  );
+  const closed = await new Promise<CloseEvent>((resolve) => socket.onclose = resolve);
+  assert.equal(closed.code, 1008);
+  assert.equal(closed.reason, "Invalid or missing visitor token");
+});

@@ -15,6 +15,7 @@ import { findClientConversation, findLatestClientConversation } from "../db/conv
 import { listMessages } from "../db/messages.ts";
 import { newVisitorToken, sha256Hex, visitorTokenAppId } from "../crypto/tokens.ts";
 import { AppError } from "../domain/app_error.ts";
+import { describeError, log } from "../log.ts";
 import { createLruCache } from "../domain/lru_cache.ts";
 import { parseMessageContent } from "../domain/message_kinds.ts";
 import { ok } from "./envelope.ts";
@@ -93,6 +94,15 @@ export function widgetRoutes(deps: WidgetDeps): Hono {
     const visitor = { appId, clientId };
     visitors.set(token, visitor);
     return visitor;
+  }
+
+  /**
+   * The visitor of a token known without the database (cached); null when the database must
+   * say. A missing or malformed token is refused at once.
+   */
+  function knownVisitor(token: string | undefined): Visitor | null {
+    if (!token || visitorTokenAppId(token) === null) throw invalidToken();
+    return visitors.get(token) ?? null;
   }
 
   /**
@@ -236,12 +246,17 @@ export function widgetRoutes(deps: WidgetDeps): Hono {
   });
 
   routes.get("/socket", async (c) => {
-    const visitor = await authenticate(tokenOf(c));
+    const token = tokenOf(c);
+    const upgrading = c.req.method === "GET" &&
+      (c.req.header("upgrade") ?? "").toLowerCase() === "websocket";
+    // Deno never completes an upgrade answered after its client left: the connection stays in
+    // CLOSE-WAIT, a descriptor lost for good. So a handshake is answered before anything is
+    // awaited: a token that needs the database is looked up once the socket is upgraded, and an
+    // unknown one closes it with 1008. A request that is no upgrade may wait for its 401.
+    const visitor = upgrading ? knownVisitor(token) : await authenticate(token);
     // RFC 6455 §4.1: a handshake is a GET (Hono also routes HEAD here). RFC 9110 §15.5.22: a 426
     // names the protocol to upgrade to.
-    if (
-      c.req.method !== "GET" || (c.req.header("upgrade") ?? "").toLowerCase() !== "websocket"
-    ) {
+    if (!upgrading) {
       throw new AppError(426, "Expected a WebSocket upgrade", {
         headers: { Upgrade: "websocket", Connection: "Upgrade" },
       });
@@ -260,12 +275,41 @@ export function widgetRoutes(deps: WidgetDeps): Hono {
       throw new AppError(400, "Invalid WebSocket handshake", { cause: error });
     }
     const { socket, response } = upgraded;
-    deps.attachVisitor(socket, visitor);
+    if (visitor) {
+      deps.attachVisitor(socket, visitor);
+    } else {
+      authenticate(token).then((found) => deps.attachVisitor(socket, found)).catch((error) => {
+        if (!(error instanceof AppError)) {
+          log("error", "socket token lookup failed", describeError(error));
+        }
+        closeWhenOpen(socket, error instanceof AppError ? REFUSED : UNAVAILABLE);
+      });
+    }
     return response;
   });
 
   methodNotAllowed(routes, ["/:publicId/visitors", "/messages", "/actions", "/socket"]);
   return routes;
+}
+
+/** A WebSocket close: its code and reason. */
+interface SocketClose {
+  code: number;
+  reason: string;
+}
+
+/** The close of an upgraded socket whose token is unknown. */
+const REFUSED: SocketClose = { code: 1008, reason: "Invalid or missing visitor token" };
+/** The close of an upgraded socket whose token could not be looked up. */
+const UNAVAILABLE: SocketClose = { code: 1011, reason: "Internal server error" };
+
+/** Closes `socket` as `close` says — once it is open, if its upgrade is still going on. */
+function closeWhenOpen(socket: WebSocket, { code, reason }: SocketClose): void {
+  if (socket.readyState === WebSocket.CONNECTING) {
+    socket.addEventListener("open", () => socket.close(code, reason), { once: true });
+  } else if (socket.readyState === WebSocket.OPEN) {
+    socket.close(code, reason);
+  }
 }
 
 function invalidToken(): AppError {
