@@ -3,7 +3,7 @@ import { createTestDatabase } from "./support/database.ts";
 import { commitBatch } from "../src/db/write_batch.ts";
 import { insertApplication } from "../src/db/applications.ts";
 import { CHANGES_CHANNEL, decodeChangeNotice } from "../src/domain/change_notice.ts";
-import type { CommandResult } from "../src/actors/protocol.ts";
+import type { CommandResult, WhatsAppInboundEntry } from "../src/actors/protocol.ts";
 import { parseFlow } from "../src/domain/flow.ts";
 
 function value<T>(result: CommandResult): T {
@@ -526,4 +526,114 @@ Deno.test("commitBatch lets a command behind a Flow step of its conversation see
   const ordered = await db.sql<{ content: string }[]>`
     SELECT content FROM messages WHERE conversation_id = ${third} ORDER BY id`;
   assert.deepEqual(ordered.map((row) => row.content), ["three", "Welcome", "four"]);
+});
+
+Deno.test("commitBatch applies a WhatsApp delivery's updates after the Flow steps of those before them", async () => {
+  await using db = await createTestDatabase();
+  const app = await insertApplication(db.sql, "Acme");
+  const deliveries = await db.sql<{ id: number }[]>`
+    INSERT INTO whatsapp_deliveries (app_id, body)
+    SELECT ${app.id}, '\\x00' FROM generate_series(1, 4) RETURNING id`;
+  const text = (waId: string, wamid: string, content: string) => ({
+    kind: "message" as const,
+    waId,
+    name: null,
+    wamid,
+    // Now: the Flow's answers are free-form messages, sent only within 24 hours.
+    timestamp: new Date().toISOString(),
+    messageType: "text" as const,
+    content,
+    payload: null,
+  });
+  const delivery = (index: number, entries: WhatsAppInboundEntry[]) => ({
+    kind: "whatsapp.inbound" as const,
+    appId: app.id,
+    deliveryId: deliveries[index].id,
+    entries,
+  });
+  const conversationOf = async (wamid: string) => {
+    const [row] = await db.sql<{ conversation_id: number }[]>`
+      SELECT conversation_id FROM messages WHERE app_id = ${app.id} AND external_id = ${wamid}`;
+    return Number(row.conversation_id);
+  };
+  const contentsOf = async (chatId: number) =>
+    (await db.sql<{ content: string }[]>`
+      SELECT content FROM messages WHERE conversation_id = ${chatId} ORDER BY id`)
+      .map((row) => row.content);
+  const statusOf = async (chatId: number) =>
+    (await db.sql`SELECT status FROM conversations WHERE id = ${chatId}`)[0].status;
+
+  // A click and a message behind it in one delivery: the message sees the conversation closed.
+  await commitBatch(db.sql, [{
+    kind: "flow.set",
+    appId: app.id,
+    flow: parseFlow({
+      start: "welcome",
+      nodes: {
+        welcome: {
+          message: {
+            message_type: "buttons",
+            content: { text: "Hi!", buttons: [{ id: "bye", title: "Bye" }] },
+          },
+          on: { bye: "farewell" },
+        },
+        farewell: { message: { message_type: "text", content: "Bye!" }, then: "close" },
+      },
+    }),
+  }]);
+  await commitBatch(db.sql, [delivery(0, [text("111", "w1", "hi")])]);
+  const first = await conversationOf("w1");
+  const [welcome] = await db.sql<{ id: number }[]>`
+    SELECT id FROM messages WHERE conversation_id = ${first} AND sender_type = 'flow'`;
+  const [clicked] = await commitBatch(db.sql, [delivery(1, [
+    {
+      kind: "click",
+      waId: "111",
+      name: null,
+      wamid: "w2",
+      timestamp: new Date().toISOString(),
+      chatId: first,
+      messageId: Number(welcome.id),
+      actionId: "bye",
+      title: "Bye",
+    },
+    text("111", "w3", "one more thing"),
+  ])]);
+  assert.equal(value<{ applied: number }>(clicked).applied, 2);
+  assert.deepEqual(await contentsOf(first), [
+    "hi",
+    JSON.stringify({ text: "Hi!", buttons: [{ id: "bye", title: "Bye" }] }),
+    "Bye",
+    "Bye!",
+  ]);
+  assert.equal(await statusOf(first), "closed");
+  const next = await conversationOf("w3");
+  assert.notEqual(next, first, "the message behind the click opened a new conversation");
+  assert.equal((await contentsOf(next))[0], "one more thing");
+
+  // Two messages of a new customer in one delivery, with a Flow that closes at its start.
+  await commitBatch(db.sql, [{
+    kind: "flow.set",
+    appId: app.id,
+    flow: parseFlow({
+      start: "shut",
+      nodes: {
+        shut: { message: { message_type: "text", content: "Closed today" }, then: "close" },
+      },
+    }),
+  }]);
+  const [both] = await commitBatch(db.sql, [
+    delivery(2, [text("222", "w4", "a"), text("222", "w5", "b")]),
+  ]);
+  assert.equal(value<{ applied: number }>(both).applied, 2);
+  const [a, b] = [await conversationOf("w4"), await conversationOf("w5")];
+  assert.notEqual(b, a);
+  assert.deepEqual([await contentsOf(a), await contentsOf(b)], [
+    ["a", "Closed today"],
+    ["b", "Closed today"],
+  ]);
+  // The first part of a delivery leaves it to be marked by the rest, should that never commit.
+  await commitBatch(db.sql, [{ ...delivery(3, [text("222", "w6", "c")]), partial: true }]);
+  const pending = await db.sql`SELECT id FROM whatsapp_deliveries WHERE processed_at IS NULL`;
+  assert.deepEqual(pending.map((row) => row.id), [deliveries[3].id]);
 });

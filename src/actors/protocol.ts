@@ -120,6 +120,11 @@ export interface WhatsAppInboundCommand {
   appId: number;
   deliveryId: number;
   entries: WhatsAppInboundEntry[];
+  /**
+   * Set on the first part of a delivery split where an update must see a Flow step caused by an
+   * earlier one (see `db/write_batch.ts`): the delivery is marked processed by the later part.
+   */
+  partial?: boolean;
 }
 
 /** What a Slack event does to a conversation mirrored in the workspace. */

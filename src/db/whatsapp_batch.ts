@@ -25,6 +25,8 @@ export interface AppliedDelivery {
   applied: number;
   changes: FlowEffect[];
   flowTriggers: FlowTrigger[];
+  /** What each update changed and means for the Flow, in the delivery's order. */
+  updates: { changes: FlowEffect[]; flowTriggers: FlowTrigger[] }[];
 }
 
 type MessageEntry = Extract<WhatsAppInboundEntry, { kind: "message" }>;
@@ -80,9 +82,11 @@ export async function applyWhatsAppDeliveries(
     }
   });
   flushRun();
-  const marked = sentAhead(markWhatsAppDeliveriesProcessed(
+  // A delivery's first part leaves the mark to the part that completes it.
+  const whole = commands.filter((command) => !command.partial);
+  const marked = whole.length === 0 ? null : sentAhead(markWhatsAppDeliveriesProcessed(
     sql,
-    commands.map((command) => ({ appId: command.appId, deliveryId: command.deliveryId })),
+    whole.map((command) => ({ appId: command.appId, deliveryId: command.deliveryId })),
   ));
   const results = await Promise.all(updates.map((ofCommand) => Promise.all(ofCommand)));
   await marked;
@@ -90,6 +94,7 @@ export async function applyWhatsAppDeliveries(
     applied: ofCommand.filter((result) => result.applied).length,
     changes: ofCommand.flatMap((result) => result.changes),
     flowTriggers: ofCommand.flatMap((result) => result.flowTriggers),
+    updates: ofCommand,
   }));
 }
 

@@ -32,6 +32,8 @@ import { acceptAction, type AcceptedAction } from "./actions.ts";
 import { type FlowEffect, type FlowTrigger, runFlowSteps } from "./flow_runs.ts";
 import { applyWhatsAppDeliveries } from "./whatsapp_batch.ts";
 import { applySlackEvents } from "./slack_batch.ts";
+import { INTERNAL_ERROR } from "../actors/commit_loop.ts";
+import { describeError, log } from "../log.ts";
 import { type ChangeNotice, CHANGES_CHANNEL, encodeChangeNotice } from "../domain/change_notice.ts";
 import { advanceFlow, type Flow, startFlow } from "../domain/flow.ts";
 
@@ -51,6 +53,8 @@ interface Outcome {
   /** What a command of many changes (a WhatsApp delivery) changed, and its Flow triggers. */
   changes?: FlowEffect[];
   flowTriggers?: FlowTrigger[];
+  /** Per update of a WhatsApp delivery, what it changed and its Flow triggers. */
+  updates?: { changes: FlowEffect[]; flowTriggers: FlowTrigger[] }[];
 }
 
 /**
@@ -95,38 +99,48 @@ function flowsAfter(
   return after;
 }
 
-function triggersOf(outcome: Outcome): FlowTrigger[] {
-  const triggers = outcome.flowTriggers ?? [];
-  return outcome.flowTrigger ? [outcome.flowTrigger, ...triggers] : triggers;
+/** What a command, or one update of a WhatsApp delivery, did: its conversations and triggers. */
+type Part = Pick<Outcome, "chatId" | "chatChanged" | "changes" | "flowTrigger" | "flowTriggers">;
+
+function triggersOf(part: Part): FlowTrigger[] {
+  const triggers = part.flowTriggers ?? [];
+  return part.flowTrigger ? [part.flowTrigger, ...triggers] : triggers;
 }
 
-/** The conversations a command wrote to or changed. */
-function chatsOf(outcome: Outcome): number[] {
+/** The conversations a command, or an update, wrote to or changed. */
+function chatsOf(part: Part): number[] {
   const chats: number[] = [];
-  for (const change of [outcome, ...outcome.changes ?? []]) {
+  for (const change of [part, ...part.changes ?? []]) {
     if (change.chatId !== undefined) chats.push(change.chatId);
     if (change.chatChanged !== undefined) chats.push(change.chatChanged);
   }
-  for (const change of outcome.changes ?? []) {
+  for (const change of part.changes ?? []) {
     if (change.edited) chats.push(change.edited.chatId);
   }
   return chats;
 }
 
+/** Where a batch is cut: before update `entry` of command `command` (0: before the command). */
+interface Cut {
+  command: number;
+  entry: number;
+}
+
 /**
- * The index of the first command that wrote to a conversation in which an earlier command of the
- * batch made the Flow take a step, or -1. Flow steps run after all the batch's statements, so
- * such a command ran before a step that should have come first: a visitor's second message went
- * into the conversation the Flow's start was about to close, or before its welcome message. The
- * batch is then committed in two parts, split at that command (clicks end an application's part
- * of a batch for the same reason, see {@linkcode endsBatch}, but a conversation's start cannot be
- * told before its statement ran).
+ * The first command — or update of a WhatsApp delivery — that wrote to a conversation in which an
+ * earlier one of the batch made the Flow take a step, or null. Flow steps run after all the
+ * batch's statements, so it ran before a step that should have come first: a visitor's second
+ * message went into the conversation the Flow's start was about to close, or before its welcome
+ * message; a customer's message sent behind a click in the same delivery, before the click's
+ * step. The batch is then committed in two parts, cut there (clicks end an application's part of
+ * a batch for the same reason, see {@linkcode endsBatch}, but a conversation's start cannot be
+ * told before its statement ran, nor can a delivery be cut before its updates are read).
  */
 function firstBehindFlowStep(
   commands: AppCommand[],
   outcomes: Outcome[],
   loaded: Map<number, Flow>,
-): number {
+): Cut | null {
   let flows = loaded;
   const stepped = new Set<number>();
   for (let index = 0; index < commands.length; index++) {
@@ -135,24 +149,86 @@ function firstBehindFlowStep(
       flows = flowsAfter(flows, command);
       continue;
     }
-    const outcome = outcomes[index];
-    if (stepped.size > 0 && chatsOf(outcome).some((chat) => stepped.has(chat))) return index;
-    for (const trigger of triggersOf(outcome)) {
-      const flow = flows.get(trigger.appId);
-      if (flow === undefined) continue;
-      const step = trigger.kind === "start"
-        ? startFlow(flow)
-        : advanceFlow(flow, trigger.node, trigger.buttonId);
-      if (step !== null) stepped.add(trigger.chatId);
+    const parts: Part[] = outcomes[index].updates ?? [outcomes[index]];
+    for (let entry = 0; entry < parts.length; entry++) {
+      if (stepped.size > 0 && chatsOf(parts[entry]).some((chat) => stepped.has(chat))) {
+        return { command: index, entry };
+      }
+      for (const trigger of triggersOf(parts[entry])) {
+        const flow = flows.get(trigger.appId);
+        if (flow === undefined) continue;
+        const step = trigger.kind === "start"
+          ? startFlow(flow)
+          : advanceFlow(flow, trigger.node, trigger.buttonId);
+        if (step !== null) stepped.add(trigger.chatId);
+      }
     }
   }
-  return -1;
+  return null;
 }
 
 /** Thrown inside {@linkcode commitTogether} when the batch must be committed in two parts. */
 class FlowStepAhead extends Error {
-  constructor(readonly index: number) {
-    super(`Command ${index} must wait for a Flow step`);
+  constructor(readonly cut: Cut) {
+    super(`Command ${cut.command} (update ${cut.entry}) must wait for a Flow step`);
+  }
+}
+
+/**
+ * The two parts of `commands` at `cut`. A delivery cut between its updates becomes two
+ * commands; the first is `partial`, and leaves marking the delivery processed to the second.
+ */
+function cutAt(commands: AppCommand[], cut: Cut): { head: AppCommand[]; tail: AppCommand[] } {
+  if (cut.entry === 0) {
+    return { head: commands.slice(0, cut.command), tail: commands.slice(cut.command) };
+  }
+  const split = commands[cut.command] as WhatsAppInboundCommand;
+  return {
+    head: [
+      ...commands.slice(0, cut.command),
+      { ...split, entries: split.entries.slice(0, cut.entry), partial: true },
+    ],
+    tail: [
+      { ...split, entries: split.entries.slice(cut.entry) },
+      ...commands.slice(cut.command + 1),
+    ],
+  };
+}
+
+/** The results of the two parts of a batch cut at `cut`, one per command of the batch. */
+function joinResults(head: CommandResult[], tail: CommandResult[], cut: Cut): CommandResult[] {
+  if (cut.entry === 0) return [...head, ...tail];
+  const first = head[head.length - 1];
+  const second = tail[0];
+  const applied = (result: CommandResult) =>
+    result.ok ? (result.value as { applied: number }).applied : 0;
+  const delivery: CommandResult = first.ok && second.ok
+    ? { ok: true, value: { applied: applied(first) + applied(second) } }
+    : first.ok
+    ? second
+    : first;
+  return [...head.slice(0, -1), delivery, ...tail.slice(1)];
+}
+
+/**
+ * Commits the second part of a cut batch, whose first part has committed: it must not throw,
+ * since a caller that saw the batch fail would run the first part's commands again. So when it
+ * fails, each of its commands is tried alone, and one that fails alone answers 500.
+ */
+async function commitAfterCut(sql: Sql, commands: AppCommand[]): Promise<CommandResult[]> {
+  try {
+    return await commitBatch(sql, commands);
+  } catch {
+    const results: CommandResult[] = [];
+    for (const command of commands) {
+      try {
+        results.push((await commitBatch(sql, [command]))[0]);
+      } catch (error) {
+        log("error", "command failed alone after a cut batch failed", describeError(error));
+        results.push(INTERNAL_ERROR);
+      }
+    }
+    return results;
   }
 }
 
@@ -179,8 +255,10 @@ export async function commitBatch(sql: Sql, commands: AppCommand[]): Promise<Com
     return await commitTogether(sql, commands);
   } catch (error) {
     if (!(error instanceof FlowStepAhead)) throw error;
-    const head = await commitBatch(sql, commands.slice(0, error.index));
-    return [...head, ...await commitBatch(sql, commands.slice(error.index))];
+    const { head, tail } = cutAt(commands, error.cut);
+    // Should the first part fail, nothing has committed, and the error is the batch's.
+    const committed = await commitBatch(sql, head);
+    return joinResults(committed, await commitAfterCut(sql, tail), error.cut);
   }
 }
 
@@ -203,8 +281,8 @@ async function commitTogether(sql: Sql, commands: AppCommand[]): Promise<Command
       await locked;
       const { flows, slackApps } = await contextFound;
       outcomes = (await Promise.all(pending)).flat();
-      const behind = firstBehindFlowStep(commands, outcomes, flows);
-      if (behind !== -1) throw new FlowStepAhead(behind);
+      const cut = firstBehindFlowStep(commands, outcomes, flows);
+      if (cut !== null) throw new FlowStepAhead(cut);
       for (const { triggers, flows: inForce } of flowRuns(commands, outcomes, flows)) {
         flowEffects.push(...await runFlowSteps(conn, triggers, inForce));
       }
@@ -315,6 +393,7 @@ function execute(tx: Tx, step: Step): Promise<Outcome[]> {
         result: { ok: true, value: { applied: applied.applied } },
         changes: applied.changes,
         flowTriggers: applied.flowTriggers,
+        updates: applied.updates,
       }))
     );
   }
