@@ -5,8 +5,10 @@
 import { loadConfig } from "./src/config.ts";
 import { startParley } from "./src/server.ts";
 import { describeError, log } from "./src/log.ts";
+import { guardMainThread } from "./src/thread_guards.ts";
 
 if (import.meta.main) {
+  guardMainThread();
   try {
     const parley = await startParley(loadConfig());
     let signalled = false;

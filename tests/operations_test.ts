@@ -9,6 +9,7 @@ import { createConversationListCache } from "../src/cache/conversation_lists.ts"
 import { createSecretBox } from "../src/crypto/secret_box.ts";
 import { freePort } from "../src/db/embedded.ts";
 import { checkEncryptionKey } from "../src/db/key_check.ts";
+import { guardedOutcome } from "./support/guarded_thread.ts";
 
 Deno.test("every request logs one JSON line without its query string", async () => {
   await using db = await createTestDatabase();
@@ -158,5 +159,32 @@ Deno.test("a stop lets a request whose body is still arriving finish, and refuse
     assert.equal(row.content, "Sent while stopping");
   } finally {
     await server.parley.stop();
+  }
+});
+
+Deno.test("the main thread outlives a connection whose first array-type lookup fails", async () => {
+  await using db = await createTestDatabase();
+  // postgres.js looks the array types up on a connection's first query and leaves the failure
+  // unhandled, as when PostgreSQL ends the connection then. A role that may not read pg_type
+  // (the test database's own catalog) makes that lookup fail every time.
+  const role = `no_types_${crypto.randomUUID().replaceAll("-", "").slice(0, 12)}`;
+  await db.sql.unsafe(`CREATE ROLE ${role} LOGIN PASSWORD 'x'`);
+  try {
+    await db.sql.unsafe(
+      `GRANT CONNECT ON DATABASE "${new URL(db.url).pathname.slice(1)}" TO ${role}`,
+    );
+    await db.sql`REVOKE SELECT ON pg_catalog.pg_type FROM PUBLIC`;
+    const url = new URL(db.url);
+    url.username = role;
+    url.password = "x";
+    const request = { how: "type-lookup", url: url.toString() } as const;
+    assert.equal(await guardedOutcome({ ...request, guard: "none" }), "ended");
+    assert.equal(await guardedOutcome({ ...request, guard: "main" }), "alive");
+  } finally {
+    await db.sql`GRANT SELECT ON pg_catalog.pg_type TO PUBLIC`;
+    await db.sql.unsafe(
+      `REVOKE ALL ON DATABASE "${new URL(db.url).pathname.slice(1)}" FROM ${role}`,
+    );
+    await db.sql.unsafe(`DROP ROLE ${role}`);
   }
 });

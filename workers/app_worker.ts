@@ -17,7 +17,7 @@ import type {
 import { connectWorkerPool, type Sql, warmUp } from "../src/db/client.ts";
 import { commitBatch } from "../src/db/write_batch.ts";
 import { setLogLevel } from "../src/log.ts";
-import { guardWorkerThread } from "../src/worker_guards.ts";
+import { guardWorkerThread } from "../src/thread_guards.ts";
 
 let sql: Sql | null = null;
 let loop: CommitLoop | null = null;

@@ -46,7 +46,7 @@ import { createSlackClients } from "../src/channels/slack/clients.ts";
 import { sweepChannelRecords } from "../src/db/channel_sweep.ts";
 import { sendMirror } from "../src/channels/slack/mirror.ts";
 import { describeError, log, setLogLevel } from "../src/log.ts";
-import { guardWorkerThread } from "../src/worker_guards.ts";
+import { guardWorkerThread } from "../src/thread_guards.ts";
 import { retryingTransient } from "../src/db/transient_retry.ts";
 
 /** Seconds a claimed delivery stays with this worker before another may take it. */

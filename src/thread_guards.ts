@@ -1,0 +1,52 @@
+/**
+ * What a thread does with failures nobody caught. A worker thread survives a stray failure when
+ * the work it belonged to is already answered, rather than failing every command it holds; the
+ * main thread survives the database driver's, rather than ending the process with every request
+ * and socket it serves.
+ */
+import { describeError, log } from "./log.ts";
+
+/** Whether `error` was raised inside postgres.js (its connection's own machinery). */
+function fromDatabaseDriver(error: unknown): boolean {
+  return /\/postgres\/src\/connection\.js/.test(String((error as Error | null)?.stack ?? ""));
+}
+
+/**
+ * postgres.js can throw from a timer when PostgreSQL ended a connection under a write in
+ * progress (`nextWrite` on a socket already gone). That connection is lost either way and the
+ * pool opens another; the thread is kept. Any other uncaught error still ends it.
+ */
+function guardDriverErrors(name: string): void {
+  globalThis.addEventListener("error", (event) => {
+    if (!fromDatabaseDriver(event.error)) return;
+    event.preventDefault();
+    log("error", `database driver error in the ${name}`, describeError(event.error));
+  });
+}
+
+/** Installs the guards in a worker thread; `name` names it in the log ("actor", "delivery"). */
+export function guardWorkerThread(name: string): void {
+  // A rejection nobody awaited (a statement sent ahead in a transaction that already failed,
+  // say) is logged, not left to end the thread: the work it belonged to has failed and been
+  // answered.
+  globalThis.addEventListener("unhandledrejection", (event) => {
+    event.preventDefault();
+    log("error", `unhandled rejection in the ${name} worker`, describeError(event.reason));
+  });
+  guardDriverErrors(`${name} worker`);
+}
+
+/**
+ * Installs the guards in the main thread. postgres.js looks up the array types on a connection's
+ * first query without handling its failure: PostgreSQL ending that connection then (a restart,
+ * `pg_terminate_backend`) rejected a promise nobody held, and ended the process. Such rejections
+ * are logged; any other one still ends the process, as a bug should.
+ */
+export function guardMainThread(): void {
+  globalThis.addEventListener("unhandledrejection", (event) => {
+    if (!fromDatabaseDriver(event.reason)) return;
+    event.preventDefault();
+    log("error", "unhandled database driver rejection", describeError(event.reason));
+  });
+  guardDriverErrors("main thread");
+}
