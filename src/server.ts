@@ -15,6 +15,7 @@ import { listenForChanges } from "./realtime/listener.ts";
 import { createHttpApp } from "./http/app.ts";
 import { drainable } from "./http/drain.ts";
 import { announce, describeError, log, setLogLevel } from "./log.ts";
+import type { RecoveryOptions } from "./channels/recover_stored.ts";
 import { createSyncedHitCounter } from "./rate_limit/synced_hit_counter.ts";
 import { addHits, deleteExpiredWindows } from "./db/rate_limits.ts";
 import { createHitCounter } from "./rate_limit/hit_counter.ts";
@@ -220,13 +221,18 @@ export async function startParley(
       log("warn", "rate-limit sweep failed", describeError(error))
     );
   }, 60_000);
-  // WhatsApp deliveries acknowledged but not applied (a crash came between) are applied again.
-  const recover = () =>
-    Promise.all([inbound.recover(), slackInbound.recover()]).catch((error) =>
-      log("warn", "channel recovery failed", describeError(error))
-    );
-  const recovery = setInterval(recover, 30_000);
-  void recover();
+  // WhatsApp deliveries and Slack requests acknowledged but not applied (a crash came between)
+  // are applied again: at start, all those received before it; then every 30 s those left over
+  // a minute (another instance may have crashed), one run at a time.
+  let recovering: Promise<void> | null = null;
+  const recover = (options: RecoveryOptions) => {
+    recovering ??= Promise.all([inbound.recover(options), slackInbound.recover(options)]).then(
+      () => {},
+      (error) => log("warn", "channel recovery failed", describeError(error)),
+    ).finally(() => recovering = null);
+  };
+  const recovery = setInterval(() => recover({}), 30_000);
+  recover({ olderThanSeconds: 0 });
 
   const { promise: listening, resolve } = Promise.withResolvers<Deno.NetAddr>();
   const requests = drainable((request, info) => app.fetch(request, info));

@@ -6,7 +6,6 @@
  */
 import { Buffer } from "node:buffer";
 import type { Tx } from "./client.ts";
-import { MAX_APPLY_ATTEMPTS } from "./whatsapp_inbound.ts";
 
 /**
  * Stores requests' raw bytes before they are acknowledged, in one statement; returns their ids
@@ -48,19 +47,6 @@ export async function recordSlackDeliveryFailure(
   await sql`
     UPDATE slack_deliveries SET attempts = attempts + 1, last_error = ${error.slice(0, 1000)}
     WHERE id = ${id}`;
-}
-
-/** Requests left unapplied for `olderThanSeconds` (a crash came between ack and apply). */
-export async function findUnprocessedSlackDeliveries(
-  sql: Tx,
-  olderThanSeconds: number,
-  limit: number,
-): Promise<{ id: number; kind: "event" | "action"; body: Uint8Array }[]> {
-  return await sql<{ id: number; kind: "event" | "action"; body: Uint8Array }[]>`
-    SELECT id, kind, body FROM slack_deliveries
-    WHERE processed_at IS NULL AND attempts < ${MAX_APPLY_ATTEMPTS}
-      AND received_at < clock_timestamp() - make_interval(secs => ${olderThanSeconds})
-    ORDER BY received_at LIMIT ${limit}`;
 }
 
 /** The key of a workspace's event in {@linkcode claimSlackEvents}'s answer. */

@@ -358,9 +358,6 @@ export async function insertWhatsAppDeliveries(
   return rows.map((row) => row.id).sort((a, b) => a - b);
 }
 
-/** How often recovery tries to apply a stored request before it leaves it for an operator. */
-export const MAX_APPLY_ATTEMPTS = 5;
-
 /** Counts a failed application of a stored delivery, with why. */
 export async function recordWhatsAppDeliveryFailure(
   sql: Tx,
@@ -371,20 +368,6 @@ export async function recordWhatsAppDeliveryFailure(
   await sql`
     UPDATE whatsapp_deliveries SET attempts = attempts + 1, last_error = ${error.slice(0, 1000)}
     WHERE app_id = ${appId} AND id = ${id}`;
-}
-
-/** Deliveries still unprocessed after `olderThanSeconds` (a crash came between ack and apply). */
-export async function findUnprocessedWhatsAppDeliveries(
-  sql: Tx,
-  olderThanSeconds: number,
-  limit: number,
-): Promise<{ appId: number; id: number; body: Uint8Array }[]> {
-  const rows = await sql<{ app_id: number; id: number; body: Uint8Array }[]>`
-    SELECT app_id, id, body FROM whatsapp_deliveries
-    WHERE processed_at IS NULL AND attempts < ${MAX_APPLY_ATTEMPTS}
-      AND received_at < clock_timestamp() - make_interval(secs => ${olderThanSeconds})
-    ORDER BY received_at LIMIT ${limit}`;
-  return rows.map((row) => ({ appId: row.app_id, id: row.id, body: row.body }));
 }
 
 /** An outbound message a customer's click names (by the wamid of one of its parts). */

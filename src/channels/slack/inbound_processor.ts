@@ -20,7 +20,6 @@ import { findInstallationByTeam, type SlackInstallation } from "../../db/slack_i
 import {
   findMessageConversation,
   findThreadConversation,
-  findUnprocessedSlackDeliveries,
   markSlackDeliveryProcessed,
   recordSlackDeliveryFailure,
 } from "../../db/slack_inbound.ts";
@@ -32,6 +31,8 @@ import { CLOSE_ACTION_ID, parseChatBlockId } from "./mirror.ts";
 import type { MediaLinks } from "../media_links.ts";
 import { createInFlightLimit } from "../in_flight_limit.ts";
 import { APPLY_WINDOW_MS, createApplyWindow } from "../apply_window.ts";
+import { findUnprocessedSlackDeliveries, recoveryBound } from "../../db/stored_requests.ts";
+import { recoverInPages, RECOVERY_PAGE_SIZE, type RecoveryOptions } from "../recover_stored.ts";
 
 /** What the processor needs. */
 export interface SlackInboundDeps {
@@ -57,8 +58,11 @@ export interface SlackInboundProcessor {
     body: Uint8Array,
     document?: unknown,
   ): Promise<void>;
-  /** Applies requests left unapplied for over a minute; resolves to their count. */
-  recover(): Promise<number>;
+  /**
+   * Applies the requests a crash left unapplied (received over a minute ago, unless
+   * `olderThanSeconds` says otherwise); resolves to their count.
+   */
+  recover(options?: RecoveryOptions): Promise<number>;
 }
 
 // deno-lint-ignore no-explicit-any
@@ -296,14 +300,16 @@ export function createSlackInboundProcessor(deps: SlackInboundDeps): SlackInboun
 
   return {
     process,
-    async recover() {
-      const stale = await findUnprocessedSlackDeliveries(deps.sql, 60, 100);
-      for (const delivery of stale) {
-        await process(delivery.kind, delivery.id, delivery.body).catch((error) =>
-          log("error", "slack request recovery failed", describeError(error))
-        );
-      }
-      return stale.length;
+    async recover({ olderThanSeconds = 60 } = {}) {
+      const before = await recoveryBound(deps.sql, olderThanSeconds);
+      return await recoverInPages(
+        (after) =>
+          findUnprocessedSlackDeliveries(deps.sql, { before, after, limit: RECOVERY_PAGE_SIZE }),
+        (delivery) =>
+          process(delivery.kind, delivery.id, delivery.body).catch((error) =>
+            log("error", "slack request recovery failed", describeError(error))
+          ),
+      );
     },
   };
 }

@@ -9,11 +9,7 @@
 import type { Sql } from "../../db/client.ts";
 import { appActorKey, type AppCommand, type CommandResult } from "../../actors/protocol.ts";
 import type { WhatsAppInboundEntry } from "../../actors/protocol.ts";
-import {
-  findClickTargets,
-  findUnprocessedWhatsAppDeliveries,
-  recordWhatsAppDeliveryFailure,
-} from "../../db/whatsapp_inbound.ts";
+import { findClickTargets, recordWhatsAppDeliveryFailure } from "../../db/whatsapp_inbound.ts";
 import { findWhatsAppChannel } from "../../db/whatsapp_channels.ts";
 import { buttonIdOfReply } from "../../domain/whatsapp_messages.ts";
 import { buttonsOffered, isMessageType, type MessageType } from "../../domain/message_kinds.ts";
@@ -22,6 +18,8 @@ import { type InboundItem, parseWhatsAppWebhook } from "./inbound.ts";
 import type { MediaLinks } from "../media_links.ts";
 import { createInFlightLimit } from "../in_flight_limit.ts";
 import { APPLY_WINDOW_MS, createApplyWindow } from "../apply_window.ts";
+import { findUnprocessedWhatsAppDeliveries, recoveryBound } from "../../db/stored_requests.ts";
+import { recoverInPages, RECOVERY_PAGE_SIZE, type RecoveryOptions } from "../recover_stored.ts";
 
 /** What the processor needs. */
 export interface InboundProcessorDeps {
@@ -44,8 +42,11 @@ export interface InboundProcessor {
     body: Uint8Array,
     phoneNumberId?: string,
   ): Promise<void>;
-  /** Applies deliveries a crash left unprocessed for over a minute; resolves to their count. */
-  recover(): Promise<number>;
+  /**
+   * Applies the deliveries a crash left unprocessed (received over a minute ago, unless
+   * `olderThanSeconds` says otherwise); resolves to their count.
+   */
+  recover(options?: RecoveryOptions): Promise<number>;
 }
 
 /** Creates the processor. */
@@ -197,14 +198,16 @@ export function createInboundProcessor(deps: InboundProcessorDeps): InboundProce
 
   return {
     process,
-    async recover() {
-      const stale = await findUnprocessedWhatsAppDeliveries(deps.sql, 60, 100);
-      for (const delivery of stale) {
-        await process(delivery.appId, delivery.id, delivery.body).catch((error) =>
-          log("error", "whatsapp delivery recovery failed", describeError(error))
-        );
-      }
-      return stale.length;
+    async recover({ olderThanSeconds = 60 } = {}) {
+      const before = await recoveryBound(deps.sql, olderThanSeconds);
+      return await recoverInPages(
+        (after) =>
+          findUnprocessedWhatsAppDeliveries(deps.sql, { before, after, limit: RECOVERY_PAGE_SIZE }),
+        (delivery) =>
+          process(delivery.appId, delivery.id, delivery.body).catch((error) =>
+            log("error", "whatsapp delivery recovery failed", describeError(error))
+          ),
+      );
     },
   };
 }

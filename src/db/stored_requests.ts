@@ -1,0 +1,77 @@
+/**
+ * Pages through the platform requests (WhatsApp deliveries, Slack events and actions) that were
+ * stored raw and acknowledged but never applied — a crash came between — for recovery. Pages
+ * are read by key (received time, id) below a bound fixed when the recovery began, so that one
+ * recovery visits each request once, and requests acknowledged after it began are left to the
+ * live path.
+ */
+import type { Tx } from "./client.ts";
+
+/** How often recovery tries to apply a stored request before it leaves it for an operator. */
+export const MAX_APPLY_ATTEMPTS = 5;
+
+/** Where a page of stored requests ends: the next page starts after it. */
+export interface StoredRequestKey {
+  receivedAt: string;
+  id: number;
+}
+
+/** Which stored requests a page holds. */
+export interface StoredRequestPage {
+  /** Only those received before this time (the database's clock, as `recoveryBound` gave it). */
+  before: string;
+  /** Only those after this key. */
+  after?: StoredRequestKey;
+  limit: number;
+}
+
+/** The bound of a recovery: the database's time `olderThanSeconds` ago. */
+export async function recoveryBound(sql: Tx, olderThanSeconds: number): Promise<string> {
+  const [row] = await sql<{ bound: string }[]>`
+    SELECT (clock_timestamp() - make_interval(secs => ${olderThanSeconds}))::text AS bound`;
+  return row.bound;
+}
+
+/** A page of WhatsApp deliveries left unprocessed, oldest first. */
+export async function findUnprocessedWhatsAppDeliveries(
+  sql: Tx,
+  page: StoredRequestPage,
+): Promise<(StoredRequestKey & { appId: number; body: Uint8Array })[]> {
+  const rows = await sql<{ app_id: number; id: number; body: Uint8Array; received_at: string }[]>`
+    SELECT app_id, id, body, received_at::text AS received_at FROM whatsapp_deliveries
+    WHERE processed_at IS NULL AND attempts < ${MAX_APPLY_ATTEMPTS}
+      AND received_at < ${page.before}::timestamptz ${afterKey(sql, page.after)}
+    ORDER BY received_at, id LIMIT ${page.limit}`;
+  return rows.map((row) => ({
+    appId: row.app_id,
+    id: row.id,
+    body: row.body,
+    receivedAt: row.received_at,
+  }));
+}
+
+/** A page of Slack requests left unprocessed, oldest first. */
+export async function findUnprocessedSlackDeliveries(
+  sql: Tx,
+  page: StoredRequestPage,
+): Promise<(StoredRequestKey & { kind: "event" | "action"; body: Uint8Array })[]> {
+  const rows = await sql<
+    { id: number; kind: "event" | "action"; body: Uint8Array; received_at: string }[]
+  >`
+    SELECT id, kind, body, received_at::text AS received_at FROM slack_deliveries
+    WHERE processed_at IS NULL AND attempts < ${MAX_APPLY_ATTEMPTS}
+      AND received_at < ${page.before}::timestamptz ${afterKey(sql, page.after)}
+    ORDER BY received_at, id LIMIT ${page.limit}`;
+  return rows.map((row) => ({
+    id: row.id,
+    kind: row.kind,
+    body: row.body,
+    receivedAt: row.received_at,
+  }));
+}
+
+function afterKey(sql: Tx, after: StoredRequestKey | undefined) {
+  return after
+    ? sql`AND (received_at, id) > (${after.receivedAt}::timestamptz, ${after.id})`
+    : sql``;
+}
