@@ -47,26 +47,34 @@ import { sweepChannelRecords } from "../src/db/channel_sweep.ts";
 import { sendMirror } from "../src/channels/slack/mirror.ts";
 import { describeError, log, setLogLevel } from "../src/log.ts";
 import { guardWorkerThread } from "../src/thread_guards.ts";
+import { createLeaseKeeper, type LeaseKeeper } from "../src/channels/lease_keeper.ts";
+import { renewChannelClaims } from "../src/db/channel_claims.ts";
 import { retryingTransient } from "../src/db/transient_retry.ts";
 
 /** Seconds a claimed delivery stays with this worker before another may take it. */
 const LEASE_SECONDS = 60;
 /**
- * The same for channel sends, longer: a carousel is many posts; a send must never outlast its
- * lease and go out twice (so the mirror's Slack client hands a 429 back rather than wait).
+ * The same for channel sends, renewed every `SEND_LEASE_RENEWAL_MS` while the send goes on (a
+ * carousel is many posts, each with its timeout): a send must never outlast its lease and go out
+ * twice, and the sends of a crashed sender come back after it (10 minutes, unrenewed, held a
+ * crashed instance's conversations that long).
  */
-const SEND_LEASE_SECONDS = 600;
+const SEND_LEASE_SECONDS = 120;
+const SEND_LEASE_RENEWAL_MS = 20_000;
 /**
  * How long the record of what a send or an attempt did is tried again while the database is away
- * (see transient_retry.ts): well inside the lease, so the claim is still this worker's.
+ * (see transient_retry.ts): inside the lease, which cannot be renewed meanwhile, so the claim is
+ * still this worker's.
  */
-const SEND_RECORD_RETRY_MS = 120_000;
+const SEND_RECORD_RETRY_MS = 90_000;
 const ATTEMPT_RECORD_RETRY_MS = 30_000;
 
 let sql: Sql | null = null;
 let loop: DeliveryLoop | null = null;
 /** The WhatsApp sender: channel sends come from the same outbox. */
 let sender: DeliveryLoop | null = null;
+/** Renews the leases of the channel sends in progress. */
+let keeper: LeaseKeeper<unknown> | null = null;
 /** The Slack mirror's sender. */
 let mirror: DeliveryLoop | null = null;
 let sweep: ReturnType<typeof setInterval> | undefined;
@@ -107,6 +115,12 @@ self.onmessage = async (event: MessageEvent<DeliveryWorkerMessage>) => {
         dueAgainInMs: (outcome) => outcome.state === "pending" ? outcome.retryInMs : null,
         onError: (error) => log("error", "webhook delivery failed", describeError(error)),
       });
+      const leases = createLeaseKeeper<{ appId: number; id: number; claimedAt: string }>({
+        renew: (claims) => renewChannelClaims(pool, claims, SEND_LEASE_SECONDS),
+        everyMs: SEND_LEASE_RENEWAL_MS,
+        onError: (error) => log("warn", "channel lease renewal failed", describeError(error)),
+      });
+      keeper = leases;
       sender = createDeliveryLoop({
         claim: roundRobin<ClaimedSend>((limit, room, after) =>
           claimChannelSends(pool, {
@@ -119,37 +133,38 @@ self.onmessage = async (event: MessageEvent<DeliveryWorkerMessage>) => {
         ),
         keyOf: (send) => send.appId,
         attempt: (send) =>
-          sendClaimed({
-            graphUrl: message.whatsappGraphUrl,
-            openSecret: (sealed) => secretBox.open(sealed),
-            recordPart: (claimed, part, wamid) =>
-              recorded(() =>
-                recordSentPart(
-                  pool,
-                  {
-                    appId: claimed.appId,
-                    chatId: claimed.message!.chatId,
-                    messageId: claimed.message!.id,
-                  },
-                  part,
-                  wamid,
-                )
-              ),
-            recordOutcome: (claimed, outcome) =>
-              recorded(() =>
-                recordSendOutcome(
-                  pool,
-                  {
-                    ...claimed,
-                    messageId: claimed.message?.id ?? null,
-                    chatId: claimed.message?.chatId ?? null,
-                  },
-                  outcome,
-                )
-              ),
-            markAttention: (appId, reason) =>
-              recorded(() => markWhatsAppChannelAttention(pool, appId, reason)),
-          }, send),
+          leases.holding(send, () =>
+            sendClaimed({
+              graphUrl: message.whatsappGraphUrl,
+              openSecret: (sealed) => secretBox.open(sealed),
+              recordPart: (claimed, part, wamid) =>
+                recorded(() =>
+                  recordSentPart(
+                    pool,
+                    {
+                      appId: claimed.appId,
+                      chatId: claimed.message!.chatId,
+                      messageId: claimed.message!.id,
+                    },
+                    part,
+                    wamid,
+                  )
+                ),
+              recordOutcome: (claimed, outcome) =>
+                recorded(() =>
+                  recordSendOutcome(
+                    pool,
+                    {
+                      ...claimed,
+                      messageId: claimed.message?.id ?? null,
+                      chatId: claimed.message?.chatId ?? null,
+                    },
+                    outcome,
+                  )
+                ),
+              markAttention: (appId, reason) =>
+                recorded(() => markWhatsAppChannelAttention(pool, appId, reason)),
+            }, send)),
         onError: (error) => log("error", "whatsapp send failed", describeError(error)),
         batchSize: 16,
       });
@@ -163,15 +178,16 @@ self.onmessage = async (event: MessageEvent<DeliveryWorkerMessage>) => {
         ),
         keyOf: (send) => send.appId,
         attempt: (send) =>
-          sendMirror({
-            clientFor: slackClients,
-            saveThread: (thread) => recorded(() => saveThread(pool, thread)),
-            saveMirrored: (link) => recorded(() => saveMirroredParts(pool, link)),
-            record: (claimed, outcome, error) =>
-              recorded(() => recordMirrorOutcome(pool, claimed, outcome, error)),
-            pauseWorkspace: (teamId, waitMs) =>
-              recorded(() => pauseSlackWorkspace(pool, teamId, waitMs)),
-          }, send),
+          leases.holding(send, () =>
+            sendMirror({
+              clientFor: slackClients,
+              saveThread: (thread) => recorded(() => saveThread(pool, thread)),
+              saveMirrored: (link) => recorded(() => saveMirroredParts(pool, link)),
+              record: (claimed, outcome, error) =>
+                recorded(() => recordMirrorOutcome(pool, claimed, outcome, error)),
+              pauseWorkspace: (teamId, waitMs) =>
+                recorded(() => pauseSlackWorkspace(pool, teamId, waitMs)),
+            }, send)),
         onError: (error) => log("error", "slack mirror failed", describeError(error)),
         batchSize: 16,
       });
@@ -197,6 +213,7 @@ self.onmessage = async (event: MessageEvent<DeliveryWorkerMessage>) => {
     case "stop":
       clearInterval(sweep);
       await Promise.all([loop?.stop(), sender?.stop(), mirror?.stop()]);
+      keeper?.stop();
       connections.close();
       await sql?.end();
       self.postMessage({ type: "stopped" });

@@ -6,7 +6,9 @@
  * applications with sends pending are taken in turn, each one's oldest due rows first and at most
  * its room, so that one application's backlog (a broadcast) never holds back another's replies.
  * The caller's statement selects `FROM ${claimRound(sql)}`: `c` (app_id, id, topic, payload,
- * attempts, claimed_until, turn) and `round.walked_to`.
+ * attempts, claimed_at, turn) and `round.walked_to`. A claim's lease is short and renewed while
+ * its send goes on ({@linkcode renewChannelClaims}); `claimed_at` is the claim's token, which
+ * fences the record of what the send did.
  */
 import type { PendingQuery, Row } from "postgres";
 import type { Tx } from "./client.ts";
@@ -63,8 +65,28 @@ export function claimedInConversationOrder(
       LIMIT ${limit}
     ), claimed AS (
       UPDATE outbox o
-      SET claimed_until = clock_timestamp() + make_interval(secs => ${leaseSeconds})
+      SET claimed_until = clock_timestamp() + make_interval(secs => ${leaseSeconds}),
+        claimed_at = clock_timestamp()
       FROM due WHERE o.app_id = due.app_id AND o.id = due.id
-      RETURNING o.app_id, o.id, o.topic, o.payload, o.attempts, o.claimed_until, due.turn
+      RETURNING o.app_id, o.id, o.topic, o.payload, o.attempts, o.claimed_at, due.turn
     ), ${walkEndCte(sql, limit)}`;
+}
+
+/**
+ * Extends the leases of channel sends still in progress to `leaseSeconds` from now — those whose
+ * claim (`claimedAt`) is still the one this sender holds.
+ */
+export async function renewChannelClaims(
+  sql: Tx,
+  claims: { appId: number; id: number; claimedAt: string }[],
+  leaseSeconds: number,
+): Promise<void> {
+  if (claims.length === 0) return;
+  await sql`
+    UPDATE outbox o
+    SET claimed_until = clock_timestamp() + make_interval(secs => ${leaseSeconds})
+    FROM unnest(${claims.map((c) => c.appId)}::bigint[], ${claims.map((c) => c.id)}::bigint[],
+      ${claims.map((c) => c.claimedAt)}::timestamptz[]) AS h(app_id, id, claimed_at)
+    WHERE o.app_id = h.app_id AND o.id = h.id AND o.claimed_at = h.claimed_at
+      AND o.state = 'pending'`;
 }

@@ -15,7 +15,8 @@ export interface ClaimedSend {
   appId: number;
   id: number;
   attempts: number;
-  claimedUntil: string;
+  /** The claim's token (see `channel_claims.ts`). */
+  claimedAt: string;
   /** Its application's place in the claim's round (1 for the first application visited). */
   turn: number;
   message: {
@@ -37,7 +38,7 @@ interface ClaimedSendRow {
   app_id: number;
   id: number;
   attempts: number;
-  claimed_until: string;
+  claimed_at: string;
   turn: number;
   walked_to: number | null;
   message_id: number | null;
@@ -61,7 +62,7 @@ export async function claimChannelSends(
 ): Promise<ClaimRound<ClaimedSend>> {
   const rows = await sql<ClaimedSendRow[]>`
     ${claimedInConversationOrder(sql, options)}
-    SELECT round.walked_to, c.app_id, c.id, c.attempts, c.claimed_until, c.turn,
+    SELECT round.walked_to, c.app_id, c.id, c.attempts, c.claimed_at, c.turn,
       m.id AS message_id, m.conversation_id AS chat_id, m.message_type, m.content, m.payload,
       i.external_id AS recipient, w.phone_number_id, w.access_token_sealed,
       (SELECT count(*) FROM whatsapp_sent_parts p
@@ -81,7 +82,7 @@ export async function claimChannelSends(
     appId: row.app_id,
     id: row.id,
     attempts: row.attempts,
-    claimedUntil: row.claimed_until,
+    claimedAt: row.claimed_at,
     turn: row.turn,
     message: row.message_id === null ? null : {
       id: row.message_id,
@@ -133,7 +134,8 @@ export async function recordSendOutcome(
   send: {
     appId: number;
     id: number;
-    claimedUntil: string;
+    /** The claim's token (see `channel_claims.ts`). */
+    claimedAt: string;
     messageId: number | null;
     chatId: number | null;
   },
@@ -149,9 +151,10 @@ export async function recordSendOutcome(
   await sql`
     WITH finished AS (
       UPDATE outbox o SET state = ${state}, attempts = o.attempts + 1, last_error = ${error},
-        run_at = clock_timestamp() + make_interval(secs => ${retryIn}), claimed_until = NULL
+        run_at = clock_timestamp() + make_interval(secs => ${retryIn}), claimed_until = NULL,
+        claimed_at = NULL
       WHERE o.app_id = ${send.appId} AND o.id = ${send.id}
-        AND o.claimed_until = ${send.claimedUntil}::timestamptz
+        AND o.claimed_at = ${send.claimedAt}::timestamptz
       RETURNING o.id
     ), sent AS (
       UPDATE messages m SET status = 'sent', updated_at = clock_timestamp()

@@ -16,7 +16,8 @@ export interface ClaimedMirror {
   /** `message`: post a message in the thread; `chat`: show the conversation's new status. */
   topic: "message" | "chat";
   attempts: number;
-  claimedUntil: string;
+  /** The claim's token (see `channel_claims.ts`). */
+  claimedAt: string;
   /** Its application's place in the claim's round (1 for the first application visited). */
   turn: number;
   conversation: {
@@ -61,7 +62,7 @@ export async function claimMirrorSends(
   // deno-lint-ignore no-explicit-any
   const rows = await sql<any[]>`
     ${claimedInConversationOrder(sql, { kind: "slack", ...options })}
-    SELECT round.walked_to, c.app_id, c.id, c.topic, c.attempts, c.claimed_until, c.turn,
+    SELECT round.walked_to, c.app_id, c.id, c.topic, c.attempts, c.claimed_at, c.turn,
       conv.id AS chat_id, conv.status, conv.channel, cl.name AS visitor_name,
       cl.email AS visitor_email,
       m.id AS message_id, m.sender_type, m.sender_name, m.message_type, m.content, m.payload,
@@ -85,7 +86,7 @@ export async function claimMirrorSends(
     id: row.id,
     topic: row.topic === "chat" ? "chat" : "message",
     attempts: row.attempts,
-    claimedUntil: row.claimed_until,
+    claimedAt: row.claimed_at,
     turn: row.turn,
     conversation: row.chat_id === null ? null : {
       id: row.chat_id,
@@ -186,7 +187,7 @@ export async function saveMirroredMessages(
  */
 export async function recordMirrorOutcome(
   sql: Tx,
-  send: { appId: number; id: number; claimedUntil: string },
+  send: { appId: number; id: number; claimedAt: string },
   outcome:
     | { state: "succeeded" | "failed" }
     | { state: "pending"; retryInMs: number; uncounted?: boolean },
@@ -197,7 +198,8 @@ export async function recordMirrorOutcome(
   await sql`
     UPDATE outbox SET state = ${outcome.state}, attempts = attempts + ${counted}::int,
       last_error = ${error},
-      run_at = clock_timestamp() + make_interval(secs => ${retryIn}), claimed_until = NULL
+      run_at = clock_timestamp() + make_interval(secs => ${retryIn}), claimed_until = NULL,
+      claimed_at = NULL
     WHERE app_id = ${send.appId} AND id = ${send.id}
-      AND claimed_until = ${send.claimedUntil}::timestamptz`;
+      AND claimed_at = ${send.claimedAt}::timestamptz`;
 }

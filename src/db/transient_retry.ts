@@ -1,7 +1,7 @@
 /**
  * Writes that record what was already done outside the database (a message WhatsApp accepted, a
  * post Slack made, a webhook attempt) must not be dropped because PostgreSQL was unreachable for a
- * moment: the claim would stay until its lease ran out (10 minutes for channel sends, holding the
+ * moment: the claim would stay until its lease ran out (2 minutes for channel sends, holding the
  * conversation's later messages) and then the send would go out a second time. So they are tried
  * again while the error says the database could not be reached, never when it refused the
  * statement (a retry of a refused statement would fail the same way, or apply twice).

@@ -1,0 +1,62 @@
+/**
+ * Keeps the leases of the channel sends in progress: a claim's lease is short, so that the sends
+ * a crashed sender held return to the outbox soon, and renewed while its send goes on, so that a
+ * slow send (many parts, each with its timeout and retries) never outlasts it and goes out twice.
+ * One statement renews every claim held, at a fixed interval.
+ */
+
+/** What {@linkcode createLeaseKeeper} returns. */
+export interface LeaseKeeper<T> {
+  /** Runs `work` with `claim`'s lease renewed until it settles. */
+  holding<R>(claim: T, work: () => Promise<R>): Promise<R>;
+  /** Stops renewing. */
+  stop(): void;
+}
+
+/** Options of {@linkcode createLeaseKeeper}. */
+export interface LeaseKeeperOptions<T> {
+  /** Renews the leases of `claims` (one statement). */
+  renew(claims: T[]): Promise<void>;
+  /** Time between renewals, in milliseconds: well under the lease. */
+  everyMs: number;
+  /** Called with what a failed renewal threw (the next one tries again). */
+  onError?: (error: unknown) => void;
+}
+
+/** Creates a keeper; its timer runs only while claims are held. */
+export function createLeaseKeeper<T>(options: LeaseKeeperOptions<T>): LeaseKeeper<T> {
+  const { renew, everyMs, onError = () => {} } = options;
+  if (!(everyMs > 0)) throw new RangeError("Cannot create lease keeper: everyMs must be positive");
+  const held = new Set<T>();
+  let timer: ReturnType<typeof setInterval> | undefined;
+  let stopped = false;
+
+  function tick(): void {
+    if (held.size === 0) {
+      clearInterval(timer);
+      timer = undefined;
+      return;
+    }
+    renew([...held]).catch(onError);
+  }
+
+  return {
+    async holding(claim, work) {
+      held.add(claim);
+      if (timer === undefined && !stopped) {
+        timer = setInterval(tick, everyMs);
+        Deno.unrefTimer(timer);
+      }
+      try {
+        return await work();
+      } finally {
+        held.delete(claim);
+      }
+    },
+    stop() {
+      stopped = true;
+      clearInterval(timer);
+      timer = undefined;
+    },
+  };
+}

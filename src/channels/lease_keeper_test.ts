@@ -1,0 +1,43 @@
+import assert from "node:assert/strict";
+import { createLeaseKeeper } from "./lease_keeper.ts";
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+Deno.test("createLeaseKeeper renews the claims held, together, until their work settles", async () => {
+  const renewed: string[][] = [];
+  const keeper = createLeaseKeeper<string>({
+    renew: (claims) => {
+      renewed.push([...claims].sort());
+      return Promise.resolve();
+    },
+    everyMs: 20,
+  });
+  const long = keeper.holding("a", () => sleep(130));
+  await sleep(50);
+  const short = keeper.holding("b", async () => {
+    await sleep(30);
+    throw new Error("send failed");
+  });
+  await assert.rejects(short, /send failed/);
+  await long;
+  const count = renewed.length;
+  await sleep(60);
+  keeper.stop();
+  assert.ok(renewed.some((claims) => claims.join() === "a,b"), JSON.stringify(renewed));
+  assert.ok(renewed.filter((claims) => claims.join() === "a").length >= 3, JSON.stringify(renewed));
+  assert.equal(renewed.length, count, "nothing renewed once no claim is held");
+});
+
+Deno.test("createLeaseKeeper reports a failed renewal and goes on", async () => {
+  const errors: unknown[] = [];
+  let calls = 0;
+  const keeper = createLeaseKeeper<number>({
+    renew: () => ++calls === 1 ? Promise.reject(new Error("database away")) : Promise.resolve(),
+    everyMs: 15,
+    onError: (error) => errors.push(error),
+  });
+  await keeper.holding(1, () => sleep(70));
+  keeper.stop();
+  assert.equal(errors.length, 1);
+  assert.ok(calls >= 2, `renewed ${calls} times`);
+});
