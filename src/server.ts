@@ -193,7 +193,7 @@ export async function startParley(
     slackMediaLinks,
     slackClients,
     listings,
-    attachVisitor: (socket, who) => hub.attachVisitor(socket, who),
+    attachVisitor: (socket, who, options) => hub.attachVisitor(socket, who, options),
     hitCounter: widgetHits,
     widgetRateLimit: config.widgetRateLimitPerMinute,
     trustProxy: config.trustProxy,

@@ -287,6 +287,26 @@ Deno.test("hub replay still owes a message to a socket attached after its notice
   assert.deepEqual(annSocket.contents(), ["to Ann"]);
 });
 
+Deno.test("hub catches a socket attached late up on what its visitor got since, each message once", async () => {
+  await using db = await createTestDatabase();
+  const app = await insertApplication(db.sql, "Acme");
+  const ann = await createVisitor(db.sql, app.id);
+  await using server = await startHubServer({ sql: db.sql, listenSql: db.sql });
+  const first = await server.connect(app.id, ann);
+  const since = new Date(Date.now() - 1_000);
+  await sendMessages(db.sql, [[app.id, ann, "before the socket"]]);
+  await waitUntil(() => first.contents().length === 1, "the first socket's message");
+  // Attached once its token was looked up: the message went out before, to the other socket.
+  const late = await server.connect(app.id, ann, since);
+  await waitUntil(() => late.contents().length === 1, "the caught-up message");
+  await sendMessages(db.sql, [[app.id, ann, "after"]]);
+  await waitUntil(() => late.contents().length === 2, "the next message");
+  await delay(50);
+  assert.deepEqual(late.contents(), ["before the socket", "after"]);
+  assert.deepEqual(first.contents(), ["before the socket", "after"]);
+  assert.equal(late.frames[0].type, "chat.updated", "the conversation's state first");
+});
+
 Deno.test("hub skips sockets that close and forgets them", async () => {
   await using db = await createTestDatabase();
   const app = await insertApplication(db.sql, "Acme");

@@ -33,7 +33,11 @@ import { createBucketNames } from "../rate_limit/bucket_names.ts";
 export interface WidgetDeps {
   sql: Sql;
   ask(key: string, command: AppCommand): Promise<CommandResult>;
-  attachVisitor(socket: WebSocket, who: { appId: number; clientId: number }): void;
+  attachVisitor(
+    socket: WebSocket,
+    who: { appId: number; clientId: number },
+    options?: { since?: Date },
+  ): void;
   /** Where widget requests are counted. */
   hitCounter: HitCounter;
   /** Requests per minute per visitor token (and per IP for visitor creation). */
@@ -278,12 +282,17 @@ export function widgetRoutes(deps: WidgetDeps): Hono {
     if (visitor) {
       deps.attachVisitor(socket, visitor);
     } else {
-      authenticate(token).then((found) => deps.attachVisitor(socket, found)).catch((error) => {
-        if (!(error instanceof AppError)) {
-          log("error", "socket token lookup failed", describeError(error));
-        }
-        closeWhenOpen(socket, error instanceof AppError ? REFUSED : UNAVAILABLE);
-      });
+      // Attached once its token is known, the socket first catches up on what its visitor got
+      // since the upgrade (with a margin for the clocks of the database and this process).
+      const since = new Date(Date.now() - CATCH_UP_MARGIN_MS);
+      authenticate(token).then((found) => deps.attachVisitor(socket, found, { since })).catch(
+        (error) => {
+          if (!(error instanceof AppError)) {
+            log("error", "socket token lookup failed", describeError(error));
+          }
+          closeWhenOpen(socket, error instanceof AppError ? REFUSED : UNAVAILABLE);
+        },
+      );
     }
     return response;
   });
@@ -291,6 +300,9 @@ export function widgetRoutes(deps: WidgetDeps): Hono {
   methodNotAllowed(routes, ["/:publicId/visitors", "/messages", "/actions", "/socket"]);
   return routes;
 }
+
+/** How far before its upgrade a socket attached late catches up (see the socket route). */
+const CATCH_UP_MARGIN_MS = 1_000;
 
 /** A WebSocket close: its code and reason. */
 interface SocketClose {

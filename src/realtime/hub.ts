@@ -8,7 +8,6 @@
 import type { Sql } from "../db/client.ts";
 import {
   type ClientChanges,
-  type ClientMessage,
   listClientChangesSince,
   listConversationsByIds,
   listMessagesByIds,
@@ -59,8 +58,12 @@ export type VisitorFrame =
 
 /** The hub returned by {@linkcode createRealtimeHub}. */
 export interface RealtimeHub {
-  /** Pushes every conversation of `who`, present and future, to `socket` until it closes. */
-  attachVisitor(socket: WebSocket, who: Visitor): void;
+  /**
+   * Pushes every conversation of `who`, present and future, to `socket` until it closes. With
+   * `since`, the socket first catches up on what `who` got from then until it was attached (its
+   * frames, then those that arrived meanwhile, each message once).
+   */
+  attachVisitor(socket: WebSocket, who: Visitor, options?: { since?: Date }): void;
   /** Pushes what a NOTIFY payload announces; resolves when pushed, never rejects. */
   handleNotice(payload: string): Promise<void>;
   /**
@@ -117,6 +120,11 @@ export function createRealtimeHub(options: RealtimeHubOptions): RealtimeHub {
     WebSocket,
     { frames: string[]; deadline: ReturnType<typeof setTimeout> }
   >();
+  /**
+   * Sockets catching up (see `attachVisitor`): the frames pushed to them meanwhile, held until the
+   * catch-up is sent, and the ids of the messages among them.
+   */
+  const catchingUp = new Map<WebSocket, { frames: string[]; ids: Set<number> }>();
   /** Pushed message ids, oldest first (a Set iterates in insertion order). */
   const pushed = new Set<number>();
   let socketCount = 0;
@@ -164,7 +172,7 @@ export function createRealtimeHub(options: RealtimeHubOptions): RealtimeHub {
    * wait meanwhile, so frames keep their order. Pushing twice is harmless: a message pushed is
    * remembered.
    */
-  async function withRetries(work: () => Promise<void>): Promise<void> {
+  async function withRetries<T>(work: () => Promise<T>): Promise<T> {
     for (let attempt = 1;; attempt++) {
       try {
         return await work();
@@ -196,7 +204,38 @@ export function createRealtimeHub(options: RealtimeHubOptions): RealtimeHub {
     const targets = sockets.get(appId)?.get(clientId);
     if (!targets || stopped) return;
     const data = JSON.stringify(frame);
-    for (const socket of targets) sendFrame(socket, data);
+    for (const socket of targets) {
+      const held = catchingUp.get(socket);
+      if (!held) {
+        sendFrame(socket, data);
+        continue;
+      }
+      held.frames.push(data);
+      if (frame.type === "message.created") held.ids.add(frame.message.id);
+    }
+  }
+
+  /**
+   * Sends `socket` what `who` got from `since` on — its conversations' state, messages and edits,
+   * as a replay reads them — then the frames held for it meanwhile, skipping the messages among
+   * them. A socket attached late (its token looked up after its upgrade) misses nothing.
+   */
+  function catchUp(socket: WebSocket, who: Visitor, since: Date): void {
+    const held = { frames: [] as string[], ids: new Set<number>() };
+    catchingUp.set(socket, held);
+    void serialize(async () => {
+      let changes: ClientChanges | null = null;
+      try {
+        changes = await withRetries(() => listClientChangesSince(sql, [who], since));
+      } finally {
+        catchingUp.delete(socket);
+        for (const { frame } of changes ? framesOf(changes) : []) {
+          if (frame.type === "message.created" && held.ids.has(frame.message.id)) continue;
+          sendFrame(socket, JSON.stringify(frame));
+        }
+        for (const data of held.frames) sendFrame(socket, data);
+      }
+    });
   }
 
   /**
@@ -222,16 +261,6 @@ export function createRealtimeHub(options: RealtimeHubOptions): RealtimeHub {
     }
   }
 
-  function pushMessages(messages: ClientMessage[]): void {
-    for (const { appId, clientId, message } of messages) {
-      // Only a message pushed to a socket counts as pushed: a replay may still owe it to one.
-      if (pushed.has(message.id) || !sockets.get(appId)?.has(clientId)) continue;
-      pushed.add(message.id);
-      if (pushed.size > REMEMBERED_MESSAGES) pushed.delete(pushed.values().next().value!);
-      push(appId, clientId, { type: "message.created", chat_id: message.chat_id, message });
-    }
-  }
-
   async function pushNotice(notice: ChangeNotice): Promise<void> {
     // Sockets may have closed while the notice waited its turn: look again.
     const chats = distinctPairs((notice.c ?? []).filter(([appId]) => sockets.has(appId)));
@@ -245,34 +274,22 @@ export function createRealtimeHub(options: RealtimeHubOptions): RealtimeHub {
     pushChanges({ conversations, messages, edited });
   }
 
-  /**
-   * Pushes an open conversation's state before the new messages (a new or reopened conversation
-   * comes before the messages in it), a closed one's after them (a farewell or the click that
-   * closed it comes before the close), then edits.
-   */
+  /** Pushes `changes` ({@linkcode framesOf}); a message goes out once, to its visitor's sockets. */
   function pushChanges(changes: ClientChanges): void {
-    const pushState = ({ appId, chat }: ClientChanges["conversations"][number]) =>
-      push(appId, chat.client_id, { type: "chat.updated", chat_id: chat.id, message: chat, chat });
-    changes.conversations.filter(({ chat }) => chat.status === "open").forEach(pushState);
-    pushMessages(changes.messages);
-    changes.conversations.filter(({ chat }) => chat.status !== "open").forEach(pushState);
-    for (const { appId, clientId, message, deleted } of changes.edited) {
-      push(
-        appId,
-        clientId,
-        deleted
-          ? {
-            type: "message.deleted",
-            chat_id: message.chat_id,
-            message: { id: message.id, chat_id: message.chat_id },
-          }
-          : { type: "message.updated", chat_id: message.chat_id, message },
-      );
+    for (const { appId, clientId, frame } of framesOf(changes)) {
+      if (frame.type === "message.created") {
+        const id = frame.message.id;
+        // Only a message pushed to a socket counts as pushed: a replay may still owe it to one.
+        if (pushed.has(id) || !sockets.get(appId)?.has(clientId)) continue;
+        pushed.add(id);
+        if (pushed.size > REMEMBERED_MESSAGES) pushed.delete(pushed.values().next().value!);
+      }
+      push(appId, clientId, frame);
     }
   }
 
   return {
-    attachVisitor(socket, who) {
+    attachVisitor(socket, who, options = {}) {
       if (!Number.isSafeInteger(who.appId) || !Number.isSafeInteger(who.clientId)) {
         throw new TypeError("Cannot attach a socket: appId and clientId must be integers");
       }
@@ -311,6 +328,7 @@ export function createRealtimeHub(options: RealtimeHubOptions): RealtimeHub {
           opening.delete(socket);
         }, { once: true });
       }
+      if (options.since) catchUp(socket, who, options.since);
     },
 
     handleNotice(payload) {
@@ -357,6 +375,41 @@ export function createRealtimeHub(options: RealtimeHubOptions): RealtimeHub {
       socketCount = 0;
     },
   };
+}
+
+/**
+ * The frames of `changes`, each with the visitor it is for: an open conversation's state before
+ * the new messages (a new or reopened conversation comes before the messages in it), a closed
+ * one's after them (a farewell or the click that closed it comes before the close), then edits.
+ */
+function framesOf(
+  changes: ClientChanges,
+): { appId: number; clientId: number; frame: VisitorFrame }[] {
+  const state = ({ appId, chat }: ClientChanges["conversations"][number]) => ({
+    appId,
+    clientId: chat.client_id,
+    frame: { type: "chat.updated", chat_id: chat.id, message: chat, chat } as VisitorFrame,
+  });
+  return [
+    ...changes.conversations.filter(({ chat }) => chat.status === "open").map(state),
+    ...changes.messages.map(({ appId, clientId, message }) => ({
+      appId,
+      clientId,
+      frame: { type: "message.created", chat_id: message.chat_id, message } as VisitorFrame,
+    })),
+    ...changes.conversations.filter(({ chat }) => chat.status !== "open").map(state),
+    ...changes.edited.map(({ appId, clientId, message, deleted }) => ({
+      appId,
+      clientId,
+      frame: (deleted
+        ? {
+          type: "message.deleted",
+          chat_id: message.chat_id,
+          message: { id: message.id, chat_id: message.chat_id },
+        }
+        : { type: "message.updated", chat_id: message.chat_id, message }) as VisitorFrame,
+    })),
+  ];
 }
 
 /**

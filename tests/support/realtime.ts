@@ -76,8 +76,11 @@ export interface HubServer extends AsyncDisposable {
   hub: RealtimeHub;
   /** How many times the listener reported a reconnect. */
   reconnects: number;
-  /** Opens a visitor socket as `clientId` of `appId`. */
-  connect(appId: number, clientId: number): Promise<VisitorSocket>;
+  /**
+   * Opens a visitor socket as `clientId` of `appId` — attached late, catching up from `since`,
+   * when given.
+   */
+  connect(appId: number, clientId: number, since?: Date): Promise<VisitorSocket>;
 }
 
 /** Options of {@linkcode startHubServer}. */
@@ -96,10 +99,11 @@ export async function startHubServer(options: HubServerOptions): Promise<HubServ
   const server = Deno.serve({ port: 0, hostname: "127.0.0.1", onListen() {} }, (request) => {
     const url = new URL(request.url);
     const { socket, response } = Deno.upgradeWebSocket(request);
+    const since = url.searchParams.get("since");
     hub.attachVisitor(socket, {
       appId: Number(url.searchParams.get("app")),
       clientId: Number(url.searchParams.get("client")),
-    });
+    }, since === null ? {} : { since: new Date(Number(since)) });
     return response;
   });
   const fixture: HubServer = {
@@ -120,9 +124,10 @@ export async function startHubServer(options: HubServerOptions): Promise<HubServ
     : null;
   const sockets: VisitorSocket[] = [];
 
-  async function connect(appId: number, clientId: number): Promise<VisitorSocket> {
+  async function connect(appId: number, clientId: number, since?: Date): Promise<VisitorSocket> {
     const socket = new WebSocket(
-      `ws://127.0.0.1:${server.addr.port}/?app=${appId}&client=${clientId}`,
+      `ws://127.0.0.1:${server.addr.port}/?app=${appId}&client=${clientId}` +
+        (since ? `&since=${since.getTime()}` : ""),
     );
     const frames: VisitorFrame[] = [];
     socket.onmessage = (event) => frames.push(JSON.parse(event.data));
