@@ -99,13 +99,14 @@ async function post(
   return res.status;
 }
 
-async function processed(env: Env): Promise<void> {
+async function processed(env: Env, timeoutMs?: number): Promise<void> {
   await eventually(
     () =>
       env.db.sql`
       SELECT count(*) FILTER (WHERE processed_at IS NULL) AS pending FROM whatsapp_deliveries`,
     ([row]) => row.pending === 0,
     "the delivery to be processed",
+    timeoutMs,
   );
 }
 
@@ -681,14 +682,7 @@ Deno.test("deliveries acknowledged but not applied before a crash are applied at
     FROM unnest(${bodies}::text[]) WITH ORDINALITY AS d(body, n) ORDER BY n`;
   await using restarted = await startTestServer(env.db.url, { WHATSAPP_GRAPH_URL: env.graph.url });
   assert.ok(restarted.baseUrl);
-  await eventually(
-    () =>
-      env.db.sql`
-      SELECT count(*) FILTER (WHERE processed_at IS NULL) AS pending FROM whatsapp_deliveries`,
-    ([row]) => row.pending === 0,
-    "every delivery to be processed",
-    20_000,
-  );
+  await processed(env, 20_000);
   const stored = await env.db.sql<{ content: string }[]>`
     SELECT content FROM messages WHERE sender_type = 'visitor' ORDER BY id`;
   assert.deepEqual(stored.map((row) => row.content), texts);

@@ -39,9 +39,7 @@ export async function findUnprocessedWhatsAppDeliveries(
 ): Promise<(StoredRequestKey & { appId: number; body: Uint8Array })[]> {
   const rows = await sql<{ app_id: number; id: number; body: Uint8Array; received_at: string }[]>`
     SELECT app_id, id, body, received_at::text AS received_at FROM whatsapp_deliveries
-    WHERE processed_at IS NULL AND attempts < ${MAX_APPLY_ATTEMPTS}
-      AND received_at < ${page.before}::timestamptz ${afterKey(sql, page.after)}
-    ORDER BY received_at, id LIMIT ${page.limit}`;
+    WHERE ${unprocessed(sql, page)}`;
   return rows.map((row) => ({
     appId: row.app_id,
     id: row.id,
@@ -59,9 +57,7 @@ export async function findUnprocessedSlackDeliveries(
     { id: number; kind: "event" | "action"; body: Uint8Array; received_at: string }[]
   >`
     SELECT id, kind, body, received_at::text AS received_at FROM slack_deliveries
-    WHERE processed_at IS NULL AND attempts < ${MAX_APPLY_ATTEMPTS}
-      AND received_at < ${page.before}::timestamptz ${afterKey(sql, page.after)}
-    ORDER BY received_at, id LIMIT ${page.limit}`;
+    WHERE ${unprocessed(sql, page)}`;
   return rows.map((row) => ({
     id: row.id,
     kind: row.kind,
@@ -70,8 +66,12 @@ export async function findUnprocessedSlackDeliveries(
   }));
 }
 
-function afterKey(sql: Tx, after: StoredRequestKey | undefined) {
-  return after
-    ? sql`AND (received_at, id) > (${after.receivedAt}::timestamptz, ${after.id})`
+/** The condition, order and limit of a page (both tables share these columns and index). */
+function unprocessed(sql: Tx, page: StoredRequestPage) {
+  const after = page.after
+    ? sql`AND (received_at, id) > (${page.after.receivedAt}::timestamptz, ${page.after.id})`
     : sql``;
+  return sql`processed_at IS NULL AND attempts < ${MAX_APPLY_ATTEMPTS}
+    AND received_at < ${page.before}::timestamptz ${after}
+    ORDER BY received_at, id LIMIT ${page.limit}`;
 }
