@@ -5,6 +5,7 @@
  * and socket it serves.
  */
 import { describeError, log } from "./log.ts";
+import { isTransientDatabaseError } from "./db/transient_retry.ts";
 
 /** Whether `error` was raised inside postgres.js (its connection's own machinery). */
 function fromDatabaseDriver(error: unknown): boolean {
@@ -40,11 +41,12 @@ export function guardWorkerThread(name: string): void {
  * Installs the guards in the main thread. postgres.js looks up the array types on a connection's
  * first query without handling its failure: PostgreSQL ending that connection then (a restart,
  * `pg_terminate_backend`) rejected a promise nobody held, and ended the process. Such rejections
- * are logged; any other one still ends the process, as a bug should.
+ * — raised by the driver, and saying the connection was lost — are logged; any other one, a
+ * statement's error nobody awaited included, still ends the process, as a bug should.
  */
 export function guardMainThread(): void {
   globalThis.addEventListener("unhandledrejection", (event) => {
-    if (!fromDatabaseDriver(event.reason)) return;
+    if (!fromDatabaseDriver(event.reason) || !isTransientDatabaseError(event.reason)) return;
     event.preventDefault();
     log("error", "unhandled database driver rejection", describeError(event.reason));
   });

@@ -162,29 +162,99 @@ Deno.test("a stop lets a request whose body is still arriving finish, and refuse
   }
 });
 
-Deno.test("the main thread outlives a connection whose first array-type lookup fails", async () => {
-  await using db = await createTestDatabase();
-  // postgres.js looks the array types up on a connection's first query and leaves the failure
-  // unhandled, as when PostgreSQL ends the connection then. A role that may not read pg_type
-  // (the test database's own catalog) makes that lookup fail every time.
-  const role = `no_types_${crypto.randomUUID().replaceAll("-", "").slice(0, 12)}`;
-  await db.sql.unsafe(`CREATE ROLE ${role} LOGIN PASSWORD 'x'`);
+/** PostgreSQL's ErrorResponse of a backend ended by `pg_terminate_backend` (57P01). */
+function terminatedResponse(): Uint8Array {
+  const encoder = new TextEncoder();
+  const fields = [
+    ["S", "FATAL"],
+    ["V", "FATAL"],
+    ["C", "57P01"],
+    ["M", "terminating connection due to administrator command"],
+  ];
+  const body = [...fields.flatMap(([key, value]) => [...encoder.encode(key + value), 0]), 0];
+  const message = new Uint8Array(5 + body.length);
+  message[0] = "E".charCodeAt(0);
+  new DataView(message.buffer).setInt32(1, 4 + body.length);
+  message.set(body, 5);
+  return message;
+}
+
+/**
+ * A TCP proxy to the database of `databaseUrl` that, the first time a client sends postgres.js's
+ * array-type lookup (the first query on each of its connections), answers it as a terminated
+ * backend does and closes the connection.
+ */
+function terminateAtTypeLookup(databaseUrl: string) {
+  const target = new URL(databaseUrl);
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const open = new Set<Deno.Conn>();
+  let terminated = 0;
+  (async () => {
+    for await (const inbound of listener) {
+      const outbound = await Deno.connect({ hostname: target.hostname, port: Number(target.port) });
+      open.add(inbound).add(outbound);
+      const cut = () => {
+        for (const conn of [inbound, outbound]) if (open.delete(conn)) closeQuietly(conn);
+      };
+      const toClient = inbound.writable.getWriter();
+      void (async () => {
+        for await (const chunk of outbound.readable) await toClient.write(chunk);
+      })().catch(cut);
+      void (async () => {
+        const toServer = outbound.writable.getWriter();
+        for await (const chunk of inbound.readable) {
+          if (terminated === 0 && new TextDecoder().decode(chunk).includes("typarray")) {
+            terminated++;
+            await toClient.write(terminatedResponse());
+            return cut();
+          }
+          await toServer.write(chunk);
+        }
+      })().catch(cut);
+    }
+  })().catch(() => {});
+  const url = new URL(databaseUrl);
+  url.hostname = "127.0.0.1";
+  url.port = String((listener.addr as Deno.NetAddr).port);
+  url.searchParams.delete("host");
+  return {
+    url: url.toString(),
+    get terminated() {
+      return terminated;
+    },
+    again() {
+      terminated = 0;
+    },
+    close() {
+      listener.close();
+      for (const conn of open) closeQuietly(conn);
+      open.clear();
+    },
+  };
+}
+
+function closeQuietly(conn: Deno.Conn): void {
   try {
-    await db.sql.unsafe(
-      `GRANT CONNECT ON DATABASE "${new URL(db.url).pathname.slice(1)}" TO ${role}`,
-    );
-    await db.sql`REVOKE SELECT ON pg_catalog.pg_type FROM PUBLIC`;
-    const url = new URL(db.url);
-    url.username = role;
-    url.password = "x";
-    const request = { how: "type-lookup", url: url.toString() } as const;
+    conn.close();
+  } catch {
+    // Its stream closed it already.
+  }
+}
+
+Deno.test("the main thread outlives a connection lost during its first array-type lookup", async () => {
+  await using db = await createTestDatabase();
+  // postgres.js looks the array types up on a connection's first query and leaves its failure
+  // unhandled: PostgreSQL ending the connection then (a restart, pg_terminate_backend) ended the
+  // process.
+  const proxy = terminateAtTypeLookup(db.url);
+  try {
+    const request = { how: "type-lookup", url: proxy.url } as const;
     assert.equal(await guardedOutcome({ ...request, guard: "none" }), "ended");
+    assert.equal(proxy.terminated, 1);
+    proxy.again();
     assert.equal(await guardedOutcome({ ...request, guard: "main" }), "alive");
+    assert.equal(proxy.terminated, 1);
   } finally {
-    await db.sql`GRANT SELECT ON pg_catalog.pg_type TO PUBLIC`;
-    await db.sql.unsafe(
-      `REVOKE ALL ON DATABASE "${new URL(db.url).pathname.slice(1)}" FROM ${role}`,
-    );
-    await db.sql.unsafe(`DROP ROLE ${role}`);
+    proxy.close();
   }
 });
