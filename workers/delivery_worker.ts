@@ -64,7 +64,8 @@ const SEND_LEASE_RENEWAL_MS = 20_000;
 /**
  * How long the record of what a send or an attempt did is tried again while the database is away
  * (see transient_retry.ts): inside the lease, which cannot be renewed meanwhile, so the claim is
- * still this worker's.
+ * still this worker's; a failed renewal is tried again every second, so the lease is renewed as
+ * soon as the database is back.
  */
 const SEND_RECORD_RETRY_MS = 90_000;
 const ATTEMPT_RECORD_RETRY_MS = 30_000;

@@ -19,25 +19,39 @@ export interface LeaseKeeperOptions<T> {
   renew(claims: T[]): Promise<void>;
   /** Time between renewals, in milliseconds: well under the lease. */
   everyMs: number;
-  /** Called with what a failed renewal threw (the next one tries again). */
+  /**
+   * Time before a failed renewal is tried again, in milliseconds: a send whose record waited out
+   * a database outage must find its lease renewed as soon as the database is back, not an
+   * interval later. @default 1_000
+   */
+  retryMs?: number;
+  /** Called with what a failed renewal threw. */
   onError?: (error: unknown) => void;
 }
 
 /** Creates a keeper; its timer runs only while claims are held. */
 export function createLeaseKeeper<T>(options: LeaseKeeperOptions<T>): LeaseKeeper<T> {
-  const { renew, everyMs, onError = () => {} } = options;
+  const { renew, everyMs, retryMs = 1_000, onError = () => {} } = options;
   if (!(everyMs > 0)) throw new RangeError("Cannot create lease keeper: everyMs must be positive");
   const held = new Set<T>();
   let timer: ReturnType<typeof setInterval> | undefined;
+  let retry: ReturnType<typeof setTimeout> | undefined;
   let stopped = false;
 
   function tick(): void {
+    clearTimeout(retry);
+    retry = undefined;
     if (held.size === 0) {
       clearInterval(timer);
       timer = undefined;
       return;
     }
-    renew([...held]).catch(onError);
+    renew([...held]).catch((error) => {
+      onError(error);
+      if (stopped || retry !== undefined) return;
+      retry = setTimeout(tick, retryMs);
+      Deno.unrefTimer(retry);
+    });
   }
 
   return {
@@ -56,7 +70,8 @@ export function createLeaseKeeper<T>(options: LeaseKeeperOptions<T>): LeaseKeepe
     stop() {
       stopped = true;
       clearInterval(timer);
-      timer = undefined;
+      clearTimeout(retry);
+      timer = retry = undefined;
     },
   };
 }

@@ -28,16 +28,22 @@ Deno.test("createLeaseKeeper renews the claims held, together, until their work 
   assert.equal(renewed.length, count, "nothing renewed once no claim is held");
 });
 
-Deno.test("createLeaseKeeper reports a failed renewal and goes on", async () => {
+Deno.test("createLeaseKeeper reports a failed renewal and tries again soon, not an interval later", async () => {
   const errors: unknown[] = [];
-  let calls = 0;
+  const calls: number[] = [];
+  const started = performance.now();
   const keeper = createLeaseKeeper<number>({
-    renew: () => ++calls === 1 ? Promise.reject(new Error("database away")) : Promise.resolve(),
-    everyMs: 15,
+    renew: () => {
+      calls.push(performance.now() - started);
+      return calls.length <= 2 ? Promise.reject(new Error("database away")) : Promise.resolve();
+    },
+    everyMs: 200,
+    retryMs: 20,
     onError: (error) => errors.push(error),
   });
-  await keeper.holding(1, () => sleep(70));
+  await keeper.holding(1, () => sleep(300));
   keeper.stop();
-  assert.equal(errors.length, 1);
-  assert.ok(calls >= 2, `renewed ${calls} times`);
+  assert.equal(errors.length, 2);
+  // The first at 200 ms failed, so did its retry; the next one came 20 ms later, not at 400.
+  assert.ok(calls.length >= 3 && calls[2] < 300, JSON.stringify(calls));
 });
