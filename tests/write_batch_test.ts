@@ -637,3 +637,60 @@ Deno.test("commitBatch applies a WhatsApp delivery's updates after the Flow step
   const pending = await db.sql`SELECT id FROM whatsapp_deliveries WHERE processed_at IS NULL`;
   assert.deepEqual(pending.map((row) => row.id), [deliveries[3].id]);
 });
+
+Deno.test("commitBatch cuts a batch once at every Flow step it must wait for, not again per cut", async () => {
+  await using db = await createTestDatabase();
+  const app = await insertApplication(db.sql, "Acme");
+  await commitBatch(db.sql, [{
+    kind: "flow.set",
+    appId: app.id,
+    flow: parseFlow({
+      start: "hi",
+      nodes: { hi: { message: { message_type: "text", content: "Welcome" } } },
+    }),
+  }]);
+  const customers = 16;
+  const deliveries = await db.sql<{ id: number }[]>`
+    INSERT INTO whatsapp_deliveries (app_id, body)
+    SELECT ${app.id}, '\\x00' FROM generate_series(1, ${customers}) RETURNING id`;
+  const text = (waId: string, content: string) => ({
+    kind: "message" as const,
+    waId,
+    name: null,
+    wamid: `${waId}-${content}`,
+    timestamp: new Date().toISOString(),
+    messageType: "text" as const,
+    content,
+    payload: null,
+  });
+  // Each delivery: a new customer's first two messages; each first one starts the Flow.
+  const commands = deliveries.map((delivery, i) => ({
+    kind: "whatsapp.inbound" as const,
+    appId: app.id,
+    deliveryId: delivery.id,
+    entries: [text(`c${i}`, "hi"), text(`c${i}`, "help")],
+  }));
+  let transactions = 0;
+  const counting = new Proxy(db.sql, {
+    get(target, key, receiver) {
+      if (key === "reserve") transactions++;
+      return Reflect.get(target, key, receiver);
+    },
+  });
+  const results = await commitBatch(counting, commands);
+  assert.deepEqual(
+    results.map((r) => value<{ applied: number }>(r).applied),
+    commands.map(() => 2),
+  );
+  // The batch, then one segment per cut and the first: not a batch again behind every cut.
+  assert.equal(transactions, customers + 2);
+  const rows = await db.sql<{ wa: string; contents: string[] }[]>`
+    SELECT i.external_id AS wa, array_agg(m.content ORDER BY m.id) AS contents
+    FROM messages m JOIN conversations c ON c.app_id = m.app_id AND c.id = m.conversation_id
+    JOIN client_identities i ON i.app_id = c.app_id AND i.client_id = c.client_id
+    GROUP BY i.external_id`;
+  assert.equal(rows.length, customers);
+  for (const row of rows) assert.deepEqual(row.contents, ["hi", "Welcome", "help"], row.wa);
+  const pending = await db.sql`SELECT id FROM whatsapp_deliveries WHERE processed_at IS NULL`;
+  assert.equal(pending.length, 0);
+});

@@ -35,7 +35,16 @@ import { applySlackEvents } from "./slack_batch.ts";
 import { INTERNAL_ERROR } from "../actors/commit_loop.ts";
 import { describeError, log } from "../log.ts";
 import { type ChangeNotice, CHANGES_CHANNEL, encodeChangeNotice } from "../domain/change_notice.ts";
-import { advanceFlow, type Flow, startFlow } from "../domain/flow.ts";
+import type { Flow } from "../domain/flow.ts";
+import {
+  type Cut,
+  flowsAfter,
+  flowStepCuts,
+  joinSegmentResults,
+  type Segment,
+  segmentsAt,
+  triggersOf,
+} from "./batch_cuts.ts";
 
 /** What one command did, for its caller and for the batch's change notice. */
 interface Outcome {
@@ -88,131 +97,16 @@ function flowRuns(
   return runs;
 }
 
-/** The Flows in force after a `flow.set` command. */
-function flowsAfter(
-  flows: Map<number, Flow>,
-  command: Extract<AppCommand, { kind: "flow.set" }>,
-): Map<number, Flow> {
-  const after = new Map(flows);
-  if (command.flow === null) after.delete(command.appId);
-  else after.set(command.appId, command.flow);
-  return after;
-}
-
-/** What a command, or one update of a WhatsApp delivery, did: its conversations and triggers. */
-type Part = Pick<Outcome, "chatId" | "chatChanged" | "changes" | "flowTrigger" | "flowTriggers">;
-
-function triggersOf(part: Part): FlowTrigger[] {
-  const triggers = part.flowTriggers ?? [];
-  return part.flowTrigger ? [part.flowTrigger, ...triggers] : triggers;
-}
-
-/** The conversations a command, or an update, wrote to or changed. */
-function chatsOf(part: Part): number[] {
-  const chats: number[] = [];
-  for (const change of [part, ...part.changes ?? []]) {
-    if (change.chatId !== undefined) chats.push(change.chatId);
-    if (change.chatChanged !== undefined) chats.push(change.chatChanged);
-  }
-  for (const change of part.changes ?? []) {
-    if (change.edited) chats.push(change.edited.chatId);
-  }
-  return chats;
-}
-
-/** Where a batch is cut: before update `entry` of command `command` (0: before the command). */
-interface Cut {
-  command: number;
-  entry: number;
-}
-
-/**
- * The first command — or update of a WhatsApp delivery — that wrote to a conversation in which an
- * earlier one of the batch made the Flow take a step, or null. Flow steps run after all the
- * batch's statements, so it ran before a step that should have come first: a visitor's second
- * message went into the conversation the Flow's start was about to close, or before its welcome
- * message; a customer's message sent behind a click in the same delivery, before the click's
- * step. The batch is then committed in two parts, cut there (clicks end an application's part of
- * a batch for the same reason, see {@linkcode endsBatch}, but a conversation's start cannot be
- * told before its statement ran, nor can a delivery be cut before its updates are read).
- */
-function firstBehindFlowStep(
-  commands: AppCommand[],
-  outcomes: Outcome[],
-  loaded: Map<number, Flow>,
-): Cut | null {
-  let flows = loaded;
-  const stepped = new Set<number>();
-  for (let index = 0; index < commands.length; index++) {
-    const command = commands[index];
-    if (command.kind === "flow.set") {
-      flows = flowsAfter(flows, command);
-      continue;
-    }
-    const parts: Part[] = outcomes[index].updates ?? [outcomes[index]];
-    for (let entry = 0; entry < parts.length; entry++) {
-      if (stepped.size > 0 && chatsOf(parts[entry]).some((chat) => stepped.has(chat))) {
-        return { command: index, entry };
-      }
-      for (const trigger of triggersOf(parts[entry])) {
-        const flow = flows.get(trigger.appId);
-        if (flow === undefined) continue;
-        const step = trigger.kind === "start"
-          ? startFlow(flow)
-          : advanceFlow(flow, trigger.node, trigger.buttonId);
-        if (step !== null) stepped.add(trigger.chatId);
-      }
-    }
-  }
-  return null;
-}
-
-/** Thrown inside {@linkcode commitTogether} when the batch must be committed in two parts. */
-class FlowStepAhead extends Error {
-  constructor(readonly cut: Cut) {
-    super(`Command ${cut.command} (update ${cut.entry}) must wait for a Flow step`);
+/** Thrown inside {@linkcode commitTogether} when the batch must be committed in segments. */
+class FlowStepsAhead extends Error {
+  constructor(readonly cuts: Cut[]) {
+    super(`The batch must be cut in ${cuts.length + 1} segments for its Flow steps`);
   }
 }
 
 /**
- * The two parts of `commands` at `cut`. A delivery cut between its updates becomes two
- * commands; the first is `partial`, and leaves marking the delivery processed to the second.
- */
-function cutAt(commands: AppCommand[], cut: Cut): { head: AppCommand[]; tail: AppCommand[] } {
-  if (cut.entry === 0) {
-    return { head: commands.slice(0, cut.command), tail: commands.slice(cut.command) };
-  }
-  const split = commands[cut.command] as WhatsAppInboundCommand;
-  return {
-    head: [
-      ...commands.slice(0, cut.command),
-      { ...split, entries: split.entries.slice(0, cut.entry), partial: true },
-    ],
-    tail: [
-      { ...split, entries: split.entries.slice(cut.entry) },
-      ...commands.slice(cut.command + 1),
-    ],
-  };
-}
-
-/** The results of the two parts of a batch cut at `cut`, one per command of the batch. */
-function joinResults(head: CommandResult[], tail: CommandResult[], cut: Cut): CommandResult[] {
-  if (cut.entry === 0) return [...head, ...tail];
-  const first = head[head.length - 1];
-  const second = tail[0];
-  const applied = (result: CommandResult) =>
-    result.ok ? (result.value as { applied: number }).applied : 0;
-  const delivery: CommandResult = first.ok && second.ok
-    ? { ok: true, value: { applied: applied(first) + applied(second) } }
-    : first.ok
-    ? second
-    : first;
-  return [...head.slice(0, -1), delivery, ...tail.slice(1)];
-}
-
-/**
- * Commits the second part of a cut batch, whose first part has committed: it must not throw,
- * since a caller that saw the batch fail would run the first part's commands again. So when it
+ * Commits a later segment of a cut batch, whose first segment has committed: it must not throw,
+ * since a caller that saw the batch fail would run the first segment's commands again. So when it
  * fails, each of its commands is tried alone, and one that fails alone answers 500.
  */
 async function commitAfterCut(sql: Sql, commands: AppCommand[]): Promise<CommandResult[]> {
@@ -246,19 +140,23 @@ export function endsBatch(command: AppCommand): boolean {
 }
 
 /**
- * Executes `commands` in order in one transaction — or in two, one after the other, when a
- * command must see a Flow step that an earlier one caused (see `firstBehindFlowStep`); one result
- * per command, same order.
+ * Executes `commands` in order in one transaction — or in several, one after the other, when
+ * commands must see Flow steps that earlier ones caused (see `batch_cuts.ts`); one result per
+ * command, same order.
  */
 export async function commitBatch(sql: Sql, commands: AppCommand[]): Promise<CommandResult[]> {
   try {
     return await commitTogether(sql, commands);
   } catch (error) {
-    if (!(error instanceof FlowStepAhead)) throw error;
-    const { head, tail } = cutAt(commands, error.cut);
-    // Should the first part fail, nothing has committed, and the error is the batch's.
-    const committed = await commitBatch(sql, head);
-    return joinResults(committed, await commitAfterCut(sql, tail), error.cut);
+    if (!(error instanceof FlowStepsAhead)) throw error;
+    const segments = segmentsAt(commands, error.cuts);
+    const commandsOf = (segment: Segment) => segment.map((part) => part.command);
+    // Should the first segment fail, nothing has committed, and the error is the batch's.
+    const results = [await commitBatch(sql, commandsOf(segments[0]))];
+    for (const segment of segments.slice(1)) {
+      results.push(await commitAfterCut(sql, commandsOf(segment)));
+    }
+    return joinSegmentResults(commands.length, segments, results);
   }
 }
 
@@ -281,8 +179,11 @@ async function commitTogether(sql: Sql, commands: AppCommand[]): Promise<Command
       await locked;
       const { flows, slackApps } = await contextFound;
       outcomes = (await Promise.all(pending)).flat();
-      const cut = firstBehindFlowStep(commands, outcomes, flows);
-      if (cut !== null) throw new FlowStepAhead(cut);
+      const cuts = flowStepCuts(commands, (index) => {
+        const outcome = outcomes[index];
+        return outcome.updates ?? [outcome];
+      }, flows);
+      if (cuts.length > 0) throw new FlowStepsAhead(cuts);
       for (const { triggers, flows: inForce } of flowRuns(commands, outcomes, flows)) {
         flowEffects.push(...await runFlowSteps(conn, triggers, inForce));
       }
