@@ -307,6 +307,25 @@ Deno.test("hub catches a socket attached late up on what its visitor got since, 
   assert.equal(late.frames[0].type, "chat.updated", "the conversation's state first");
 });
 
+Deno.test("hub sends a caught-up socket nothing twice when the notice of what it caught up on comes after", async () => {
+  await using db = await createTestDatabase();
+  const app = await insertApplication(db.sql, "Acme");
+  const ann = await createVisitor(db.sql, app.id);
+  // No listener: notices arrive when the test hands them over.
+  await using server = await startHubServer({ sql: db.sql });
+  const since = new Date(Date.now() - 1_000);
+  const [sent] = await sendMessages(db.sql, [[app.id, ann, "committed during the lookup"]]);
+  const late = await server.connect(app.id, ann, since);
+  await waitUntil(() => late.contents().length === 1, "the caught-up message");
+  await server.hub.handleNotice(JSON.stringify({
+    a: [app.id],
+    m: [sent.message_id, sent.message_id],
+    c: [[app.id, sent.chat_id]],
+  }));
+  await delay(50);
+  assert.deepEqual(late.frames.map((frame) => frame.type), ["chat.updated", "message.created"]);
+});
+
 Deno.test("hub skips sockets that close and forgets them", async () => {
   await using db = await createTestDatabase();
   const app = await insertApplication(db.sql, "Acme");

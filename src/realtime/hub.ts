@@ -102,6 +102,32 @@ const MAX_SOCKETS_PER_VISITOR = 20;
  */
 const OPEN_DEADLINE_MS = 10_000;
 
+/** How long a socket's catch-up keeps what it sent, so that its notices do not send it again. */
+const REPEAT_WINDOW_MS = 10_000;
+
+/** Frames sent to a socket: its messages by id, the others as sent. */
+interface SentFrames {
+  ids: Set<number>;
+  data: Set<string>;
+}
+
+/** A socket's catch-up (see `catchUp` in the hub). */
+interface CatchUpState {
+  holding: boolean;
+  held: { frame: VisitorFrame; data: string }[];
+  sent: SentFrames;
+}
+
+function remember(sent: SentFrames, frame: VisitorFrame, data: string): void {
+  if (frame.type === "message.created") sent.ids.add(frame.message.id);
+  else sent.data.add(data);
+}
+
+/** Whether `frame` was sent already: the same message, or the same frame exactly. */
+function isRepeat(sent: SentFrames, frame: VisitorFrame, data: string): boolean {
+  return frame.type === "message.created" ? sent.ids.has(frame.message.id) : sent.data.has(data);
+}
+
 /** Creates a hub; nothing is read until a notice or a replay arrives. */
 export function createRealtimeHub(options: RealtimeHubOptions): RealtimeHub {
   const {
@@ -121,10 +147,11 @@ export function createRealtimeHub(options: RealtimeHubOptions): RealtimeHub {
     { frames: string[]; deadline: ReturnType<typeof setTimeout> }
   >();
   /**
-   * Sockets catching up (see `attachVisitor`): the frames pushed to them meanwhile, held until the
-   * catch-up is sent, and the ids of the messages among them.
+   * Sockets catching up (see `attachVisitor`), or caught up lately: while `holding`, the frames
+   * pushed to them wait in `held` behind the catch-up; then, for a while, a pushed frame that the
+   * catch-up sent already (a message by id, any other frame as it is) is not sent again.
    */
-  const catchingUp = new Map<WebSocket, { frames: string[]; ids: Set<number> }>();
+  const catchUps = new Map<WebSocket, CatchUpState>();
   /** Pushed message ids, oldest first (a Set iterates in insertion order). */
   const pushed = new Set<number>();
   let socketCount = 0;
@@ -205,35 +232,50 @@ export function createRealtimeHub(options: RealtimeHubOptions): RealtimeHub {
     if (!targets || stopped) return;
     const data = JSON.stringify(frame);
     for (const socket of targets) {
-      const held = catchingUp.get(socket);
-      if (!held) {
+      const caught = catchUps.get(socket);
+      if (!caught) {
         sendFrame(socket, data);
-        continue;
+      } else if (caught.holding) {
+        caught.held.push({ frame, data });
+      } else if (!isRepeat(caught.sent, frame, data)) {
+        sendFrame(socket, data);
       }
-      held.frames.push(data);
-      if (frame.type === "message.created") held.ids.add(frame.message.id);
     }
   }
 
   /**
    * Sends `socket` what `who` got from `since` on — its conversations' state, messages and edits,
-   * as a replay reads them — then the frames held for it meanwhile, skipping the messages among
-   * them. A socket attached late (its token looked up after its upgrade) misses nothing.
+   * as a replay reads them — then the frames held for it meanwhile, each frame once. A socket
+   * attached late (its token looked up after its upgrade) misses nothing.
    */
   function catchUp(socket: WebSocket, who: Visitor, since: Date): void {
-    const held = { frames: [] as string[], ids: new Set<number>() };
-    catchingUp.set(socket, held);
+    const caught: CatchUpState = {
+      holding: true,
+      held: [],
+      sent: { ids: new Set(), data: new Set() },
+    };
+    catchUps.set(socket, caught);
+    const forget = () => catchUps.get(socket) === caught && catchUps.delete(socket);
+    socket.addEventListener("close", forget, { once: true });
     void serialize(async () => {
       let changes: ClientChanges | null = null;
       try {
         changes = await withRetries(() => listClientChangesSince(sql, [who], since));
       } finally {
-        catchingUp.delete(socket);
+        const held: SentFrames = { ids: new Set(), data: new Set() };
+        for (const { frame, data } of caught.held) remember(held, frame, data);
         for (const { frame } of changes ? framesOf(changes) : []) {
-          if (frame.type === "message.created" && held.ids.has(frame.message.id)) continue;
-          sendFrame(socket, JSON.stringify(frame));
+          const data = JSON.stringify(frame);
+          if (isRepeat(held, frame, data)) continue;
+          remember(caught.sent, frame, data);
+          sendFrame(socket, data);
         }
-        for (const data of held.frames) sendFrame(socket, data);
+        for (const { data } of caught.held) sendFrame(socket, data);
+        caught.holding = false;
+        caught.held = [];
+        // A frame read by the catch-up may still come from its notice, pushed after it.
+        const timer = setTimeout(forget, REPEAT_WINDOW_MS);
+        Deno.unrefTimer(timer);
       }
     });
   }
