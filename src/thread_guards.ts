@@ -13,6 +13,19 @@ function fromDatabaseDriver(error: unknown): boolean {
 }
 
 /**
+ * Whether `error` is a socket write failing on a connection the peer closed, raised inside
+ * Deno's Node streams with no code of ours on its stack: postgres.js drops its socket's
+ * listeners when a connection ends, and a write still queued then fails with nobody to hear it.
+ */
+function fromOrphanedSocketWrite(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  if (code !== "EPIPE" && code !== "ECONNRESET") return false;
+  const frames = String((error as Error).stack ?? "").split("\n").slice(1)
+    .filter((line) => line.trim().startsWith("at "));
+  return frames.length > 0 && frames.every((line) => line.includes("ext:deno_node/"));
+}
+
+/**
  * postgres.js can throw from a timer when PostgreSQL ended a connection under a write in
  * progress (`nextWrite` on a socket already gone). That connection is lost either way and the
  * pool opens another; the thread is kept. Any other uncaught error still ends it.
@@ -40,13 +53,15 @@ export function guardWorkerThread(name: string): void {
 /**
  * Installs the guards in the main thread. postgres.js looks up the array types on a connection's
  * first query without handling its failure: PostgreSQL ending that connection then (a restart,
- * `pg_terminate_backend`) rejected a promise nobody held, and ended the process. Such rejections
- * — raised by the driver, and saying the connection was lost — are logged; any other one, a
+ * `pg_terminate_backend`) rejected a promise nobody held, and ended the process; so did a write
+ * left queued on a connection it had dropped (EPIPE). Such rejections — saying a connection was
+ * lost, raised by the driver or by Deno's Node streams alone — are logged; any other one, a
  * statement's error nobody awaited included, still ends the process, as a bug should.
  */
 export function guardMainThread(): void {
   globalThis.addEventListener("unhandledrejection", (event) => {
-    if (!fromDatabaseDriver(event.reason) || !isTransientDatabaseError(event.reason)) return;
+    const lost = fromDatabaseDriver(event.reason) && isTransientDatabaseError(event.reason);
+    if (!lost && !fromOrphanedSocketWrite(event.reason)) return;
     event.preventDefault();
     log("error", "unhandled database driver rejection", describeError(event.reason));
   });
