@@ -893,3 +893,33 @@ Deno.test("a message posted in several parts goes on from the part that failed, 
     SELECT ts, parts FROM slack_messages WHERE message_id = ${sent.json.data.message_id}`;
   assert.deepEqual({ ...row }, { ts: "1800000099.000001", parts: 2 });
 });
+
+Deno.test("Slack events acknowledged but not applied before a crash are applied at the next start", async () => {
+  await using env = await setUp();
+  await install(env);
+  const chat = await createVisitorChat(env.server.baseUrl, env.app.publicId, "Anyone there?");
+  const thread = await threadTs(env);
+  const replies = Array.from({ length: 150 }, (_, i) => `Reply #${i}`);
+  const bodies = replies.map((text, i) =>
+    JSON.stringify(
+      threadEvent(`EvCrash${i}`, thread, { user: "U2", text, ts: `1800000100.${1000 + i}` }),
+    )
+  );
+  // Stored a moment before the crash: more than one page of them, not yet a minute old.
+  await env.db.sql`
+    INSERT INTO slack_deliveries (kind, body, received_at)
+    SELECT 'event', convert_to(body, 'UTF8'), clock_timestamp() - interval '1 second'
+    FROM unnest(${bodies}::text[]) WITH ORDINALITY AS d(body, n) ORDER BY n`;
+  await using restarted = await startTestServer(env.db.url, {
+    SLACK_SIGNING_SECRET: SIGNING_SECRET,
+    SLACK_API_URL: env.slack.apiUrl,
+  });
+  assert.ok(restarted.baseUrl);
+  const rows = await agentMessages(
+    env,
+    chat.chatId,
+    (current) => current.length === replies.length,
+    "every stored reply",
+  );
+  assert.deepEqual(rows.map((row) => row.content), replies);
+});

@@ -37,15 +37,9 @@ export async function findUnprocessedWhatsAppDeliveries(
   sql: Tx,
   page: StoredRequestPage,
 ): Promise<(StoredRequestKey & { appId: number; body: Uint8Array })[]> {
-  const rows = await sql<{ app_id: number; id: number; body: Uint8Array; received_at: string }[]>`
-    SELECT app_id, id, body, received_at::text AS received_at FROM whatsapp_deliveries
-    WHERE ${unprocessed(sql, page)}`;
-  return rows.map((row) => ({
-    appId: row.app_id,
-    id: row.id,
-    body: row.body,
-    receivedAt: row.received_at,
-  }));
+  return await sql<(StoredRequestKey & { appId: number; body: Uint8Array })[]>`
+    SELECT app_id AS "appId", id, body, received_at::text AS "receivedAt"
+    FROM whatsapp_deliveries WHERE ${unprocessed(sql, page)}`;
 }
 
 /** A page of Slack requests left unprocessed, oldest first. */
@@ -53,17 +47,9 @@ export async function findUnprocessedSlackDeliveries(
   sql: Tx,
   page: StoredRequestPage,
 ): Promise<(StoredRequestKey & { kind: "event" | "action"; body: Uint8Array })[]> {
-  const rows = await sql<
-    { id: number; kind: "event" | "action"; body: Uint8Array; received_at: string }[]
-  >`
-    SELECT id, kind, body, received_at::text AS received_at FROM slack_deliveries
-    WHERE ${unprocessed(sql, page)}`;
-  return rows.map((row) => ({
-    id: row.id,
-    kind: row.kind,
-    body: row.body,
-    receivedAt: row.received_at,
-  }));
+  return await sql<(StoredRequestKey & { kind: "event" | "action"; body: Uint8Array })[]>`
+    SELECT id, kind, body, received_at::text AS "receivedAt"
+    FROM slack_deliveries WHERE ${unprocessed(sql, page)}`;
 }
 
 /** The condition, order and limit of a page (both tables share these columns and index). */
