@@ -14,8 +14,9 @@ function fromDatabaseDriver(error: unknown): boolean {
 
 /**
  * Whether `error` is a socket write failing on a connection the peer closed, raised inside
- * Deno's Node streams with no code of ours on its stack: postgres.js drops its socket's
- * listeners when a connection ends, and a write still queued then fails with nobody to hear it.
+ * Deno's Node streams with no code of ours on its stack (as an uncaught error, or a rejection):
+ * postgres.js drops its socket's listeners when a connection ends, and a write still queued then
+ * fails with nobody to hear it. The connection is gone either way.
  */
 function fromOrphanedSocketWrite(error: unknown): boolean {
   const code = (error as { code?: unknown } | null)?.code;
@@ -32,9 +33,9 @@ function fromOrphanedSocketWrite(error: unknown): boolean {
  */
 function guardDriverErrors(name: string): void {
   globalThis.addEventListener("error", (event) => {
-    if (!fromDatabaseDriver(event.error)) return;
+    if (!fromDatabaseDriver(event.error) && !fromOrphanedSocketWrite(event.error)) return;
     event.preventDefault();
-    log("error", `database driver error in the ${name}`, describeError(event.error));
+    log("error", `connection error in the ${name}`, describeError(event.error));
   });
 }
 
@@ -63,7 +64,7 @@ export function guardMainThread(): void {
     const lost = fromDatabaseDriver(event.reason) && isTransientDatabaseError(event.reason);
     if (!lost && !fromOrphanedSocketWrite(event.reason)) return;
     event.preventDefault();
-    log("error", "unhandled database driver rejection", describeError(event.reason));
+    log("error", "unhandled rejection of a lost connection", describeError(event.reason));
   });
   guardDriverErrors("main thread");
 }

@@ -16,6 +16,8 @@ Deno.test("guardMainThread keeps the thread through the database driver's failur
   assert.equal(await guardedOutcome({ guard: "main", how: "rejection" }), "ended");
   assert.equal(await guardedOutcome({ guard: "main", how: "statement-rejection" }), "ended");
   assert.equal(await guardedOutcome({ guard: "main", how: "orphaned-write" }), "alive");
+  assert.equal(await guardedOutcome({ guard: "none", how: "socket-write" }), "ended");
+  assert.equal(await guardedOutcome({ guard: "main", how: "socket-write" }), "alive");
   assert.equal(await guardedOutcome({ guard: "main", how: "own-write" }), "ended");
   assert.equal(await guardedOutcome({ guard: "main", how: "other" }), "ended");
 });
