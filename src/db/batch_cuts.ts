@@ -136,22 +136,31 @@ export function segmentsAt(commands: AppCommand[], cuts: Cut[]): Segment[] {
 }
 
 /**
- * One result per command of the batch, from the segments' results: a delivery cut in parts
- * answers how many updates its parts applied in all, or the first part's failure.
+ * Commits `segments` in order — the first with `first`, which may throw (nothing has committed
+ * then), the others with `later`, which must not — and answers one result per command of the
+ * batch (`count`): a delivery cut in parts answers how many updates its parts applied in all, or
+ * the first part's failure. Once a part of a delivery failed, its later parts are not committed:
+ * they leave the delivery unmarked, so recovery applies it again whole, in order (its wamids make
+ * the parts that did commit no-ops), where the last part would have marked it processed with the
+ * failed part's updates lost.
  */
-export function joinSegmentResults(
+export async function commitSegments(
   count: number,
   segments: Segment[],
-  results: CommandResult[][],
-): CommandResult[] {
+  first: (commands: AppCommand[]) => Promise<CommandResult[]>,
+  later: (commands: AppCommand[]) => Promise<CommandResult[]>,
+): Promise<CommandResult[]> {
   const joined: (CommandResult | undefined)[] = new Array(count);
-  segments.forEach((segment, s) => {
-    segment.forEach(({ origin }, k) => {
-      const result = results[s][k];
+  for (const [index, segment] of segments.entries()) {
+    const live = segment.filter(({ origin }) => joined[origin]?.ok !== false);
+    if (live.length === 0) continue;
+    const commands = live.map((part) => part.command);
+    const results = index === 0 ? await first(commands) : await later(commands);
+    live.forEach(({ origin }, k) => {
       const before = joined[origin];
-      joined[origin] = before === undefined ? result : joinParts(before, result);
+      joined[origin] = before === undefined ? results[k] : joinParts(before, results[k]);
     });
-  });
+  }
   return joined as CommandResult[];
 }
 

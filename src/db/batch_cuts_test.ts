@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import type { AppCommand, WhatsAppInboundEntry } from "../actors/protocol.ts";
-import { joinSegmentResults, segmentsAt } from "./batch_cuts.ts";
+import { commitSegments, segmentsAt } from "./batch_cuts.ts";
 
 const entry = (wamid: string): WhatsAppInboundEntry => ({
   kind: "message",
@@ -36,7 +36,7 @@ Deno.test("segmentsAt cuts between commands and inside deliveries, whose parts b
   assert.deepEqual(shape, [["0", "1:a~"], ["1:bc~"], ["1:d"], ["2"]]);
 });
 
-Deno.test("joinSegmentResults answers once per command, a cut delivery with its parts summed", () => {
+Deno.test("commitSegments answers once per command, a cut delivery with its parts summed", async () => {
   const delivery: AppCommand = {
     kind: "whatsapp.inbound",
     appId: 1,
@@ -45,13 +45,46 @@ Deno.test("joinSegmentResults answers once per command, a cut delivery with its 
   };
   const segments = segmentsAt([delivery, delivery], [{ command: 0, entry: 1 }]);
   const applied = (n: number) => ({ ok: true as const, value: { applied: n } });
-  assert.deepEqual(
-    joinSegmentResults(2, segments, [[applied(1)], [applied(1), applied(2)]]),
-    [applied(2), applied(2)],
-  );
+  const commit = (commands: AppCommand[]) =>
+    Promise.resolve(
+      commands.map((command) =>
+        applied(command.kind === "whatsapp.inbound" ? command.entries.length : 0)
+      ),
+    );
+  assert.deepEqual(await commitSegments(2, segments, commit, commit), [applied(2), applied(2)]);
+});
+
+Deno.test("commitSegments commits no later part of a delivery whose earlier part failed", async () => {
+  const delivery: AppCommand = {
+    kind: "whatsapp.inbound",
+    appId: 1,
+    deliveryId: 7,
+    entries: ["a", "b", "c"].map(entry),
+  };
+  const close: AppCommand = { kind: "chat.close", appId: 2, chatId: 3 };
+  const segments = segmentsAt([delivery, close], [
+    { command: 0, entry: 1 },
+    { command: 0, entry: 2 },
+  ]);
   const failed = { ok: false as const, status: 500, message: "Internal server error" };
-  assert.deepEqual(
-    joinSegmentResults(2, segments, [[applied(1)], [failed, applied(2)]]),
-    [failed, applied(2)],
-  );
+  const committed: string[] = [];
+  const later = (commands: AppCommand[]) => {
+    committed.push(
+      ...commands.map((command) =>
+        command.kind === "whatsapp.inbound" ? command.entries.map((e) => e.wamid).join("") : "close"
+      ),
+    );
+    // The middle part fails; the close beside the last part goes on.
+    return Promise.resolve(
+      commands.map((command) =>
+        command.kind === "whatsapp.inbound" && command.entries[0].wamid === "b"
+          ? failed
+          : { ok: true as const, value: null }
+      ),
+    );
+  };
+  const first = () => Promise.resolve([{ ok: true as const, value: { applied: 1 } }]);
+  const results = await commitSegments(2, segments, first, later);
+  assert.deepEqual(committed, ["b", "close"], "the part after the failed one is left to recovery");
+  assert.deepEqual(results, [failed, { ok: true, value: null }]);
 });

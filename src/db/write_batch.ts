@@ -37,11 +37,10 @@ import { describeError, log } from "../log.ts";
 import { type ChangeNotice, CHANGES_CHANNEL, encodeChangeNotice } from "../domain/change_notice.ts";
 import type { Flow } from "../domain/flow.ts";
 import {
+  commitSegments,
   type Cut,
   flowsAfter,
   flowStepCuts,
-  joinSegmentResults,
-  type Segment,
   segmentsAt,
   triggersOf,
 } from "./batch_cuts.ts";
@@ -149,14 +148,13 @@ export async function commitBatch(sql: Sql, commands: AppCommand[]): Promise<Com
     return await commitTogether(sql, commands);
   } catch (error) {
     if (!(error instanceof FlowStepsAhead)) throw error;
-    const segments = segmentsAt(commands, error.cuts);
-    const commandsOf = (segment: Segment) => segment.map((part) => part.command);
     // Should the first segment fail, nothing has committed, and the error is the batch's.
-    const results = [await commitBatch(sql, commandsOf(segments[0]))];
-    for (const segment of segments.slice(1)) {
-      results.push(await commitAfterCut(sql, commandsOf(segment)));
-    }
-    return joinSegmentResults(commands.length, segments, results);
+    return await commitSegments(
+      commands.length,
+      segmentsAt(commands, error.cuts),
+      (first) => commitBatch(sql, first),
+      (later) => commitAfterCut(sql, later),
+    );
   }
 }
 
