@@ -326,6 +326,68 @@ Deno.test("hub sends a caught-up socket nothing twice when the notice of what it
   assert.deepEqual(late.frames.map((frame) => frame.type), ["chat.updated", "message.created"]);
 });
 
+/** `sql` whose queries wait while its gate is shut; `shut()` returns what opens it again. */
+function gated(sql: Sql) {
+  let gate: Promise<void> = Promise.resolve();
+  const proxy = new Proxy(sql, {
+    apply: (target, thisArg, args) =>
+      gate.then(() => Reflect.apply(target as never, thisArg, args) as Promise<unknown>),
+  });
+  return {
+    sql: proxy,
+    shut(): () => void {
+      const { promise, resolve } = Promise.withResolvers<void>();
+      gate = promise;
+      return resolve;
+    },
+  };
+}
+
+Deno.test("hub never sends a caught-up socket a state older than its catch-up's", async () => {
+  await using db = await createTestDatabase();
+  const app = await insertApplication(db.sql, "Acme");
+  const ann = await createVisitor(db.sql, app.id);
+  const reads = gated(db.sql);
+  await using server = await startHubServer({ sql: reads.sql });
+  const watcher = await server.connect(app.id, ann); // so that the hub reads Ann's notices
+  const since = new Date(Date.now() - 1_000);
+  const [sent] = await sendMessages(db.sql, [[app.id, ann, "hello"]]);
+  const opened = JSON.stringify({
+    a: [app.id],
+    m: [sent.message_id, sent.message_id],
+    c: [[app.id, sent.chat_id]],
+  });
+  // The notice's reads wait; meanwhile a socket is attached late, so what they push is held.
+  let open = reads.shut();
+  const first = server.hub.handleNotice(opened);
+  const late = await server.connect(app.id, ann, since);
+  // They read the conversation open; then the catch-up's read waits while it is closed.
+  const release = open;
+  open = reads.shut();
+  release();
+  await delay(100);
+  await commitBatch(db.sql, [{ kind: "chat.close", appId: app.id, chatId: sent.chat_id }]);
+  const closed = server.hub.handleNotice(
+    JSON.stringify({ a: [app.id], c: [[app.id, sent.chat_id]] }),
+  );
+  open();
+  await Promise.all([first, closed]);
+  await waitUntil(
+    () => watcher.frames.filter((frame) => frame.type === "chat.updated").length === 2,
+    "the watcher's open and closed states",
+  );
+  await delay(100);
+  const states = late.frames.map((frame) =>
+    frame.type === "chat.updated" ? `chat ${frame.chat.status}` : frame.type
+  );
+  assert.equal(states.filter((state) => state === "message.created").length, 1);
+  assert.equal(
+    states.filter((state) => state.startsWith("chat")).at(-1),
+    "chat closed",
+    states.join(),
+  );
+});
+
 Deno.test("hub skips sockets that close and forgets them", async () => {
   await using db = await createTestDatabase();
   const app = await insertApplication(db.sql, "Acme");

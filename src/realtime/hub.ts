@@ -86,6 +86,8 @@ const PUSH_RETRY_DELAYS_MS = [50, 200, 800, 1_000];
 
 /** WebSocket close code of a server going away. */
 const GOING_AWAY = 1001;
+/** WebSocket close code of a server error (a socket's catch-up could not be read). */
+const INTERNAL_ERROR_CLOSE = 1011;
 /** WebSocket close code of a policy violation (too slow a reader, too many sockets). */
 const POLICY_VIOLATION = 1008;
 
@@ -105,10 +107,13 @@ const OPEN_DEADLINE_MS = 10_000;
 /** How long a socket's catch-up keeps what it sent, so that its notices do not send it again. */
 const REPEAT_WINDOW_MS = 10_000;
 
-/** Frames sent to a socket: its messages by id, the others as sent. */
+/**
+ * What was sent to a socket: its messages by id, and the last frame about each conversation's
+ * state and each message's edits (by {@linkcode frameKey}).
+ */
 interface SentFrames {
   ids: Set<number>;
-  data: Set<string>;
+  last: Map<string, string>;
 }
 
 /** A socket's catch-up (see `catchUp` in the hub). */
@@ -118,14 +123,25 @@ interface CatchUpState {
   sent: SentFrames;
 }
 
-function remember(sent: SentFrames, frame: VisitorFrame, data: string): void {
-  if (frame.type === "message.created") sent.ids.add(frame.message.id);
-  else sent.data.add(data);
+/** What a frame other than a new message is about: a conversation's state, or a message. */
+function frameKey(frame: VisitorFrame): string {
+  return frame.type === "chat.updated" ? `chat ${frame.chat_id}` : `message ${frame.message.id}`;
 }
 
-/** Whether `frame` was sent already: the same message, or the same frame exactly. */
+/** Records `frame` as sent. */
+function remember(sent: SentFrames, frame: VisitorFrame, data: string): void {
+  if (frame.type === "message.created") sent.ids.add(frame.message.id);
+  else sent.last.set(frameKey(frame), data);
+}
+
+/**
+ * Whether `frame` would tell the socket nothing new: a message it has, or the very frame it got
+ * last about the same conversation or message (an edit back to an earlier text still goes out).
+ */
 function isRepeat(sent: SentFrames, frame: VisitorFrame, data: string): boolean {
-  return frame.type === "message.created" ? sent.ids.has(frame.message.id) : sent.data.has(data);
+  return frame.type === "message.created"
+    ? sent.ids.has(frame.message.id)
+    : sent.last.get(frameKey(frame)) === data;
 }
 
 /** Creates a hub; nothing is read until a notice or a replay arrives. */
@@ -238,6 +254,7 @@ export function createRealtimeHub(options: RealtimeHubOptions): RealtimeHub {
       } else if (caught.holding) {
         caught.held.push({ frame, data });
       } else if (!isRepeat(caught.sent, frame, data)) {
+        remember(caught.sent, frame, data);
         sendFrame(socket, data);
       }
     }
@@ -245,38 +262,51 @@ export function createRealtimeHub(options: RealtimeHubOptions): RealtimeHub {
 
   /**
    * Sends `socket` what `who` got from `since` on — its conversations' state, messages and edits,
-   * as a replay reads them — then the frames held for it meanwhile, each frame once. A socket
-   * attached late (its token looked up after its upgrade) misses nothing.
+   * as a replay reads them — then what was pushed to it meanwhile and the snapshot does not cover,
+   * each frame once. The frames pushed meanwhile were read before the snapshot, so where it has the
+   * same conversation or message they are older and are left out (sent after it, a state frame
+   * would have put a closed conversation back to open). A socket attached late (its token looked
+   * up after its upgrade) misses nothing; should the read fail, it is closed (1011), and its
+   * client reconnects and reads the history.
    */
   function catchUp(socket: WebSocket, who: Visitor, since: Date): void {
     const caught: CatchUpState = {
       holding: true,
       held: [],
-      sent: { ids: new Set(), data: new Set() },
+      sent: { ids: new Set(), last: new Map() },
     };
     catchUps.set(socket, caught);
     const forget = () => catchUps.get(socket) === caught && catchUps.delete(socket);
     socket.addEventListener("close", forget, { once: true });
     void serialize(async () => {
-      let changes: ClientChanges | null = null;
+      let changes: ClientChanges;
       try {
         changes = await withRetries(() => listClientChangesSince(sql, [who], since));
-      } finally {
-        const held: SentFrames = { ids: new Set(), data: new Set() };
-        for (const { frame, data } of caught.held) remember(held, frame, data);
-        for (const { frame } of changes ? framesOf(changes) : []) {
-          const data = JSON.stringify(frame);
-          if (isRepeat(held, frame, data)) continue;
-          remember(caught.sent, frame, data);
-          sendFrame(socket, data);
-        }
-        for (const { data } of caught.held) sendFrame(socket, data);
-        caught.holding = false;
-        caught.held = [];
-        // A frame read by the catch-up may still come from its notice, pushed after it.
-        const timer = setTimeout(forget, REPEAT_WINDOW_MS);
-        Deno.unrefTimer(timer);
+      } catch (error) {
+        forget();
+        closeSocket(socket, INTERNAL_ERROR_CLOSE, "Internal server error");
+        throw error;
       }
+      const covered: SentFrames = { ids: new Set(), last: new Map() };
+      for (const { frame } of framesOf(changes)) {
+        const data = JSON.stringify(frame);
+        remember(covered, frame, data);
+        remember(caught.sent, frame, data);
+        sendFrame(socket, data);
+      }
+      for (const { frame, data } of caught.held) {
+        const isCovered = frame.type === "message.created"
+          ? covered.ids.has(frame.message.id)
+          : covered.last.has(frameKey(frame));
+        if (isCovered) continue;
+        remember(caught.sent, frame, data);
+        sendFrame(socket, data);
+      }
+      caught.holding = false;
+      caught.held = [];
+      // A frame the snapshot read may still come from its notice, pushed after it.
+      const timer = setTimeout(forget, REPEAT_WINDOW_MS);
+      Deno.unrefTimer(timer);
     });
   }
 
