@@ -329,12 +329,19 @@ Deno.test("hub sends a caught-up socket nothing twice when the notice of what it
 /** `sql` whose queries wait while its gate is shut; `shut()` returns what opens it again. */
 function gated(sql: Sql) {
   let gate: Promise<void> = Promise.resolve();
+  let calls = 0;
   const proxy = new Proxy(sql, {
-    apply: (target, thisArg, args) =>
-      gate.then(() => Reflect.apply(target as never, thisArg, args) as Promise<unknown>),
+    apply: (target, thisArg, args) => {
+      calls++;
+      return gate.then(() => Reflect.apply(target as never, thisArg, args) as Promise<unknown>);
+    },
   });
   return {
     sql: proxy,
+    /** Queries made so far. */
+    get calls() {
+      return calls;
+    },
     shut(): () => void {
       const { promise, resolve } = Promise.withResolvers<void>();
       gate = promise;
@@ -386,6 +393,33 @@ Deno.test("hub never sends a caught-up socket a state older than its catch-up's"
     "chat closed",
     states.join(),
   );
+});
+
+Deno.test("hub catches up the sockets attached late together with one read, each its own visitor's", async () => {
+  await using db = await createTestDatabase();
+  const app = await insertApplication(db.sql, "Acme");
+  const visitors = await Promise.all([1, 2, 3].map(() => createVisitor(db.sql, app.id)));
+  const reads = gated(db.sql);
+  await using server = await startHubServer({ sql: reads.sql });
+  await server.connect(app.id, visitors[0]); // so that the hub reads the application's notices
+  const since = new Date(Date.now() - 1_000);
+  const sent = await sendMessages(db.sql, visitors.map((v) => [app.id, v, `to ${v}`]));
+  // A notice's reads hold the hub's turn while three sockets are attached late.
+  const open = reads.shut();
+  const notice = server.hub.handleNotice(JSON.stringify({
+    a: [app.id],
+    m: [sent[0].message_id, sent[0].message_id],
+  }));
+  const late = await Promise.all(visitors.map((v) => server.connect(app.id, v, since)));
+  const before = reads.calls;
+  open();
+  await notice;
+  for (const [i, socket] of late.entries()) {
+    await waitUntil(() => socket.contents().length === 1, `visitor ${i}'s message`);
+    assert.deepEqual(socket.contents(), [`to ${visitors[i]}`]);
+  }
+  // One catch-up read (its three queries) for the three sockets.
+  assert.equal(reads.calls - before, 3);
 });
 
 Deno.test("hub skips sockets that close and forgets them", async () => {

@@ -168,6 +168,14 @@ export function createRealtimeHub(options: RealtimeHubOptions): RealtimeHub {
    * catch-up sent already (a message by id, any other frame as it is) is not sent again.
    */
   const catchUps = new Map<WebSocket, CatchUpState>();
+  /** Catch-ups waiting for the hub's turn (see `catchUp`). */
+  let waitingCatchUps: {
+    socket: WebSocket;
+    who: Visitor;
+    since: Date;
+    caught: CatchUpState;
+    forget: () => void;
+  }[] = [];
   /** Pushed message ids, oldest first (a Set iterates in insertion order). */
   const pushed = new Set<number>();
   let socketCount = 0;
@@ -267,7 +275,8 @@ export function createRealtimeHub(options: RealtimeHubOptions): RealtimeHub {
    * same conversation or message they are older and are left out (sent after it, a state frame
    * would have put a closed conversation back to open). A socket attached late (its token looked
    * up after its upgrade) misses nothing; should the read fail, it is closed (1011), and its
-   * client reconnects and reads the history.
+   * client reconnects and reads the history. Catch-ups waiting together share one read, from the
+   * earliest of their times: a socket may get a little more than it asked for, never less.
    */
   function catchUp(socket: WebSocket, who: Visitor, since: Date): void {
     const caught: CatchUpState = {
@@ -278,17 +287,35 @@ export function createRealtimeHub(options: RealtimeHubOptions): RealtimeHub {
     catchUps.set(socket, caught);
     const forget = () => catchUps.get(socket) === caught && catchUps.delete(socket);
     socket.addEventListener("close", forget, { once: true });
-    void serialize(async () => {
-      let changes: ClientChanges;
-      try {
-        changes = await withRetries(() => listClientChangesSince(sql, [who], since));
-      } catch (error) {
+    // The catch-ups waiting for the hub's turn share one read: after a restart every visitor's
+    // socket reconnects at once, and a read each would hold the notices up behind them.
+    waitingCatchUps.push({ socket, who, since, caught, forget });
+    if (waitingCatchUps.length === 1) void serialize(runCatchUps);
+  }
+
+  /** Runs the catch-ups that waited for this turn, with one read from the earliest `since`. */
+  async function runCatchUps(): Promise<void> {
+    const batch = waitingCatchUps;
+    waitingCatchUps = [];
+    if (batch.length === 0) return;
+    const since = new Date(Math.min(...batch.map((entry) => entry.since.getTime())));
+    const clients = new Map(batch.map(({ who }) => [`${who.appId} ${who.clientId}`, who]));
+    let frames: ReturnType<typeof framesOf>;
+    try {
+      frames = framesOf(
+        await withRetries(() => listClientChangesSince(sql, [...clients.values()], since)),
+      );
+    } catch (error) {
+      for (const { socket, forget } of batch) {
         forget();
         closeSocket(socket, INTERNAL_ERROR_CLOSE, "Internal server error");
-        throw error;
       }
+      throw error;
+    }
+    for (const { socket, who, caught, forget } of batch) {
       const covered: SentFrames = { ids: new Set(), last: new Map() };
-      for (const { frame } of framesOf(changes)) {
+      for (const { appId, clientId, frame } of frames) {
+        if (appId !== who.appId || clientId !== who.clientId) continue;
         const data = JSON.stringify(frame);
         remember(covered, frame, data);
         remember(caught.sent, frame, data);
@@ -307,7 +334,7 @@ export function createRealtimeHub(options: RealtimeHubOptions): RealtimeHub {
       // A frame the snapshot read may still come from its notice, pushed after it.
       const timer = setTimeout(forget, REPEAT_WINDOW_MS);
       Deno.unrefTimer(timer);
-    });
+    }
   }
 
   /**
