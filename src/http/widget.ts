@@ -285,7 +285,15 @@ export function widgetRoutes(deps: WidgetDeps): Hono {
       // Attached once its token is known, the socket first catches up on what its visitor got
       // since the upgrade (with a margin for the clocks of the database and this process).
       const since = new Date(Date.now() - CATCH_UP_MARGIN_MS);
-      authenticate(token).then((found) => deps.attachVisitor(socket, found, { since })).catch(
+      authenticate(token).then(
+        (found) => {
+          try {
+            deps.attachVisitor(socket, found, { since });
+          } catch {
+            // The instance began stopping during the lookup: the hub takes no more sockets.
+            closeWhenOpen(socket, UNAVAILABLE);
+          }
+        },
         (error) => {
           if (!(error instanceof AppError)) {
             log("error", "socket token lookup failed", describeError(error));
