@@ -16,6 +16,7 @@ import { listMessages } from "../db/messages.ts";
 import { newVisitorToken, sha256Hex, visitorTokenAppId } from "../crypto/tokens.ts";
 import { AppError } from "../domain/app_error.ts";
 import { describeError, log } from "../log.ts";
+import { closeSocket } from "../realtime/hub.ts";
 import { createLruCache } from "../domain/lru_cache.ts";
 import { parseMessageContent } from "../domain/message_kinds.ts";
 import { ok } from "./envelope.ts";
@@ -291,14 +292,14 @@ export function widgetRoutes(deps: WidgetDeps): Hono {
             deps.attachVisitor(socket, found, { since });
           } catch {
             // The instance began stopping during the lookup: the hub takes no more sockets.
-            closeWhenOpen(socket, UNAVAILABLE);
+            refuseSocket(socket, false);
           }
         },
         (error) => {
           if (!(error instanceof AppError)) {
             log("error", "socket token lookup failed", describeError(error));
           }
-          closeWhenOpen(socket, error instanceof AppError ? REFUSED : UNAVAILABLE);
+          refuseSocket(socket, error instanceof AppError);
         },
       );
     }
@@ -312,24 +313,10 @@ export function widgetRoutes(deps: WidgetDeps): Hono {
 /** How far before its upgrade a socket attached late catches up (see the socket route). */
 const CATCH_UP_MARGIN_MS = 1_000;
 
-/** A WebSocket close: its code and reason. */
-interface SocketClose {
-  code: number;
-  reason: string;
-}
-
-/** The close of an upgraded socket whose token is unknown. */
-const REFUSED: SocketClose = { code: 1008, reason: "Invalid or missing visitor token" };
-/** The close of an upgraded socket whose token could not be looked up. */
-const UNAVAILABLE: SocketClose = { code: 1011, reason: "Internal server error" };
-
-/** Closes `socket` as `close` says — once it is open, if its upgrade is still going on. */
-function closeWhenOpen(socket: WebSocket, { code, reason }: SocketClose): void {
-  if (socket.readyState === WebSocket.CONNECTING) {
-    socket.addEventListener("open", () => socket.close(code, reason), { once: true });
-  } else if (socket.readyState === WebSocket.OPEN) {
-    socket.close(code, reason);
-  }
+/** Closes an upgraded socket whose token is unknown (1008), or could not be looked up (1011). */
+function refuseSocket(socket: WebSocket, unknown: boolean): void {
+  if (unknown) closeSocket(socket, 1008, "Invalid or missing visitor token");
+  else closeSocket(socket, 1011, "Internal server error");
 }
 
 function invalidToken(): AppError {

@@ -537,15 +537,23 @@ function joinMessageRuns(notices: ChangeNotice[]): ChangeNotice[] {
   return joined;
 }
 
-function closeSocket(
+/**
+ * Closes `socket` with `code` and `reason` — once it opens, when its upgrade is still going on
+ * (Deno cannot close a socket before) — and never throws.
+ */
+export function closeSocket(
   socket: WebSocket,
   code = GOING_AWAY,
   reason = "Server is shutting down",
 ): void {
+  if (socket.readyState === WebSocket.CONNECTING) {
+    socket.addEventListener("open", () => closeSocket(socket, code, reason), { once: true });
+    return;
+  }
   try {
     socket.close(code, reason);
   } catch {
-    // Not open yet or already closing: nothing more to do.
+    // Already closing: nothing more to do.
   }
 }
 
