@@ -5,7 +5,12 @@
  * over, and bound how many are in flight, so that a backlog left by a crash drains at the pace of
  * the live path rather than one request at a time.
  */
-import type { StoredRequestKey } from "../db/stored_requests.ts";
+import type { Sql } from "../db/client.ts";
+import {
+  recoveryBound,
+  type StoredRequestKey,
+  type StoredRequestPage,
+} from "../db/stored_requests.ts";
 
 /** Requests read per page: their bodies are held in memory until the page is applied. */
 export const RECOVERY_PAGE_SIZE = 100;
@@ -33,4 +38,22 @@ export async function recoverInPages<T extends StoredRequestKey>(
     if (page.length < RECOVERY_PAGE_SIZE) return found;
     after = page[page.length - 1];
   }
+}
+
+/**
+ * Recovers the stored requests `find` pages through: those received over `olderThanSeconds` ago
+ * (by the database's clock, the bound fixed now), each handed to `apply`, which must not reject;
+ * resolves to how many it found.
+ */
+export async function recoverStored<T extends StoredRequestKey>(
+  sql: Sql,
+  find: (sql: Sql, page: StoredRequestPage) => Promise<T[]>,
+  apply: (request: T) => Promise<void>,
+  { olderThanSeconds = 60 }: RecoveryOptions = {},
+): Promise<number> {
+  const before = await recoveryBound(sql, olderThanSeconds);
+  return await recoverInPages(
+    (after) => find(sql, { before, after, limit: RECOVERY_PAGE_SIZE }),
+    apply,
+  );
 }

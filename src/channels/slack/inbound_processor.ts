@@ -31,8 +31,8 @@ import { CLOSE_ACTION_ID, parseChatBlockId } from "./mirror.ts";
 import type { MediaLinks } from "../media_links.ts";
 import { createInFlightLimit } from "../in_flight_limit.ts";
 import { APPLY_WINDOW_MS, createApplyWindow } from "../apply_window.ts";
-import { findUnprocessedSlackDeliveries, recoveryBound } from "../../db/stored_requests.ts";
-import { recoverInPages, RECOVERY_PAGE_SIZE, type RecoveryOptions } from "../recover_stored.ts";
+import { findUnprocessedSlackDeliveries } from "../../db/stored_requests.ts";
+import { recoverStored, type RecoveryOptions } from "../recover_stored.ts";
 
 /** What the processor needs. */
 export interface SlackInboundDeps {
@@ -300,17 +300,16 @@ export function createSlackInboundProcessor(deps: SlackInboundDeps): SlackInboun
 
   return {
     process,
-    async recover({ olderThanSeconds = 60 } = {}) {
-      const before = await recoveryBound(deps.sql, olderThanSeconds);
-      return await recoverInPages(
-        (after) =>
-          findUnprocessedSlackDeliveries(deps.sql, { before, after, limit: RECOVERY_PAGE_SIZE }),
+    recover: (options) =>
+      recoverStored(
+        deps.sql,
+        findUnprocessedSlackDeliveries,
         (delivery) =>
           process(delivery.kind, delivery.id, delivery.body).catch((error) =>
             log("error", "slack request recovery failed", describeError(error))
           ),
-      );
-    },
+        options,
+      ),
   };
 }
 

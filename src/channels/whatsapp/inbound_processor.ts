@@ -18,8 +18,8 @@ import { type InboundItem, parseWhatsAppWebhook } from "./inbound.ts";
 import type { MediaLinks } from "../media_links.ts";
 import { createInFlightLimit } from "../in_flight_limit.ts";
 import { APPLY_WINDOW_MS, createApplyWindow } from "../apply_window.ts";
-import { findUnprocessedWhatsAppDeliveries, recoveryBound } from "../../db/stored_requests.ts";
-import { recoverInPages, RECOVERY_PAGE_SIZE, type RecoveryOptions } from "../recover_stored.ts";
+import { findUnprocessedWhatsAppDeliveries } from "../../db/stored_requests.ts";
+import { recoverStored, type RecoveryOptions } from "../recover_stored.ts";
 
 /** What the processor needs. */
 export interface InboundProcessorDeps {
@@ -198,17 +198,16 @@ export function createInboundProcessor(deps: InboundProcessorDeps): InboundProce
 
   return {
     process,
-    async recover({ olderThanSeconds = 60 } = {}) {
-      const before = await recoveryBound(deps.sql, olderThanSeconds);
-      return await recoverInPages(
-        (after) =>
-          findUnprocessedWhatsAppDeliveries(deps.sql, { before, after, limit: RECOVERY_PAGE_SIZE }),
+    recover: (options) =>
+      recoverStored(
+        deps.sql,
+        findUnprocessedWhatsAppDeliveries,
         (delivery) =>
           process(delivery.appId, delivery.id, delivery.body).catch((error) =>
             log("error", "whatsapp delivery recovery failed", describeError(error))
           ),
-      );
-    },
+        options,
+      ),
   };
 }
 
