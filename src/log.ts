@@ -74,3 +74,26 @@ export function describeError(error: unknown): Record<string, unknown> {
   if (error.cause !== undefined) described.cause = describeError(error.cause);
   return described;
 }
+
+/**
+ * A line that repeats while a condition lasts (every write failing during a database outage):
+ * written at most once per `everyMs`, with how many were left out since the last one written.
+ */
+export function createThrottledLog(
+  level: LogLevel,
+  msg: string,
+  everyMs: number,
+): (fields?: Record<string, unknown>) => void {
+  let lastWritten = -Infinity;
+  let skipped = 0;
+  return (fields = {}) => {
+    const now = performance.now();
+    if (now - lastWritten < everyMs) {
+      skipped++;
+      return;
+    }
+    lastWritten = now;
+    log(level, msg, skipped > 0 ? { ...fields, repeats_not_logged: skipped } : fields);
+    skipped = 0;
+  };
+}

@@ -14,7 +14,7 @@ import { createRealtimeHub } from "./realtime/hub.ts";
 import { listenForChanges } from "./realtime/listener.ts";
 import { createHttpApp } from "./http/app.ts";
 import { drainable } from "./http/drain.ts";
-import { announce, describeError, log, setLogLevel } from "./log.ts";
+import { announce, createThrottledLog, describeError, log, setLogLevel } from "./log.ts";
 import type { RecoveryOptions } from "./channels/recover_stored.ts";
 import { createSyncedHitCounter } from "./rate_limit/synced_hit_counter.ts";
 import { addHits, deleteExpiredWindows } from "./db/rate_limits.ts";
@@ -155,13 +155,13 @@ export async function startParley(
       listings.invalidate(command.appId);
     }
   };
-  let hitCountFailureLogged = 0;
   /** Both counters' failed writes, logged once per 10 s: during an outage every write fails. */
-  const warnCountFailure = (error: unknown) => {
-    if (Date.now() - hitCountFailureLogged < 10_000) return;
-    hitCountFailureLogged = Date.now();
-    log("warn", "rate-limit count failed; counting in memory", describeError(error));
-  };
+  const countFailed = createThrottledLog(
+    "warn",
+    "rate-limit count failed; counting in memory",
+    10_000,
+  );
+  const warnCountFailure = (error: unknown) => countFailed(describeError(error));
   // Widget limits are counted in memory and shared through PostgreSQL every 100 ms.
   const widgetHits = createSyncedHitCounter({
     addHits: (hits) => addHits(sql, hits),
@@ -275,6 +275,9 @@ export async function startParley(
           });
         }
         clearTimeout(timer);
+        // Failed channel requests waiting for a retry are left to recovery after the restart.
+        inbound.stop();
+        slackInbound.stop();
         await listener.stop();
         await widgetHits.stop();
         await pool.stop();

@@ -64,10 +64,10 @@ Deno.test("the HTTP app renders a failing readyz as 503 in the envelope", async 
       secretBox: createSecretBox(new Uint8Array(32)),
       checkWebhookUrl: () => Promise.resolve(),
       wakeDeliveries: () => {},
-      inbound: { process: () => Promise.resolve(), recover: () => Promise.resolve(0) },
+      inbound: { process: () => Promise.resolve() },
       mediaLinks: createMediaLinks({ encryptionKey: new Uint8Array(32), publicBaseUrl: "" }),
       whatsappGraphUrl: "http://127.0.0.1:9",
-      slackInbound: { process: () => Promise.resolve(), recover: () => Promise.resolve(0) },
+      slackInbound: { process: () => Promise.resolve() },
       slackMediaLinks: createMediaLinks({ encryptionKey: new Uint8Array(32), publicBaseUrl: "" }),
       slackClients: () => {
         throw new Error("unused");

@@ -6,6 +6,10 @@ import { type FakeSlack, startFakeSlack } from "./support/fake_slack.ts";
 import { waitUntil } from "./support/realtime.ts";
 import { eventually } from "./support/eventually.ts";
 import { executeCommand } from "../src/cli.ts";
+import { createSlackInboundProcessor } from "../src/channels/slack/inbound_processor.ts";
+import { createMediaLinks } from "../src/channels/media_links.ts";
+import { UNAVAILABLE } from "../src/actors/commit_loop.ts";
+import type { AppCommand, CommandResult } from "../src/actors/protocol.ts";
 
 const CLIENT_ID = "123.456";
 const CLIENT_SECRET = "slack-client-secret";
@@ -412,6 +416,64 @@ Deno.test("Close on the root message closes the conversation; a Flow button in S
     () => env.slack.calls.some((call) => call.method === "chat.update"),
     "the root shows closed",
   );
+});
+
+Deno.test("a click whose apply failed stays unprocessed; one failing for a reason that may pass is retried", async () => {
+  await using env = await setUp();
+  await install(env);
+  const answers: CommandResult[] = [];
+  const asked: AppCommand[] = [];
+  const processor = createSlackInboundProcessor({
+    sql: env.db.sql,
+    ask: (_key, command) => {
+      asked.push(command);
+      return Promise.resolve(answers.shift() ?? { ok: true, value: null });
+    },
+    clientFor: () => {
+      throw new Error("no Slack call expected");
+    },
+    mediaLinks: createMediaLinks({ encryptionKey: new Uint8Array(32), publicBaseUrl: "http://x" }),
+    applyWindowMs: 1,
+    retry: { retryDelaysMs: [10] },
+  });
+  const closeClick = async () => {
+    const payload = {
+      type: "block_actions",
+      team: { id: TEAM },
+      user: { id: "U1", team_id: TEAM },
+      actions: [{ action_id: "parley_close", block_id: "parley_chat:42", value: "42" }],
+    };
+    const body = new TextEncoder().encode(`payload=${encodeURIComponent(JSON.stringify(payload))}`);
+    const [{ id }] = await env.db.sql`
+      INSERT INTO slack_deliveries (kind, body) VALUES ('action', ${body}) RETURNING id`;
+    return { id: Number(id), body, payload };
+  };
+  const delivery = async (id: number) => ({
+    ...(await env.db.sql`
+      SELECT processed_at IS NOT NULL AS processed, attempts FROM slack_deliveries WHERE id = ${id}`)[
+      0
+    ],
+  });
+
+  // The database was not reached: tried again, then applied.
+  const retried = await closeClick();
+  answers.push(UNAVAILABLE);
+  await processor.process("action", retried.id, retried.body, retried.payload);
+  assert.equal(asked.length, 2);
+  assert.deepEqual(await delivery(retried.id), { processed: true, attempts: 0 });
+
+  // A failure that would repeat: not retried, not marked processed, an attempt counted.
+  const failed = await closeClick();
+  answers.push({ ok: false, status: 500, message: "Internal server error" });
+  await assert.rejects(processor.process("action", failed.id, failed.body, failed.payload));
+  assert.equal(asked.length, 3);
+  assert.deepEqual(await delivery(failed.id), { processed: false, attempts: 1 });
+
+  // A refusal (another application's conversation) is the click's final answer.
+  const refused = await closeClick();
+  answers.push({ ok: false, status: 404, message: "Conversation not found" });
+  await processor.process("action", refused.id, refused.body, refused.payload);
+  assert.deepEqual(await delivery(refused.id), { processed: true, attempts: 0 });
 });
 
 /** A member's message in the conversation's thread, as Slack sends it. */

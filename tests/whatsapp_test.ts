@@ -15,6 +15,7 @@ import { whatsappWebhookBody } from "./support/whatsapp_webhook.ts";
 import { templateFlow } from "./support/flows.ts";
 import type { StartOptions } from "../src/server.ts";
 import { createInboundProcessor } from "../src/channels/whatsapp/inbound_processor.ts";
+import { UNAVAILABLE } from "../src/actors/commit_loop.ts";
 
 const PHONE_NUMBER_ID = "106540352242922";
 const ACCESS_TOKEN = "EAAG-test-token";
@@ -459,6 +460,65 @@ Deno.test("a delivery that cannot be handed to its actor counts an attempt, so r
   await assert.rejects(processor.process(app.appId, id, body, PHONE_NUMBER_ID), /no worker/);
   const [delivery] = await db.sql`SELECT attempts, last_error FROM whatsapp_deliveries`;
   assert.deepEqual({ ...delivery }, { attempts: 1, last_error: "no worker to take it" });
+});
+
+Deno.test("a delivery failing while the database is unreachable is retried before those behind it", async () => {
+  await using db = await createTestDatabase();
+  const app = await createKeyedApp(db.sql);
+  const stored = async (text: string) => {
+    const body = new TextEncoder().encode(JSON.stringify(webhookBody([textMessage(text)])));
+    const [{ id }] = await db.sql`
+      INSERT INTO whatsapp_deliveries (app_id, body) VALUES (${app.appId}, ${body}) RETURNING id`;
+    return { id: Number(id), body };
+  };
+  const first = await stored("first");
+  const second = await stored("second");
+  const asked: string[] = [];
+  let unreachable = 2;
+  const processor = createInboundProcessor({
+    sql: db.sql,
+    ask: (_key, command) => {
+      const entry = command.kind === "whatsapp.inbound" ? command.entries[0] : null;
+      const text = entry?.kind === "message" ? entry.content : "?";
+      asked.push(text);
+      if (text === "first" && unreachable-- > 0) return Promise.resolve(UNAVAILABLE);
+      return Promise.resolve({ ok: true, value: { applied: 1 } });
+    },
+    mediaLinks: createMediaLinks({
+      encryptionKey: new Uint8Array(32),
+      publicBaseUrl: "http://localhost",
+    }),
+    applyWindowMs: 1,
+    retry: { retryDelaysMs: [20] },
+  });
+  const applyingFirst = processor.process(app.appId, first.id, first.body, PHONE_NUMBER_ID);
+  await new Promise((resolve) => setTimeout(resolve, 10)); // the first failed once by now
+  await Promise.all([
+    applyingFirst,
+    processor.process(app.appId, second.id, second.body, PHONE_NUMBER_ID),
+  ]);
+  assert.deepEqual(asked, ["first", "first", "first", "second"]);
+  const attempts = await db.sql`SELECT attempts FROM whatsapp_deliveries ORDER BY id`;
+  assert.deepEqual(attempts.map((row) => row.attempts), [0, 0], "no failure recorded");
+
+  // One that stays unreachable is given up, counted as an attempt, for recovery to try later.
+  const third = await stored("first");
+  const stubborn = createInboundProcessor({
+    sql: db.sql,
+    ask: () => Promise.resolve(UNAVAILABLE),
+    mediaLinks: createMediaLinks({
+      encryptionKey: new Uint8Array(32),
+      publicBaseUrl: "http://localhost",
+    }),
+    applyWindowMs: 1,
+    retry: { retryDelaysMs: [10], retryWithinMs: 50 },
+  });
+  await assert.rejects(
+    stubborn.process(app.appId, third.id, third.body, PHONE_NUMBER_ID),
+    /Internal server error/,
+  );
+  const [left] = await db.sql`SELECT attempts FROM whatsapp_deliveries WHERE id = ${third.id}`;
+  assert.equal(left.attempts, 1);
 });
 
 Deno.test("a webhook POST whose signature cannot pass is refused before its body is sent", async () => {

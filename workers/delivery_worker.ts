@@ -45,7 +45,7 @@ import {
 import { createSlackClients } from "../src/channels/slack/clients.ts";
 import { sweepChannelRecords } from "../src/db/channel_sweep.ts";
 import { sendMirror } from "../src/channels/slack/mirror.ts";
-import { describeError, log, setLogLevel } from "../src/log.ts";
+import { createThrottledLog, describeError, log, setLogLevel } from "../src/log.ts";
 import { guardWorkerThread } from "../src/thread_guards.ts";
 import { createLeaseKeeper, type LeaseKeeper } from "../src/channels/lease_keeper.ts";
 import { renewChannelClaims } from "../src/db/channel_claims.ts";
@@ -116,10 +116,12 @@ self.onmessage = async (event: MessageEvent<DeliveryWorkerMessage>) => {
         dueAgainInMs: (outcome) => outcome.state === "pending" ? outcome.retryInMs : null,
         onError: (error) => log("error", "webhook delivery failed", describeError(error)),
       });
+      const renewalFailed = createThrottledLog("warn", "channel lease renewal failed", 10_000);
       const leases = createLeaseKeeper<{ appId: number; id: number; claimedAt: string }>({
         renew: (claims) => renewChannelClaims(pool, claims, SEND_LEASE_SECONDS),
         everyMs: SEND_LEASE_RENEWAL_MS,
-        onError: (error) => log("warn", "channel lease renewal failed", describeError(error)),
+        // Tried again every second while it fails: a line every 10 s says enough.
+        onError: (error) => renewalFailed(describeError(error)),
       });
       keeper = leases;
       sender = createDeliveryLoop({

@@ -36,6 +36,11 @@ export interface CommitLoopOptions {
    * the next batch, which sees everything it did. @default never
    */
   endsBatch?: (command: AppCommand) => boolean;
+  /**
+   * Whether a commit's error may pass (the database was not reached): a command failing alone with
+   * one is answered {@linkcode UNAVAILABLE}. @default never
+   */
+  isRetryable?: (error: unknown) => boolean;
   /** Aborting it stops the loop, as {@linkcode CommitLoop.stop} does. @default undefined */
   signal?: AbortSignal;
 }
@@ -55,6 +60,17 @@ export const INTERNAL_ERROR: CommandResult = Object.freeze({
   ok: false,
   status: 500,
   message: "Internal server error",
+});
+
+/**
+ * The answer to a command whose transaction failed for a reason that may pass: to clients the
+ * same as {@linkcode INTERNAL_ERROR}, but a channel's stored request is tried again soon.
+ */
+export const UNAVAILABLE: CommandResult = Object.freeze({
+  ok: false,
+  status: 500,
+  message: "Internal server error",
+  retryable: true,
 });
 
 /** The answer to a command submitted after {@linkcode CommitLoop.stop}. */
@@ -84,7 +100,7 @@ interface Taken {
 /** Starts a commit loop; nothing runs until the first {@linkcode CommitLoop.submit}. */
 export function createCommitLoop(options: CommitLoopOptions): CommitLoop {
   const { commit, maxBatch = 256, maxInFlight = 2, idleMs = 60_000, signal } = options;
-  const { endsBatch = () => false } = options;
+  const { endsBatch = () => false, isRetryable = () => false } = options;
   const { minConcurrentBatch = 32, concurrentWaitMs = 25 } = options;
   if (typeof commit !== "function") throw new TypeError("Cannot create commit loop: no commit");
   requirePositiveInteger("maxBatch", maxBatch);
@@ -186,7 +202,19 @@ export function createCommitLoop(options: CommitLoopOptions): CommitLoop {
         results = await commit(entries.map((entry) => entry.command));
       } catch {
         // The whole transaction rolled back: retry alone so that one bad command fails only itself.
-        for (const entry of entries) entry.answer(await commitAlone(entry.command));
+        // Once one fails for a reason that may pass, the commands of its key behind it are not
+        // tried: they would likely fail the same way (each perhaps after a connect timeout), and
+        // one that succeeded would be applied before it.
+        for (const part of taken) {
+          let unavailable = false;
+          for (const entry of part.entries) {
+            const result: CommandResult = unavailable
+              ? UNAVAILABLE
+              : await commitAlone(entry.command);
+            unavailable ||= !result.ok && result.retryable === true;
+            entry.answer(result);
+          }
+        }
       }
       if (results) answerAll(entries, results);
     } finally {
@@ -211,6 +239,7 @@ export function createCommitLoop(options: CommitLoopOptions): CommitLoop {
       logError("Commit returned no result", null);
     } catch (error) {
       logError("Command failed alone after its batch failed", error);
+      if (isRetryable(error)) return UNAVAILABLE;
     }
     return INTERNAL_ERROR;
   }

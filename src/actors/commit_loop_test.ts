@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import fc from "fast-check";
-import { createCommitLoop, INTERNAL_ERROR } from "./commit_loop.ts";
+import { createCommitLoop, INTERNAL_ERROR, UNAVAILABLE } from "./commit_loop.ts";
 import type { AppCommand, CommandResult } from "./protocol.ts";
 import { capturingErrors } from "../../tests/support/console.ts";
 
@@ -400,4 +400,58 @@ Deno.test("createCommitLoop() rejects bad options with a RangeError", () => {
   assert.throws(() => createCommitLoop({ commit, minConcurrentBatch: 0 }), RangeError);
   assert.throws(() => createCommitLoop({ commit, concurrentWaitMs: -1 }), RangeError);
   assert.throws(() => createCommitLoop({ commit, idleMs: -1 }), RangeError);
+});
+
+Deno.test("createCommitLoop() answers a command failing alone with a retryable error as such", async () => {
+  class Unreachable extends Error {}
+  const loop = createCommitLoop({
+    commit: (commands) => {
+      const contents = commands.map(contentOf);
+      if (contents.includes("unreachable")) return Promise.reject(new Unreachable("gone"));
+      if (contents.includes("refused")) return Promise.reject(new Error("refused"));
+      return Promise.resolve(okAll(commands));
+    },
+    isRetryable: (error) => error instanceof Unreachable,
+  });
+  await capturingErrors(async () => {
+    const [unreachable, refused, fine] = await Promise.all([
+      loop.submit("app:1", message(1, "unreachable")),
+      loop.submit("app:2", message(2, "refused")),
+      loop.submit("app:3", message(3, "fine")),
+    ]);
+    assert.deepEqual(unreachable, UNAVAILABLE);
+    assert.deepEqual(unreachable, { ...INTERNAL_ERROR, retryable: true }, "clients see a 500");
+    assert.deepEqual(refused, INTERNAL_ERROR);
+    assert.deepEqual(fine, { ok: true, value: "fine" });
+  });
+  await loop.stop();
+});
+
+Deno.test("createCommitLoop() does not try a key's commands behind one that failed alone retryably", async () => {
+  class Unreachable extends Error {}
+  const tried: string[] = [];
+  let down = true;
+  const loop = createCommitLoop({
+    commit: (commands) => {
+      const contents = commands.map(contentOf);
+      tried.push(contents.join("+"));
+      if (down && contents.includes("a1")) {
+        down = commands.length > 1; // the batch fails; a1 alone fails, then the database is back
+        return Promise.reject(new Unreachable("gone"));
+      }
+      return Promise.resolve(okAll(commands));
+    },
+    isRetryable: (error) => error instanceof Unreachable,
+  });
+  await capturingErrors(async () => {
+    const answers = await Promise.all([
+      loop.submit("app:1", message(1, "a1")),
+      loop.submit("app:2", message(2, "b1")),
+      loop.submit("app:1", message(1, "a2")),
+    ]);
+    assert.deepEqual(answers, [UNAVAILABLE, { ok: true, value: "b1" }, UNAVAILABLE]);
+  });
+  // a2 was never tried alone: committed, it would have come before a1.
+  assert.deepEqual(tried, ["a1+a2+b1", "a1", "b1"]);
+  await loop.stop();
 });

@@ -13,7 +13,7 @@
  */
 import type { AppCommand, Ask, CommandResult, FromWorker, ToWorker } from "./protocol.ts";
 import { log, type LogLevel } from "../log.ts";
-import { INTERNAL_ERROR, SHUTTING_DOWN } from "./commit_loop.ts";
+import { INTERNAL_ERROR, SHUTTING_DOWN, UNAVAILABLE } from "./commit_loop.ts";
 
 /** Options of {@linkcode createActorPool}. */
 export interface ActorPoolOptions {
@@ -199,14 +199,14 @@ export async function createActorPool(options: ActorPoolOptions): Promise<ActorP
   }
 
   function failPending(slot: Slot): void {
-    for (const pending of slot.pending.values()) pending.resolve(INTERNAL_ERROR);
+    for (const pending of slot.pending.values()) pending.resolve(UNAVAILABLE);
     slot.pending.clear();
   }
 
   function ask(key: string, command: AppCommand): Promise<CommandResult> {
     if (state !== "running") return Promise.resolve(SHUTTING_DOWN);
     const slot = slots[workerIndexFor(key, size)];
-    if (!slot.worker) return Promise.resolve(INTERNAL_ERROR);
+    if (!slot.worker) return Promise.resolve(UNAVAILABLE);
     const id = nextId++;
     const { promise, resolve } = Promise.withResolvers<CommandResult>();
     // Asks sent earlier and still unanswered mean the worker is busy committing.
@@ -269,7 +269,7 @@ export async function createActorPool(options: ActorPoolOptions): Promise<ActorP
       for (const [id, pending] of slot.pending) {
         if (pending.deadline > now) break;
         slot.pending.delete(id);
-        pending.resolve(INTERNAL_ERROR);
+        pending.resolve(UNAVAILABLE);
       }
     }
   }

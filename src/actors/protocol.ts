@@ -198,7 +198,16 @@ export interface ConfigureWebhookCommand {
 /** What a command answers: a value, or an error in the contract's terms. */
 export type CommandResult =
   | { ok: true; value: unknown }
-  | { ok: false; status: number; message: string };
+  | {
+    ok: false;
+    status: number;
+    message: string;
+    /**
+     * The failure may pass (the database was not reached, the worker died): a channel's stored
+     * request is tried again soon. Clients see the same answer either way.
+     */
+    retryable?: boolean;
+  };
 
 /** The key of the actor that executes commands of application `appId`. */
 export function appActorKey(appId: number): string {

@@ -32,8 +32,9 @@ import { acceptAction, type AcceptedAction } from "./actions.ts";
 import { type FlowEffect, type FlowTrigger, runFlowSteps } from "./flow_runs.ts";
 import { applyWhatsAppDeliveries } from "./whatsapp_batch.ts";
 import { applySlackEvents } from "./slack_batch.ts";
-import { INTERNAL_ERROR } from "../actors/commit_loop.ts";
+import { INTERNAL_ERROR, UNAVAILABLE } from "../actors/commit_loop.ts";
 import { describeError, log } from "../log.ts";
+import { isTransientDatabaseError } from "./transient_retry.ts";
 import { type ChangeNotice, CHANGES_CHANNEL, encodeChangeNotice } from "../domain/change_notice.ts";
 import type { Flow } from "../domain/flow.ts";
 import {
@@ -106,19 +107,28 @@ class FlowStepsAhead extends Error {
 /**
  * Commits a later segment of a cut batch, whose first segment has committed: it must not throw,
  * since a caller that saw the batch fail would run the first segment's commands again. So when it
- * fails, each of its commands is tried alone, and one that fails alone answers 500.
+ * fails, each of its commands is tried alone, and one that fails alone answers 500 (retryable
+ * when the database was not reached, and then its application's commands behind it are not tried).
  */
 async function commitAfterCut(sql: Sql, commands: AppCommand[]): Promise<CommandResult[]> {
   try {
     return await commitBatch(sql, commands);
   } catch {
     const results: CommandResult[] = [];
+    /** Applications whose command failed for a reason that may pass: the rest wait (commit_loop.ts). */
+    const unavailable = new Set<number>();
     for (const command of commands) {
+      if (unavailable.has(command.appId)) {
+        results.push(UNAVAILABLE);
+        continue;
+      }
       try {
         results.push((await commitBatch(sql, [command]))[0]);
       } catch (error) {
         log("error", "command failed alone after a cut batch failed", describeError(error));
-        results.push(INTERNAL_ERROR);
+        const transient = isTransientDatabaseError(error);
+        if (transient) unavailable.add(command.appId);
+        results.push(transient ? UNAVAILABLE : INTERNAL_ERROR);
       }
     }
     return results;

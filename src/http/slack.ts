@@ -44,7 +44,7 @@ function isSlackFileHost(url: string, apiUrl: string): boolean {
 /** What the Slack routes need. */
 export interface SlackRoutesDeps extends SlackInstallerDeps {
   sql: Sql;
-  slackInbound: SlackInboundProcessor;
+  slackInbound: Pick<SlackInboundProcessor, "process">;
   /** Verifies links to the media proxy. */
   slackMediaLinks: MediaLinks;
   /** A Web API client for a bot token (sealed). */

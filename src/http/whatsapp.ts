@@ -27,7 +27,7 @@ import { mediaResponse } from "./media_response.ts";
 export interface WhatsAppRoutesDeps {
   sql: Sql;
   secretBox: SecretBox;
-  inbound: InboundProcessor;
+  inbound: Pick<InboundProcessor, "process">;
   mediaLinks: MediaLinks;
   whatsappGraphUrl: string;
 }

@@ -29,8 +29,13 @@ import { createLruCache } from "../../domain/lru_cache.ts";
 import { describeError, log } from "../../log.ts";
 import { CLOSE_ACTION_ID, parseChatBlockId } from "./mirror.ts";
 import type { MediaLinks } from "../media_links.ts";
-import { createInFlightLimit } from "../in_flight_limit.ts";
-import { APPLY_WINDOW_MS, createApplyWindow } from "../apply_window.ts";
+import { APPLY_WINDOW_MS } from "../apply_window.ts";
+import {
+  type ApplyAttempt,
+  createOrderedApply,
+  type OrderedApplyOptions,
+  RetryableApplyError,
+} from "../ordered_apply.ts";
 import { findUnprocessedSlackDeliveries } from "../../db/stored_requests.ts";
 import { recoverStored, type RecoveryOptions } from "../recover_stored.ts";
 
@@ -44,6 +49,8 @@ export interface SlackInboundDeps {
   mediaLinks: MediaLinks;
   /** How long requests wait to be applied together (see apply_window.ts). @default APPLY_WINDOW_MS */
   applyWindowMs?: number;
+  /** How a request that failed for a reason that may pass is retried (tests shorten it). */
+  retry?: Pick<OrderedApplyOptions, "retryDelaysMs" | "retryWithinMs">;
 }
 
 /** The processor. */
@@ -63,6 +70,8 @@ export interface SlackInboundProcessor {
    * `olderThanSeconds` says otherwise); resolves to their count.
    */
   recover(options?: RecoveryOptions): Promise<number>;
+  /** Stops retrying failed requests (at shutdown): recovery applies them after the restart. */
+  stop(): void;
 }
 
 // deno-lint-ignore no-explicit-any
@@ -71,11 +80,11 @@ type Json = any;
 /** Creates the processor. */
 export function createSlackInboundProcessor(deps: SlackInboundDeps): SlackInboundProcessor {
   const names = createLruCache<string, { name: string; until: number }>(10_000);
-  const applyWindow = createApplyWindow(deps.applyWindowMs ?? APPLY_WINDOW_MS);
-  /** Requests handed to the actors and not answered yet: at most 256. */
-  const inFlight = createInFlightLimit(256);
-  /** Per workspace, the last request being applied. */
-  const queues = new Map<string, Promise<void>>();
+  /** Per workspace, requests are applied in the order they arrived. */
+  const order = createOrderedApply({
+    windowMs: deps.applyWindowMs ?? APPLY_WINDOW_MS,
+    ...deps.retry,
+  });
   /** Installations by workspace, reused for 5 s (a re-install shows within that). */
   const installations = new Map<
     string,
@@ -208,13 +217,9 @@ export function createSlackInboundProcessor(deps: SlackInboundDeps): SlackInboun
   }
 
   /** Hands a prepared event to its application's actor; the answer settles once applied. */
-  function submitEvent(id: number, command: SlackEventCommand | null): Promise<void> {
-    if (command === null) return markSlackDeliveryProcessed(deps.sql, id);
-    return deps.ask(appActorKey(command.appId), command).then(async (result) => {
-      if (result.ok) return;
-      await recordSlackDeliveryFailure(deps.sql, id, result.message);
-      throw new Error(`Slack event ${command.eventId} failed: ${result.message}`);
-    });
+  async function submitEvent(id: number, command: SlackEventCommand | null): Promise<void> {
+    if (command === null) return await markSlackDeliveryProcessed(deps.sql, id);
+    failIfFailed(await deps.ask(appActorKey(command.appId), command));
   }
 
   async function processAction(id: number, payload: Json): Promise<void> {
@@ -229,21 +234,25 @@ export function createSlackInboundProcessor(deps: SlackInboundDeps): SlackInboun
         const closing = action?.action_id === CLOSE_ACTION_ID ? parseChatBlockId(blockId) : null;
         if (closing !== null) {
           // The actor answers 404 for another application's conversation: nothing closes.
-          await deps.ask(appActorKey(appId), { kind: "chat.close", appId, chatId: closing });
+          failIfFailed(
+            await deps.ask(appActorKey(appId), { kind: "chat.close", appId, chatId: closing }),
+          );
           continue;
         }
         const clicked = parseSlackAction(blockId, String(action?.value ?? ""));
         if (!clicked) continue;
         const target = await findMessageConversation(deps.sql, appId, clicked.messageId);
         if (!target) continue;
-        await deps.ask(appActorKey(appId), {
-          kind: "visitor.action",
-          appId,
-          clientId: target.clientId,
-          chatId: target.chatId,
-          messageId: clicked.messageId,
-          actionId: clicked.buttonId,
-        });
+        failIfFailed(
+          await deps.ask(appActorKey(appId), {
+            kind: "visitor.action",
+            appId,
+            clientId: target.clientId,
+            chatId: target.chatId,
+            messageId: clicked.messageId,
+            actionId: clicked.buttonId,
+          }),
+        );
       }
     }
     await markSlackDeliveryProcessed(deps.sql, id);
@@ -266,36 +275,21 @@ export function createSlackInboundProcessor(deps: SlackInboundDeps): SlackInboun
         log("warn", "slack request is not JSON", { kind });
       }
     }
-    // A workspace's requests are handed on in the order they arrived — two replies typed in a
-    // thread must reach the visitor in that order — but handing over waits only for the previous
-    // request's hand-over, never its commit (events of one window commit together). An event is
-    // prepared as it arrives, so that the work is spread between the acknowledgements rather
-    // than done in one burst when the window closes.
+    // A workspace's requests are applied in the order they arrived — two replies typed in a
+    // thread must reach the visitor in that order (see ordered_apply.ts). An event is prepared as
+    // it arrives, so that the work is spread between the acknowledgements rather than done in
+    // one burst when the window closes.
     const team = String(parsed?.team_id ?? parsed?.team?.id ?? "");
-    const handOver: Promise<() => Promise<void>> = kind === "event"
+    const prepared: Promise<ApplyAttempt> = kind === "event"
       ? prepareEvent(id, parsed).then((command) => () => submitEvent(id, command))
       : Promise.resolve(() => processAction(id, parsed));
-    handOver.catch(() => {}); // awaited in turn below
-    const previous = queues.get(team) ?? Promise.resolve();
-    const gathered = applyWindow.next();
-    const submitted = Promise.all([previous, gathered]).then(async () => {
-      const start = await handOver;
-      await inFlight.acquire();
-      try {
-        const handed = { answer: start() };
-        handed.answer.finally(() => inFlight.release()).catch(() => {});
-        return handed;
-      } catch (error) {
-        inFlight.release();
-        throw error;
-      }
-    });
-    const settled = submitted.then(() => {}, () => {});
-    queues.set(team, settled);
-    settled.then(() => {
-      if (queues.get(team) === settled) queues.delete(team);
-    });
-    await (await submitted).answer;
+    try {
+      await order.apply(team, prepared);
+    } catch (error) {
+      const failure = error instanceof Error ? error.message : String(error);
+      await recordSlackDeliveryFailure(deps.sql, id, failure);
+      throw new Error(`Slack ${kind} ${id} failed: ${failure}`);
+    }
   }
 
   return {
@@ -310,7 +304,18 @@ export function createSlackInboundProcessor(deps: SlackInboundDeps): SlackInboun
           ),
         options,
       ),
+    stop: () => order.stop(),
   };
+}
+
+/**
+ * Throws when the actor could not apply a command (a 500: retryable when the database was not
+ * reached), so that the request stays unprocessed; its refusals (another application's
+ * conversation, a button no longer offered) are final answers.
+ */
+function failIfFailed(result: CommandResult): void {
+  if (result.ok || result.status < 500) return;
+  throw result.retryable ? new RetryableApplyError(result.message) : new Error(result.message);
 }
 
 /** Slack text as PostgreSQL can store it (no NUL, no lone surrogate). */

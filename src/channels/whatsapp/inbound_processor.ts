@@ -3,8 +3,10 @@
  * body is parsed into updates, updates for another business number are left out, media get a
  * signed proxy link, clicks are resolved to the Parley message and button they name (a click
  * that names nothing Parley can find becomes the customer's text), and the whole delivery goes
- * to the application's actor as one command, applied in one transaction. Deliveries left
- * unprocessed by a crash are picked up again by {@linkcode InboundProcessor.recover}.
+ * to the application's actor as one command, applied in one transaction, in the order they
+ * arrived (one whose apply failed while the database was unreachable is retried before those
+ * behind it). Deliveries left unprocessed by a crash are picked up again by
+ * {@linkcode InboundProcessor.recover}.
  */
 import type { Sql } from "../../db/client.ts";
 import { appActorKey, type AppCommand, type CommandResult } from "../../actors/protocol.ts";
@@ -16,8 +18,12 @@ import { buttonsOffered, isMessageType, type MessageType } from "../../domain/me
 import { describeError, log } from "../../log.ts";
 import { type InboundItem, parseWhatsAppWebhook } from "./inbound.ts";
 import type { MediaLinks } from "../media_links.ts";
-import { createInFlightLimit } from "../in_flight_limit.ts";
-import { APPLY_WINDOW_MS, createApplyWindow } from "../apply_window.ts";
+import { APPLY_WINDOW_MS } from "../apply_window.ts";
+import {
+  createOrderedApply,
+  type OrderedApplyOptions,
+  RetryableApplyError,
+} from "../ordered_apply.ts";
 import { findUnprocessedWhatsAppDeliveries } from "../../db/stored_requests.ts";
 import { recoverStored, type RecoveryOptions } from "../recover_stored.ts";
 
@@ -28,6 +34,8 @@ export interface InboundProcessorDeps {
   mediaLinks: MediaLinks;
   /** How long deliveries wait to be applied together (see apply_window.ts). @default APPLY_WINDOW_MS */
   applyWindowMs?: number;
+  /** How a delivery that failed for a reason that may pass is retried (tests shorten it). */
+  retry?: Pick<OrderedApplyOptions, "retryDelaysMs" | "retryWithinMs">;
 }
 
 /** The processor. */
@@ -47,15 +55,17 @@ export interface InboundProcessor {
    * `olderThanSeconds` says otherwise); resolves to their count.
    */
   recover(options?: RecoveryOptions): Promise<number>;
+  /** Stops retrying failed deliveries (at shutdown): recovery applies them after the restart. */
+  stop(): void;
 }
 
 /** Creates the processor. */
 export function createInboundProcessor(deps: InboundProcessorDeps): InboundProcessor {
-  const applyWindow = createApplyWindow(deps.applyWindowMs ?? APPLY_WINDOW_MS);
-  /** Deliveries handed to the actors and not answered yet: at most 256. */
-  const inFlight = createInFlightLimit(256);
-  /** Per application, the last delivery handed to the actor (or waiting to be). */
-  const submitted = new Map<number, Promise<void>>();
+  /** Per application, deliveries are applied in the order they arrived (see ordered_apply.ts). */
+  const order = createOrderedApply({
+    windowMs: deps.applyWindowMs ?? APPLY_WINDOW_MS,
+    ...deps.retry,
+  });
   async function entriesOf(
     appId: number,
     body: Uint8Array,
@@ -150,47 +160,25 @@ export function createInboundProcessor(deps: InboundProcessorDeps): InboundProce
     body: Uint8Array,
     phoneNumberId?: string,
   ): Promise<void> {
-    // Deliveries are handed to the actor in the order they arrived (its mailbox keeps that
-    // order), those of one window together; handing over waits for the previous delivery's
-    // hand-over, never its commit. Each is prepared (parsed, its clicks looked up) as it arrives,
-    // so that the work is spread between the acknowledgements rather than done in one burst
-    // when the window closes; the actor checks again what a click may change.
-    const prepared = entriesOf(appId, body, phoneNumberId);
-    prepared.catch(() => {}); // awaited in turn below
-    const previous = submitted.get(appId) ?? Promise.resolve();
-    const gathered = applyWindow.next();
-    const asked = Promise.all([previous, gathered]).then(async () => {
-      const entries = await prepared;
-      await inFlight.acquire();
-      try {
-        const answer = deps.ask(appActorKey(appId), {
-          kind: "whatsapp.inbound",
-          appId,
-          deliveryId,
-          entries,
-        });
-        answer.finally(() => inFlight.release()).catch(() => {});
-        return { answer };
-      } catch (error) {
-        inFlight.release();
-        throw error;
-      }
+    // Each delivery is prepared (parsed, its clicks looked up) as it arrives, so that the work is
+    // spread between the acknowledgements rather than done in one burst when the window closes;
+    // the actor checks again what a click may change.
+    const prepared = entriesOf(appId, body, phoneNumberId).then((entries) => async () => {
+      const result = await deps.ask(appActorKey(appId), {
+        kind: "whatsapp.inbound",
+        appId,
+        deliveryId,
+        entries,
+      });
+      if (result.ok) return;
+      throw result.retryable ? new RetryableApplyError(result.message) : new Error(result.message);
     });
-    const settled = asked.then(() => {}, () => {});
-    submitted.set(appId, settled);
-    settled.then(() => {
-      if (submitted.get(appId) === settled) submitted.delete(appId);
-    });
-    let failure: string | null;
     try {
-      const result = await (await asked).answer;
-      failure = result.ok ? null : result.message;
+      await order.apply(String(appId), prepared);
     } catch (error) {
       // Reading it failed, or handing it over: an attempt all the same, so that a delivery that
       // can never be applied stops being retried after its last one.
-      failure = error instanceof Error ? error.message : String(error);
-    }
-    if (failure !== null) {
+      const failure = error instanceof Error ? error.message : String(error);
       await recordWhatsAppDeliveryFailure(deps.sql, appId, deliveryId, failure);
       throw new Error(`WhatsApp delivery ${deliveryId} failed: ${failure}`);
     }
@@ -208,6 +196,7 @@ export function createInboundProcessor(deps: InboundProcessorDeps): InboundProce
           ),
         options,
       ),
+    stop: () => order.stop(),
   };
 }
 
