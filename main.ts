@@ -1,14 +1,17 @@
 /**
- * Parley's entry point (`deno task start`): reads the configuration, starts an instance and
- * shuts it down gracefully on SIGINT or SIGTERM.
+ * Parley's entry point (`deno task start`): raises the open file limit, reads the configuration,
+ * starts an instance and shuts it down gracefully on SIGINT or SIGTERM.
  */
 import { loadConfig } from "./src/config.ts";
 import { startParley } from "./src/server.ts";
 import { describeError, log } from "./src/log.ts";
 import { guardMainThread } from "./src/thread_guards.ts";
+import { raiseOpenFileLimit } from "./src/open_file_limit.ts";
 
 if (import.meta.main) {
   guardMainThread();
+  const openFiles = await raiseOpenFileLimit();
+  if (openFiles) log("info", "open file limit", { soft: openFiles.soft, hard: openFiles.hard });
   try {
     const parley = await startParley(loadConfig());
     let signalled = false;

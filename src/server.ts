@@ -14,6 +14,7 @@ import { createRealtimeHub } from "./realtime/hub.ts";
 import { listenForChanges } from "./realtime/listener.ts";
 import { createHttpApp } from "./http/app.ts";
 import { drainable } from "./http/drain.ts";
+import { serveKept } from "./http/kept_server.ts";
 import { announce, createThrottledLog, describeError, log, setLogLevel } from "./log.ts";
 import type { RecoveryOptions } from "./channels/recover_stored.ts";
 import { createSyncedHitCounter } from "./rate_limit/synced_hit_counter.ts";
@@ -234,23 +235,21 @@ export async function startParley(
   const recovery = setInterval(() => recover({}), 30_000);
   recover({ olderThanSeconds: 0 });
 
-  const { promise: listening, resolve } = Promise.withResolvers<Deno.NetAddr>();
   const requests = drainable((request, info) => app.fetch(request, info));
-  const server = Deno.serve({
+  const server = await serveKept({
     port: config.port,
     hostname: "0.0.0.0",
-    onListen: resolve,
-  }, requests.handler);
-  const address = await listening;
+    handler: requests.handler,
+  });
   announce("listening", {
-    port: address.port,
+    port: server.port,
     workers: config.workers,
     database: database.embedded ? "embedded" : "external",
   });
 
   let stopping: Promise<void> | null = null;
   return {
-    port: address.port,
+    port: server.port,
     lost: lost.promise,
     stop() {
       stopping ??= (async () => {

@@ -349,6 +349,30 @@ Deno.test("without a signing secret every Slack request is refused", async () =>
   await res.body?.cancel();
 });
 
+Deno.test("a streamed Slack request that cannot pass is refused before its body is read", async () => {
+  await using env = await setUp();
+  const port = Number(new URL(env.server.baseUrl).port);
+  for (const path of ["/api/v1/slack/events", "/api/v1/slack/actions"]) {
+    // A chunked body begun and never finished: an answer proves nothing waited for the upload.
+    const conn = await Deno.connect({ hostname: "127.0.0.1", port });
+    const head = [
+      `POST ${path} HTTP/1.1`,
+      "Host: parley.test",
+      "Content-Type: application/json",
+      "Transfer-Encoding: chunked",
+      "X-Slack-Signature: v0=forged",
+      "",
+      '10\r\n{"type":"what',
+    ].join("\r\n");
+    await conn.write(new TextEncoder().encode(head));
+    const buffer = new Uint8Array(4096);
+    const read = await conn.read(buffer);
+    conn.close();
+    const answer = new TextDecoder().decode(buffer.subarray(0, read ?? 0));
+    assert.match(answer, /^HTTP\/1\.1 401 /, `${path}: ${answer}`);
+  }
+});
+
 Deno.test("Close on the root message closes the conversation; a Flow button in Slack advances the Flow", async () => {
   await using env = await setUp();
   await install(env);

@@ -524,24 +524,32 @@ Deno.test("a delivery failing while the database is unreachable is retried befor
 Deno.test("a webhook POST whose signature cannot pass is refused before its body is sent", async () => {
   await using env = await setUp();
   const port = Number(new URL(env.server.baseUrl).port);
-  for (const signature of [null, "sha1=abc", `sha256=${"0".repeat(63)}`]) {
-    // 8 MB announced, none of it sent: an answer proves nothing waited for the upload.
+  const cases = [null, "sha1=abc", `sha256=${"0".repeat(63)}`].flatMap((signature) => [
+    { signature, appId: env.app.appId, length: "Content-Length: 8000000" },
+    { signature, appId: env.app.appId, length: "Transfer-Encoding: chunked" },
+  ]);
+  // An application without a channel has no secret to match, whatever the signature.
+  const good = `sha256=${"0".repeat(64)}`;
+  cases.push({ signature: good, appId: 999_999, length: "Transfer-Encoding: chunked" });
+  for (const { signature, appId, length } of cases) {
+    // 8 MB announced, or a chunked body begun, the rest never sent: an answer proves nothing
+    // waited for the upload.
     const conn = await Deno.connect({ hostname: "127.0.0.1", port });
     const head = [
-      `POST /api/v1/whatsapp/webhook/${env.app.appId} HTTP/1.1`,
+      `POST /api/v1/whatsapp/webhook/${appId} HTTP/1.1`,
       "Host: parley.test",
       "Content-Type: application/json",
-      "Content-Length: 8000000",
+      length,
       ...(signature === null ? [] : [`X-Hub-Signature-256: ${signature}`]),
       "",
-      "",
+      length.startsWith("Transfer") ? '10\r\n{"object":"what' : "",
     ].join("\r\n");
     await conn.write(new TextEncoder().encode(head));
     const buffer = new Uint8Array(4096);
     const read = await conn.read(buffer);
     conn.close();
     const answer = new TextDecoder().decode(buffer.subarray(0, read ?? 0));
-    assert.match(answer, /^HTTP\/1\.1 401 /, `${signature}: ${answer}`);
+    assert.match(answer, /^HTTP\/1\.1 401 /, `${signature} ${appId} ${length}: ${answer}`);
   }
   const [row] = await env.db.sql`SELECT count(*)::int AS n FROM whatsapp_deliveries`;
   assert.equal(row.n, 0);

@@ -356,6 +356,41 @@ Deno.test("a visitor's socket receives its messages as they are committed", asyn
   }
 });
 
+Deno.test("a visitor's socket ignores a small frame from its client and closes on a large one", async () => {
+  await using db = await createTestDatabase();
+  await using server = await startTestServer(db.url);
+  const app = await insertApplication(db.sql, "Acme");
+  const visitor = await createVisitor(server.baseUrl, app.public_id);
+  const socket = new WebSocket(
+    `${server.baseUrl.replace("http", "ws")}/api/v1/widget/socket?token=${visitor.visitor_token}`,
+  );
+  const frames: { type: string }[] = [];
+  socket.onmessage = (event) => frames.push(JSON.parse(event.data));
+  const closed = new Promise<CloseEvent>((resolve) => socket.onclose = resolve);
+  await new Promise((resolve, reject) => {
+    socket.onopen = resolve;
+    socket.onerror = reject;
+  });
+  socket.send("ping");
+  socket.send(new Uint8Array(1_024));
+  await call(server.baseUrl, "POST", "/api/v1/widget/messages", {
+    token: visitor.visitor_token,
+    body: { content: "Still here" },
+  });
+  for (let i = 0; i < 100 && !frames.some((f) => f.type === "message.created"); i++) {
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  assert.ok(frames.some((f) => f.type === "message.created"), "still open after small frames");
+  socket.send("x".repeat(1_025));
+  const late = setTimeout(() => socket.close(4000, "not closed by the server"), 5_000);
+  const { code, reason } = await closed;
+  clearTimeout(late);
+  assert.deepEqual({ code, reason }, {
+    code: 1009,
+    reason: "Frames from the client are not expected",
+  });
+});
+
 Deno.test("the socket path without a WebSocket upgrade answers 426", async () => {
   await using db = await createTestDatabase();
   await using server = await startTestServer(db.url);

@@ -84,7 +84,7 @@ export function slackRoutes(deps: SlackRoutesDeps): Hono {
     return c.redirect(`${deps.publicBaseUrl}/dashboard`, 302);
   });
 
-  const limited = bodySizeLimit(MAX_SLACK_BODY_BYTES);
+  const limited = bodySizeLimit(MAX_SLACK_BODY_BYTES, { streamed: "route" });
 
   /** The raw body of a request Slack signed; 401 for any other (or with no secret set). */
   async function verifiedBody(request: Request): Promise<Uint8Array> {

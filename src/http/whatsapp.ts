@@ -92,7 +92,7 @@ export function whatsappRoutes(deps: WhatsAppRoutesDeps): Hono {
 
   routes.post(
     "/webhook/:appId",
-    bodySizeLimit(MAX_WHATSAPP_BODY_BYTES),
+    bodySizeLimit(MAX_WHATSAPP_BODY_BYTES, { streamed: "route" }),
     async (c) => {
       const appIdText = c.req.param("appId");
       const channel = await channelOf(appIdText);

@@ -280,6 +280,7 @@ export function widgetRoutes(deps: WidgetDeps): Hono {
       throw new AppError(400, "Invalid WebSocket handshake", { cause: error });
     }
     const { socket, response } = upgraded;
+    socket.addEventListener("message", refuseLargeFrames);
     if (visitor) {
       deps.attachVisitor(socket, visitor);
     } else {
@@ -312,6 +313,28 @@ export function widgetRoutes(deps: WidgetDeps): Hono {
 
 /** How far before its upgrade a socket attached late catches up (see the socket route). */
 const CATCH_UP_MARGIN_MS = 1_000;
+
+/**
+ * Largest frame a visitor's socket takes from its client (CONTRACT §3: frames go from the server to
+ * the client). Deno reads a whole frame (up to 64 MiB) before it is seen, so frames cannot be
+ * refused before they arrive; a client sending big ones is closed after the first rather than
+ * left to hold that memory again and again. Small ones (a client's keep-alive) are ignored.
+ */
+export const MAX_CLIENT_FRAME_BYTES = 1_024;
+
+function refuseLargeFrames(event: MessageEvent): void {
+  const { data } = event;
+  const size = typeof data === "string"
+    ? data.length
+    : data instanceof ArrayBuffer
+    ? data.byteLength
+    : data instanceof Blob
+    ? data.size
+    : 0;
+  if (size > MAX_CLIENT_FRAME_BYTES) {
+    closeSocket(event.target as WebSocket, 1009, "Frames from the client are not expected");
+  }
+}
 
 /** Closes an upgraded socket whose token is unknown (1008), or could not be looked up (1011). */
 function refuseSocket(socket: WebSocket, unknown: boolean): void {

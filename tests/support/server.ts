@@ -49,10 +49,18 @@ export interface SpawnedServer extends AsyncDisposable {
   stop(): Promise<Deno.CommandStatus>;
 }
 
-/** Spawns `main.ts` and resolves once it logs that it listens. */
-export async function spawnServer(env: Record<string, string>): Promise<SpawnedServer> {
-  const child = new Deno.Command(Deno.execPath(), {
-    args: ["run", "-A", new URL("../../main.ts", import.meta.url).pathname],
+/**
+ * Spawns `main.ts` and resolves once it logs that it listens; `launcher` runs it (as
+ * `prlimit --nofile=…` would: a command that ends by running the rest of its arguments).
+ */
+export async function spawnServer(
+  env: Record<string, string>,
+  { launcher = [] }: { launcher?: string[] } = {},
+): Promise<SpawnedServer> {
+  const deno = [Deno.execPath(), "run", "-A", new URL("../../main.ts", import.meta.url).pathname];
+  const [command, ...args] = [...launcher, ...deno];
+  const child = new Deno.Command(command, {
+    args,
     env: {
       PORT: "0",
       WORKERS: "1",

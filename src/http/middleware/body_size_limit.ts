@@ -20,8 +20,15 @@ export const MAX_BODY_BYTES = 256 * 1024;
  */
 export const BODY_DEADLINE_MS = 10_000;
 
-/** Creates the body-limit middleware. */
-export function bodySizeLimit(maxBytes: number = MAX_BODY_BYTES): MiddlewareHandler {
+/**
+ * Creates the body-limit middleware. `streamed: "route"` leaves a streamed body to the route,
+ * which reads it with {@linkcode readWithin} once its headers passed (a webhook's signature): a
+ * request that cannot be authenticated must not get its upload read first.
+ */
+export function bodySizeLimit(
+  maxBytes: number = MAX_BODY_BYTES,
+  { streamed = "here" }: { streamed?: "here" | "route" } = {},
+): MiddlewareHandler {
   if (!Number.isInteger(maxBytes) || maxBytes < 0) {
     throw new RangeError(
       `Cannot create body limit: maxBytes must be a whole number, got ${maxBytes}`,
@@ -34,7 +41,7 @@ export function bodySizeLimit(maxBytes: number = MAX_BODY_BYTES): MiddlewareHand
       if (Number(declared) > maxBytes) throw tooLarge();
       return await next();
     }
-    if (!c.req.raw.body) return await next();
+    if (!c.req.raw.body || streamed === "route") return await next();
     const body = await readWithin(c.req.raw.body, { maxBytes });
     c.req.raw = new Request(c.req.raw, { body });
     await next();

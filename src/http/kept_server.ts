@@ -1,0 +1,77 @@
+/**
+ * `Deno.serve`, kept serving. Deno's accept loop ends for good the first time accepting fails —
+ * with EMFILE once the process has no file descriptor left, which a client that opens connections
+ * and never uses them can bring about (Deno has no header timeout) — and the rejection it leaves
+ * ended the process. Here the failure is logged and the server listens again on the same port,
+ * after 100 ms and then up to 5 s between tries, until it succeeds or is shut down; connections
+ * already open go on being served meanwhile.
+ */
+import type { ServeHandler } from "./drain.ts";
+import { describeError, log } from "../log.ts";
+
+/** A server kept listening. */
+export interface KeptServer {
+  /** The port it listens on (the one picked, when asked for port 0). */
+  readonly port: number;
+  /** Stops listening for good and resolves once the connections are done (Deno's shutdown). */
+  shutdown(): Promise<void>;
+}
+
+/** What {@linkcode serveKept} is given. */
+export interface KeptServerOptions {
+  port: number;
+  hostname: string;
+  handler: ServeHandler;
+  /** Pauses between tries to listen again, in milliseconds; the last repeats. */
+  retryDelaysMs?: readonly number[];
+}
+
+/** Starts serving; resolves once the first listener is up (a failure to listen then rejects). */
+export async function serveKept(options: KeptServerOptions): Promise<KeptServer> {
+  const { hostname, handler, retryDelaysMs = [100, 250, 500, 1_000, 2_000, 5_000] } = options;
+  let stopping = false;
+  let retry: ReturnType<typeof setTimeout> | undefined;
+  const first = Promise.withResolvers<Deno.NetAddr>();
+  let current = Deno.serve({ port: options.port, hostname, onListen: first.resolve }, handler);
+  const { port } = await first.promise;
+
+  function watch(server: Deno.HttpServer<Deno.NetAddr>): void {
+    server.finished.catch((error) => {
+      if (stopping) return;
+      log("error", "HTTP listener failed; listening again", { port, ...describeError(error) });
+      listenAgain(0);
+    });
+  }
+
+  function listenAgain(attempt: number): void {
+    const delay = retryDelaysMs[Math.min(attempt, retryDelaysMs.length - 1)];
+    retry = setTimeout(() => {
+      retry = undefined;
+      if (stopping) return;
+      try {
+        current = Deno.serve({ port, hostname, onListen: () => {} }, handler);
+      } catch (error) {
+        if (attempt === 0) log("warn", "HTTP listener not back yet", describeError(error));
+        listenAgain(attempt + 1);
+        return;
+      }
+      log("info", "HTTP listener back", { port });
+      watch(current);
+    }, delay);
+  }
+
+  watch(current);
+  return {
+    port,
+    async shutdown() {
+      stopping = true;
+      clearTimeout(retry);
+      try {
+        await current.shutdown();
+      } catch (error) {
+        // A listener that had failed (its retry cancelled just now) has nothing more to stop.
+        log("warn", "HTTP listener shutdown failed", describeError(error));
+      }
+    },
+  };
+}
