@@ -27,19 +27,7 @@ import type { MediaLinks } from "../channels/media_links.ts";
 import type { WebClient } from "@slack/web-api";
 import { findInstallationByApp } from "../db/slack_installations.ts";
 import { findMediaApps } from "../db/channel_media.ts";
-
-/** Whether `url` is on one of Slack's file hosts (or, for tests, `SLACK_API_URL`'s host). */
-function isSlackFileHost(url: string, apiUrl: string): boolean {
-  let host: string;
-  try {
-    const parsed = new URL(url);
-    if (parsed.protocol !== "https:" && parsed.host !== new URL(apiUrl).host) return false;
-    host = parsed.host;
-  } catch {
-    return false;
-  }
-  return host === "files.slack.com" || host === new URL(apiUrl).host;
-}
+import { isSlackFileHost } from "../domain/media_hosts.ts";
 
 /** What the Slack routes need. */
 export interface SlackRoutesDeps extends SlackInstallerDeps {

@@ -7,6 +7,7 @@
 import { fetchMedia } from "../media_fetch.ts";
 import type { WhatsAppMessage } from "../../domain/whatsapp_messages.ts";
 import { parseRetryAfter } from "../../domain/delivery_schedule.ts";
+import { isMetaMediaHost } from "../../domain/media_hosts.ts";
 
 /** How long one Graph API call may take. */
 const TIMEOUT_MS = 15_000;
@@ -137,19 +138,6 @@ export async function lookUpMedia(
     ok: true,
     media: { url: body.url, mimeType: typeof body.mime_type === "string" ? body.mime_type : null },
   };
-}
-
-/** Whether `url` is on Meta's media hosts (or, for tests, `WHATSAPP_GRAPH_URL`'s host). */
-function isMetaMediaHost(url: string, graphUrl: string): boolean {
-  try {
-    const { protocol, host, hostname } = new URL(url);
-    if (host === new URL(graphUrl).host) return true;
-    return protocol === "https:" &&
-      (/\.fbsbx\.com$/.test(hostname) || /\.whatsapp\.net$/.test(hostname) ||
-        /\.facebook\.com$/.test(hostname));
-  } catch {
-    return false;
-  }
 }
 
 /** Starts downloading media from its (short-lived) URL; the body is left to stream. */
