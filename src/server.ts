@@ -28,6 +28,7 @@ import { createSecretBox } from "./crypto/secret_box.ts";
 import { loadEncryptionKey } from "./crypto/encryption_key.ts";
 import {
   checkWebhookUrl,
+  machineAddresses,
   parseAllowList,
   type Resolver,
   systemResolver,
@@ -207,7 +208,11 @@ export async function startParley(
     wakeDeliveries: () => deliveries.wake(),
     async checkWebhookUrl(url) {
       try {
-        await checkWebhookUrl(url, { resolve: resolveHost, allow: allowPrivate });
+        await checkWebhookUrl(url, {
+          resolve: resolveHost,
+          allow: allowPrivate,
+          own: machineAddresses(),
+        });
       } catch (error) {
         if (error instanceof UnsafeUrlError) {
           throw new AppError(400, error.message, { cause: new Error(error.reason) });

@@ -21,6 +21,7 @@ import { attemptDelivery } from "../src/webhooks/deliver.ts";
 import { createConnectionPool, postPinned } from "../src/webhooks/pinned_https.ts";
 import {
   checkWebhookUrl,
+  machineAddresses,
   parseAllowList,
   type Resolver,
   systemResolver,
@@ -109,7 +110,7 @@ self.onmessage = async (event: MessageEvent<DeliveryWorkerMessage>) => {
           attemptDelivery({
             record: (record) => recorder.record(record),
             secretBox,
-            checkUrl: (url) => checkWebhookUrl(url, { resolve, allow }),
+            checkUrl: (url) => checkWebhookUrl(url, { resolve, allow, own: machineAddresses() }),
             post: (request) => postPinned({ ...request, pool: connections }),
             caCerts: message.caCerts,
           }, delivery),

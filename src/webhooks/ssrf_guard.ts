@@ -47,6 +47,41 @@ export interface CheckWebhookUrlOptions {
   resolve: Resolver;
   /** Hosts and ranges exempt from the address check. @default none */
   allow?: AllowList;
+  /**
+   * This machine's own addresses ({@linkcode machineAddresses}), refused even when public: a
+   * connection to them reaches services that an outside firewall keeps from the world, and the
+   * outcome of each attempt (refused, timeout, TLS) is shown to the tenant. @default none
+   */
+  own?: readonly string[];
+}
+
+let listed: { addresses: string[]; at: number } | null = null;
+
+/**
+ * The addresses of this machine's network interfaces (none where they cannot be listed), listed
+ * again at most every 10 s: every delivery attempt checks them.
+ */
+export function machineAddresses(): string[] {
+  const now = performance.now();
+  if (listed && now - listed.at < 10_000) return listed.addresses;
+  let addresses: string[] = [];
+  try {
+    addresses = Deno.networkInterfaces().map((face) => face.address);
+  } catch {
+    // Not allowed to list them: only the configured ranges apply.
+  }
+  listed = { addresses, at: now };
+  return addresses;
+}
+
+/** `address` in canonical form, IPv4-mapped IPv6 as IPv4; null when it is no IP address. */
+function canonical(text: string): string | null {
+  const address = parseStrict(text);
+  if (address === null) return null;
+  if (address.kind() === "ipv6" && (address as ipaddr.IPv6).isIPv4MappedAddress()) {
+    return (address as ipaddr.IPv6).toIPv4Address().toString();
+  }
+  return address.toString();
 }
 
 /** The message every refusal carries; the caller answers it with a 400. */
@@ -274,7 +309,7 @@ async function addressesOf(hostname: string, resolve: Resolver): Promise<string[
  * Checks a webhook url against CONTRACT §5.3 and returns it with the addresses the delivery may
  * connect to. An IP literal (in any notation the URL parser accepts) is checked directly; a name
  * goes to `options.resolve` and is refused if it resolves to nothing or to any blocked address.
- * Any port is allowed.
+ * Any port is allowed; this machine's own addresses (`options.own`) are refused like private ones.
  * @throws {UnsafeUrlError} `url must be an https URL that resolves to a public address`, with
  * the cause in `reason`.
  */
@@ -306,11 +341,13 @@ export async function checkWebhookUrl(
 
   const allow = options.allow ?? { names: [], cidrs: [] };
   const exemptName = allow.names.includes(hostname);
+  const own = new Set((options.own ?? []).map(canonical));
   const addresses = new Set<string>();
   for (const raw of found) {
     const address = parseStrict(String(raw));
     if (address === null) throw new UnsafeUrlError(`not an IP address ${JSON.stringify(raw)}`);
-    if (!exemptName && isBlockedParsed(address) && !isAllowedAddress(address, allow)) {
+    const blocked = isBlockedParsed(address) || own.has(canonical(address.toString()));
+    if (!exemptName && blocked && !isAllowedAddress(address, allow)) {
       throw new UnsafeUrlError(`blocked address ${address.toString()}`);
     }
     addresses.add(address.toString());

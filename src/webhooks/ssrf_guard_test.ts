@@ -3,6 +3,7 @@ import {
   type AllowList,
   checkWebhookUrl,
   isBlockedAddress,
+  machineAddresses,
   parseAllowList,
   type Resolver,
   UnsafeUrlError,
@@ -27,7 +28,7 @@ function fakeResolver(records: [string, string[]][] = []): { resolve: Resolver; 
 /** The `reason` of the UnsafeUrlError `checkWebhookUrl` rejects with; fails if it accepts. */
 async function reasonOf(
   text: string,
-  options: { resolve: Resolver; allow?: AllowList },
+  options: { resolve: Resolver; allow?: AllowList; own?: string[] },
 ): Promise<string> {
   try {
     const checked = await checkWebhookUrl(text, options);
@@ -502,4 +503,32 @@ Deno.test("parseAllowList() throws a RangeError naming the bad entry", () => {
       },
     );
   }
+});
+
+Deno.test("checkWebhookUrl() refuses this machine's own public addresses, in any notation", async () => {
+  const { resolve } = fakeResolver([
+    ["self.example.com", ["93.184.215.14"]],
+    ["other.example.com", ["93.184.215.15"]],
+  ]);
+  const own = ["93.184.215.14", "2606:4700:4700::1111", "127.0.0.1"];
+  for (
+    const url of [
+      "https://self.example.com/hook",
+      "https://93.184.215.14:2375/",
+      "https://[::ffff:93.184.215.14]/",
+      "https://[2606:4700:4700:0:0:0:0:1111]/",
+    ]
+  ) {
+    assert.match(await reasonOf(url, { resolve, own }), /^blocked address/, url);
+  }
+  const other = await checkWebhookUrl("https://other.example.com/hook", { resolve, own });
+  assert.deepEqual(other.addresses, ["93.184.215.15"]);
+  // An allow-listed own address (a receiver on this machine, in tests) passes.
+  const allow = parseAllowList("93.184.215.14");
+  const allowed = await checkWebhookUrl("https://self.example.com/hook", { resolve, own, allow });
+  assert.deepEqual(allowed.addresses, ["93.184.215.14"]);
+});
+
+Deno.test("machineAddresses() lists this machine's interfaces, loopback among them", () => {
+  assert.ok(machineAddresses().includes("127.0.0.1"), machineAddresses().join());
 });
