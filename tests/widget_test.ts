@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { capturingErrors } from "./support/console.ts";
 import { createTestDatabase } from "./support/database.ts";
 import { startTestServer } from "./support/server.ts";
 import { insertApplication } from "../src/db/applications.ts";
@@ -663,6 +664,40 @@ Deno.test("a socket whose client leaves during the token lookup holds no connect
     held = await closeWaitCount(port);
   }
   assert.equal(held, 0, "connections the clients closed are still held by the server");
+});
+
+Deno.test("a socket whose token cannot be looked up is closed with 1011, and the next one works", async () => {
+  await using db = await createTestDatabase();
+  await using server = await startTestServer(db.url);
+  const app = await insertApplication(db.sql, "Acme");
+  const visitor = await createVisitor(server.baseUrl, app.public_id);
+  const open = () =>
+    new WebSocket(
+      `${server.baseUrl.replace("http", "ws")}/api/v1/widget/socket?token=${visitor.visitor_token}`,
+    );
+  // The lookup's table gone for a moment: the database fails the statement.
+  await db.sql`ALTER TABLE client_identities RENAME TO client_identities_away`;
+  let closed: CloseEvent;
+  try {
+    await capturingErrors(async () => {
+      const socket = open();
+      closed = await new Promise<CloseEvent>((resolve) => socket.onclose = resolve);
+    });
+  } finally {
+    await db.sql`ALTER TABLE client_identities_away RENAME TO client_identities`;
+  }
+  assert.deepEqual({ code: closed!.code, reason: closed!.reason }, {
+    code: 1011,
+    reason: "Internal server error",
+  });
+  const socket = open();
+  await new Promise((resolve, reject) => {
+    socket.onopen = resolve;
+    socket.onclose = reject;
+  });
+  const done = new Promise((resolve) => socket.onclose = resolve);
+  socket.close();
+  await done;
 });
 
 Deno.test("a socket with a well-formed unknown token is closed with 1008 and the reason", async () => {
