@@ -273,7 +273,7 @@ async function threadTs(env: Env): Promise<string> {
   return row.thread_ts;
 }
 
-Deno.test("a visitor's messages are posted under their name marked as a visitor's", async () => {
+Deno.test("a visitor's messages are posted under their name with a visitor's icon", async () => {
   await using env = await setUp();
   await install(env);
   const unnamed = await createVisitorChat(env.server.baseUrl, env.app.publicId, "Hi");
@@ -291,10 +291,14 @@ Deno.test("a visitor's messages are posted under their name marked as a visitor'
   });
   assert.equal(sent.status, 200);
   await waitUntil(() => posts(env.slack).length >= 4, "the named visitor's message");
-  const usernames = posts(env.slack).filter((post) => post.params.thread_ts).map((post) =>
-    post.params.username
-  );
-  assert.deepEqual(usernames, [`Visitor #${unnamed.chatId}`, "Parley (visitor)"]);
+  const replies = posts(env.slack).filter((post) => post.params.thread_ts).map((post) => ({
+    username: post.params.username,
+    icon: post.params.icon_emoji,
+  }));
+  assert.deepEqual(replies, [
+    { username: `Visitor #${unnamed.chatId}`, icon: ":bust_in_silhouette:" },
+    { username: "Parley", icon: ":bust_in_silhouette:" },
+  ]);
 });
 
 Deno.test("a signed Slack request over 1 MiB is refused with 413 and stored nowhere", async () => {

@@ -103,6 +103,9 @@ export function rootMessage(conversation: NonNullable<ClaimedMirror["conversatio
 }
 
 /** The name a message is posted under. */
+/** The icon of a visitor's posts (customized like the username: `chat:write.customize`). */
+export const VISITOR_ICON = ":bust_in_silhouette:";
+
 function senderLabel(message: NonNullable<ClaimedMirror["message"]>, visitor: string): string {
   switch (message.senderType) {
     case "visitor":
@@ -156,10 +159,10 @@ export async function sendMirror(deps: MirrorDeps, send: ClaimedMirror): Promise
     }
     const message = send.message;
     if (send.topic === "message" && message) {
-      // A name the visitor chose is marked as theirs: "Parley" or "Flow" must not pass for ours.
-      const visitor = conversation.visitorName === null
-        ? `Visitor #${conversation.id}`
-        : `${conversation.visitorName} (visitor)`;
+      // Posted under the sender's name (CONTRACT §6.2); a visitor's posts carry a person's icon
+      // of their own, so that a visitor who calls themselves "Parley" or "Flow" does not pass for
+      // one of ours, whose posts show the app's icon.
+      const visitor = conversation.visitorName ?? `Visitor #${conversation.id}`;
       const parts = renderSlackMessage({
         id: message.id,
         message_type: message.messageType,
@@ -174,6 +177,7 @@ export async function sendMirror(deps: MirrorDeps, send: ClaimedMirror): Promise
           channel: thread.channelId,
           thread_ts: thread.ts,
           username: senderLabel(message, visitor),
+          ...(message.senderType === "visitor" ? { icon_emoji: VISITOR_ICON } : {}),
           ...parts[index],
         });
         first ??= posted.ts ?? null;
