@@ -11,7 +11,8 @@
  * of its key behind it wait for it (and for every other request before them) to be final, and
  * failed requests are retried in the order they arrived. Requests already handed over when the
  * failure came are not held back. Retries of a key stop `retryWithinMs` after its first failure
- * (any success resets that clock); a request that still fails is left to recovery.
+ * (any success resets that clock); a request that still fails is left to recovery, as is one that
+ * arrives when `maxHeld` requests already wait behind retries.
  */
 import { createApplyWindow } from "./apply_window.ts";
 import { createInFlightLimit } from "./in_flight_limit.ts";
@@ -44,6 +45,11 @@ export interface OrderedApplyOptions {
   retryDelaysMs?: readonly number[];
   /** @default APPLY_RETRY_WITHIN_MS */
   retryWithinMs?: number;
+  /**
+   * Most requests, of all keys, held back behind a retry at once (their bodies are in memory);
+   * beyond it a request fails at once, left to recovery. @default 10_000
+   */
+  maxHeld?: number;
 }
 
 /** Requests applied in order, per key. */
@@ -77,7 +83,9 @@ export function createOrderedApply(options: OrderedApplyOptions): OrderedApply {
   const {
     retryDelaysMs = APPLY_RETRY_DELAYS_MS,
     retryWithinMs = APPLY_RETRY_WITHIN_MS,
+    maxHeld = 10_000,
   } = options;
+  let held = 0;
   if (retryDelaysMs.length === 0) throw new RangeError("Cannot retry without delays");
   const applyWindow = createApplyWindow(options.windowMs);
   const inFlight = createInFlightLimit(options.maxInFlight ?? 256);
@@ -161,6 +169,12 @@ export function createOrderedApply(options: OrderedApplyOptions): OrderedApply {
       keys.set(key, state);
     }
     const own = state;
+    // Behind a retry, a request may wait a minute with its body in memory: only so many may.
+    const holding = own.retrying > 0;
+    if (holding && held >= maxHeld) {
+      return Promise.reject(new Error("Too many requests held back behind retries"));
+    }
+    if (holding) held++;
     own.pending++;
     const { handedOver: before, finished: allBefore } = own;
     const gathered = applyWindow.next();
@@ -170,6 +184,7 @@ export function createOrderedApply(options: OrderedApplyOptions): OrderedApply {
       return { attempt, ...(await start(attempt)) };
     });
     own.handedOver = handed.then(() => {}, () => {});
+    if (holding) own.handedOver.then(() => held--);
     const outcome = handed.then(async ({ attempt, answer }) => {
       try {
         await answer;

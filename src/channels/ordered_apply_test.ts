@@ -123,3 +123,17 @@ Deno.test("createOrderedApply() fails a request whose preparation failed, and go
   assert.deepEqual(await Promise.all([broken, next]), ["rejected: unreadable", "ok"]);
   assert.deepEqual(log, ["b"]);
 });
+
+Deno.test("createOrderedApply() holds at most maxHeld requests behind retries, failing the rest at once", async () => {
+  const order = createOrderedApply({ windowMs: 0, retryDelaysMs: [30], maxHeld: 1 });
+  const { log, attemptOf } = scripted({ a: ["retryable", "ok"] });
+  const a = settle(order.apply("k", attemptOf("a")));
+  await new Promise((resolve) => setTimeout(resolve, 5)); // a failed once and waits
+  const b = settle(order.apply("k", attemptOf("b")));
+  const c = settle(order.apply("k", attemptOf("c")));
+  assert.equal(await c, "rejected: Too many requests held back behind retries");
+  assert.deepEqual(await Promise.all([a, b]), ["ok", "ok"]);
+  assert.deepEqual(log, ["a", "a", "b"]);
+  // Once the hold is over, the count is back to zero.
+  assert.equal(await settle(order.apply("k", attemptOf("d"))), "ok");
+});
