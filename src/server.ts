@@ -57,8 +57,8 @@ export interface RunningParley {
   stop(): Promise<void>;
   /**
    * Settles with the error if the embedded PostgreSQL this instance started exited and could not
-   * be started again (the instance then cannot work: stop it and exit non-zero). Never settles
-   * otherwise.
+   * be started again, or the HTTP listener failed and could not listen again within a minute (the
+   * instance then cannot work: stop it and exit non-zero). Never settles otherwise.
    */
   lost: Promise<Error>;
 }
@@ -245,6 +245,7 @@ export async function startParley(
     port: config.port,
     hostname: "0.0.0.0",
     handler: requests.handler,
+    onGiveUp: lost.resolve,
   });
   announce("listening", {
     port: server.port,

@@ -374,6 +374,7 @@ Deno.test("a visitor's socket ignores a small frame from its client and closes o
   });
   socket.send("ping");
   socket.send(new Uint8Array(1_024));
+  socket.send("é".repeat(512)); // 1,024 bytes
   await call(server.baseUrl, "POST", "/api/v1/widget/messages", {
     token: visitor.visitor_token,
     body: { content: "Still here" },
@@ -382,7 +383,7 @@ Deno.test("a visitor's socket ignores a small frame from its client and closes o
     await new Promise((resolve) => setTimeout(resolve, 20));
   }
   assert.ok(frames.some((f) => f.type === "message.created"), "still open after small frames");
-  socket.send("x".repeat(1_025));
+  socket.send("é".repeat(513)); // 513 characters, 1,026 bytes
   const late = setTimeout(() => socket.close(4000, "not closed by the server"), 5_000);
   const { code, reason } = await closed;
   clearTimeout(late);

@@ -26,16 +26,20 @@ let loop: CommitLoop | null = null;
  * How long a transaction may stay unsettled before the worker ends itself. postgres.js 3.4 can
  * lose a query whose connection the server ended (after the embedded PostgreSQL was killed, a
  * batch never settled and this worker never committed again); its pool then starts a fresh
- * worker, with a fresh database pool, and answers the commands in flight with 500 at once.
+ * worker, with a fresh database pool, and answers the commands in flight with a retryable 500 at
+ * once.
  */
 const STUCK_TRANSACTION_MS = 20_000;
 
 /** `commitBatch` under the watchdog of {@linkcode STUCK_TRANSACTION_MS}. */
 function commitWatched(pool: Sql, commands: AppCommand[]): Promise<CommandResult[]> {
   const watchdog = setTimeout(() => {
-    throw new Error(
-      `A transaction did not settle within ${STUCK_TRANSACTION_MS} ms: ending the actor worker`,
-    );
+    const message =
+      `A transaction did not settle within ${STUCK_TRANSACTION_MS} ms: ending the actor worker`;
+    // Said first, so that the commands in flight are answered as retryable: the driver lost the
+    // transaction, none of them hung it. The throw ends the worker should the message not.
+    post({ type: "stuck", message });
+    throw new Error(message);
   }, STUCK_TRANSACTION_MS);
   return commitBatch(pool, commands).finally(() => clearTimeout(watchdog));
 }

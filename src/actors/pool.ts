@@ -167,20 +167,33 @@ export async function createActorPool(options: ActorPoolOptions): Promise<ActorP
         // A commit finished: the worker forms its next batch now, from what it has.
         flush(slot);
         break;
+      case "stuck":
+        crash(slot, slot.worker, message.message, { retryable: true });
+        break;
       case "stopped":
         slot.stopped?.resolve();
         break;
     }
   }
 
-  function crash(slot: Slot, worker: Worker | null, cause: unknown): void {
+  /**
+   * Replaces a worker that died, answering its pending asks with a 500: retryable when the
+   * worker said its transaction was lost (none of the commands is to blame), else not — the
+   * command may be what killed it, and would kill it again.
+   */
+  function crash(
+    slot: Slot,
+    worker: Worker | null,
+    cause: unknown,
+    { retryable = false }: { retryable?: boolean } = {},
+  ): void {
     logError("Actor worker crashed", slot.index, cause);
     worker?.terminate();
     slot.worker = null;
     slot.outbox = [];
     clearTimeout(slot.flushTimer);
     slot.flushTimer = undefined;
-    failPending(slot);
+    failPending(slot, retryable ? UNAVAILABLE : INTERNAL_ERROR);
     if (slot.starting) {
       slot.starting.reject(
         new Error(`Cannot start actor worker ${slot.index}: ${describe(cause)}`),
@@ -198,14 +211,15 @@ export async function createActorPool(options: ActorPoolOptions): Promise<ActorP
     else slot.restartTimer = setTimeout(() => spawn(slot), delay);
   }
 
-  function failPending(slot: Slot): void {
-    for (const pending of slot.pending.values()) pending.resolve(UNAVAILABLE);
+  function failPending(slot: Slot, result: CommandResult = INTERNAL_ERROR): void {
+    for (const pending of slot.pending.values()) pending.resolve(result);
     slot.pending.clear();
   }
 
   function ask(key: string, command: AppCommand): Promise<CommandResult> {
     if (state !== "running") return Promise.resolve(SHUTTING_DOWN);
     const slot = slots[workerIndexFor(key, size)];
+    // The worker is being replaced: the command was never sent, and may succeed once it is back.
     if (!slot.worker) return Promise.resolve(UNAVAILABLE);
     const id = nextId++;
     const { promise, resolve } = Promise.withResolvers<CommandResult>();
@@ -269,7 +283,7 @@ export async function createActorPool(options: ActorPoolOptions): Promise<ActorP
       for (const [id, pending] of slot.pending) {
         if (pending.deadline > now) break;
         slot.pending.delete(id);
-        pending.resolve(UNAVAILABLE);
+        pending.resolve(INTERNAL_ERROR);
       }
     }
   }

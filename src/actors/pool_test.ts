@@ -8,8 +8,6 @@ const ECHO_WORKER = new URL("../../tests/fixtures/echo_worker.ts", import.meta.u
 const CRASHING_WORKER = new URL("../../tests/fixtures/crashing_worker.ts", import.meta.url);
 const DATABASE_URL = "postgres://unused@localhost/unused";
 const INTERNAL_ERROR = { ok: false, status: 500, message: "Internal server error" };
-/** The same to clients, but a failure that may pass: a channel's stored request is retried. */
-const UNAVAILABLE = { ...INTERNAL_ERROR, retryable: true };
 
 function message(content: string): AppCommand {
   return { kind: "visitor.message", appId: 1, clientId: 1, messageType: "text", content };
@@ -146,8 +144,9 @@ Deno.test("createActorPool() fails a crashed worker's asks with 500 at once and 
       const crashed = pool.ask(crashKey, message("crash"));
       const waiting = pool.ask(hangKey, message("delay:60000"));
       const elsewhere = pool.ask(otherKey, message("delay:300"));
-      assert.deepEqual(await crashed, UNAVAILABLE);
-      assert.deepEqual(await waiting, UNAVAILABLE);
+      // Not retryable: the command may be what killed the worker.
+      assert.deepEqual(await crashed, INTERNAL_ERROR);
+      assert.deepEqual(await waiting, INTERNAL_ERROR);
       assert.ok(performance.now() - started < 2_000, "pending asks fail fast, not on timeout");
       assert.equal(valueOf(await elsewhere).workerIndex, 1, "the other worker is untouched");
 
@@ -160,12 +159,26 @@ Deno.test("createActorPool() fails a crashed worker's asks with 500 at once and 
   assert.equal(JSON.parse(printed[0]).msg, "Actor worker crashed");
 });
 
+Deno.test("createActorPool() answers a worker's asks as retryable when it says its transaction was lost", async () => {
+  const [stuckKey, otherKey] = keysOn(0, 2, 2);
+  await capturingErrors(async () => {
+    await withPool({ size: 2, workerUrl: CRASHING_WORKER }, async (pool) => {
+      const stuck = pool.ask(stuckKey, message("stuck"));
+      const waiting = pool.ask(otherKey, message("delay:60000"));
+      const unavailable = { ...INTERNAL_ERROR, retryable: true };
+      assert.deepEqual(await stuck, unavailable);
+      assert.deepEqual(await waiting, unavailable, "none of its commands is to blame");
+      assert.ok(valueOf(await pool.ask(stuckKey, message("again"))), "replaced");
+    });
+  });
+});
+
 Deno.test("createActorPool() answers 500 to an ask that exceeds askTimeoutMs", async () => {
   await withPool(
     { size: 1, workerUrl: ECHO_WORKER, askTimeoutMs: 100, stopTimeoutMs: 200 },
     async (pool) => {
       const started = performance.now();
-      assert.deepEqual(await pool.ask("app:1", message("hang")), UNAVAILABLE);
+      assert.deepEqual(await pool.ask("app:1", message("hang")), INTERNAL_ERROR);
       const elapsed = performance.now() - started;
       assert.ok(elapsed >= 100 && elapsed < 1_000, `${elapsed} ms`);
       assert.ok(valueOf(await pool.ask("app:2", message("fine"))));

@@ -240,4 +240,6 @@ export type ToWorker =
 export type FromWorker =
   | { type: "ready" }
   | { type: "reply"; replies: Reply[] }
+  /** A transaction never settled (the driver lost it): the worker is to be replaced. */
+  | { type: "stuck"; message: string }
   | { type: "stopped" };

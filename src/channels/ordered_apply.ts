@@ -16,6 +16,7 @@
  */
 import { createApplyWindow } from "./apply_window.ts";
 import { createInFlightLimit } from "./in_flight_limit.ts";
+import { isTransientDatabaseError } from "../db/transient_retry.ts";
 
 /** One try at applying a request: resolves once applied, rejects when that failed. */
 export type ApplyAttempt = () => Promise<void>;
@@ -55,10 +56,11 @@ export interface OrderedApplyOptions {
 /** Requests applied in order, per key. */
 export interface OrderedApply {
   /**
-   * Applies a request of `key` in its turn: `prepared` yields its attempt (a rejection counts as
-   * its failure, and it is not retried). Resolves once applied; rejects with the last failure.
+   * Applies a request of `key` in its turn: `prepare` (called at once, and again when a retry
+   * follows a preparation that failed) yields its attempt. A {@linkcode RetryableApplyError} from
+   * either is retried. Resolves once applied; rejects with the last failure.
    */
-  apply(key: string, prepared: Promise<ApplyAttempt>): Promise<void>;
+  apply(key: string, prepare: () => Promise<ApplyAttempt>): Promise<void>;
   /** Stops retrying: requests waiting for a retry reject at once with their last failure. */
   stop(): void;
 }
@@ -68,12 +70,12 @@ interface KeyState {
   handedOver: Promise<void>;
   /** Settles once every request so far is final. */
   finished: Promise<void>;
-  /** Settles once every retry so far is final. */
-  retries: Promise<void>;
   /** Requests waiting for a retry. */
   retrying: number;
   /** When the retries stop; set by the first failure since the last success. */
   giveUpAt: number | null;
+  /** Requests applied so far: a retry that sees it grow since its failure tries again at once. */
+  successes: number;
   /** Requests not final yet: the state is dropped at 0. */
   pending: number;
 }
@@ -85,16 +87,16 @@ export function createOrderedApply(options: OrderedApplyOptions): OrderedApply {
     retryWithinMs = APPLY_RETRY_WITHIN_MS,
     maxHeld = 10_000,
   } = options;
-  let held = 0;
   if (retryDelaysMs.length === 0) throw new RangeError("Cannot retry without delays");
   const applyWindow = createApplyWindow(options.windowMs);
   const inFlight = createInFlightLimit(options.maxInFlight ?? 256);
   const keys = new Map<string, KeyState>();
   const stopped = new AbortController();
+  /** Requests, of all keys, that arrived while their key held a retry and are not handed over. */
+  let held = 0;
 
   /** Runs `attempt` in a free slot; resolves to its answer once it was started. */
-  async function start(attempt: ApplyAttempt): Promise<{ answer: Promise<void> }> {
-    await inFlight.acquire();
+  function run(attempt: ApplyAttempt): Promise<void> {
     let answer: Promise<void>;
     try {
       answer = attempt();
@@ -102,12 +104,29 @@ export function createOrderedApply(options: OrderedApplyOptions): OrderedApply {
       answer = Promise.reject(error);
     }
     answer.finally(() => inFlight.release()).catch(() => {});
-    return { answer };
+    return answer;
   }
 
-  async function attemptAnswered(state: KeyState, attempt: ApplyAttempt): Promise<void> {
-    await (await start(attempt)).answer;
+  /**
+   * Waits, while a request of the key before this one waits for its retry, until every one
+   * before it is final (`allBefore`, `beforeFinal` once it is); at shutdown the request is then
+   * left to recovery rather than applied ahead of one that was.
+   */
+  async function holdBack(
+    own: KeyState,
+    allBefore: Promise<void>,
+    beforeFinal: () => boolean,
+  ): Promise<void> {
+    if (own.retrying === 0 || beforeFinal()) return;
+    await allBefore;
+    if (stopped.signal.aborted) {
+      throw new RetryableApplyError("Stopped behind a request waiting for its retry");
+    }
+  }
+
+  function succeeded(state: KeyState): void {
     state.giveUpAt = null;
+    state.successes++;
   }
 
   function sleep(ms: number): Promise<void> {
@@ -122,48 +141,61 @@ export function createOrderedApply(options: OrderedApplyOptions): OrderedApply {
     });
   }
 
-  /** Retries a failed request after those that failed before it, until it is applied or given up. */
-  async function retry(state: KeyState, attempt: ApplyAttempt, failure: unknown): Promise<void> {
+  /**
+   * Retries a failed request once every request before it is final (`turn`), until it is applied
+   * or given up; `attempt` is null when its preparation failed, and `prepare` makes it again.
+   */
+  async function retry(
+    state: KeyState,
+    prepare: () => Promise<ApplyAttempt>,
+    attempt: ApplyAttempt | null,
+    failure: unknown,
+    turn: Promise<void>,
+  ): Promise<void> {
     state.retrying++;
     state.giveUpAt ??= Date.now() + retryWithinMs; // the requests failing behind it share it
-    const turn = state.retries;
-    const retried = (async () => {
+    let successesSeen = state.successes;
+    try {
       await turn;
       let last = failure;
       for (let i = 0;; i++) {
-        const delay = retryDelaysMs[Math.min(i, retryDelaysMs.length - 1)];
-        // A success since (of a request behind this one) restarted the clock.
+        // A success since this request last failed (the retry of the one before it, say) says
+        // the database is back: no pause then, or a burst of failures would be retried one
+        // pause after another. A success also restarted the clock.
+        const pause = state.successes === successesSeen
+          ? retryDelaysMs[Math.min(i, retryDelaysMs.length - 1)]
+          : 0;
         state.giveUpAt ??= Date.now() + retryWithinMs;
-        if (stopped.signal.aborted || Date.now() + delay > state.giveUpAt) throw last;
-        await sleep(delay);
+        if (stopped.signal.aborted || Date.now() + pause > state.giveUpAt) throw last;
+        if (pause > 0) await sleep(pause);
         if (stopped.signal.aborted) throw last;
+        successesSeen = state.successes;
         try {
-          return await attemptAnswered(state, attempt);
+          attempt ??= await prepare();
+          await inFlight.acquire();
+          await run(attempt);
+          succeeded(state);
+          return;
         } catch (error) {
           if (!(error instanceof RetryableApplyError)) throw error;
           last = error;
         }
       }
-    })();
-    state.retries = retried.then(() => {}, () => {});
-    try {
-      await retried;
     } finally {
       state.retrying--;
     }
   }
 
-  function apply(key: string, prepared: Promise<ApplyAttempt>): Promise<void> {
-    prepared.catch(() => {}); // awaited in turn below
+  function apply(key: string, prepare: () => Promise<ApplyAttempt>): Promise<void> {
     let state = keys.get(key);
     if (!state) {
       const settled = Promise.resolve();
       state = {
         handedOver: settled,
         finished: settled,
-        retries: settled,
         retrying: 0,
         giveUpAt: null,
+        successes: 0,
         pending: 0,
       };
       keys.set(key, state);
@@ -176,31 +208,63 @@ export function createOrderedApply(options: OrderedApplyOptions): OrderedApply {
     }
     if (holding) held++;
     own.pending++;
+    // Prepared as it arrives, so that the work is spread between arrivals rather than done in
+    // one burst when the window closes.
+    const prepared = prepare();
+    prepared.catch(() => {}); // awaited in turn below
     const { handedOver: before, finished: allBefore } = own;
+    let final = false;
+    allBefore.then(() => final = true);
+    const beforeFinal = () => final;
     const gathered = applyWindow.next();
     const handed = Promise.all([before, gathered]).then(async () => {
-      if (own.retrying > 0) await allBefore;
+      await holdBack(own, allBefore, beforeFinal);
       const attempt = await prepared;
-      return { attempt, ...(await start(attempt)) };
+      // A request before this one may have failed meanwhile (while this one was prepared, or
+      // waited for a slot): it goes first. (Every retry pending is one before this request's.)
+      for (;;) {
+        await holdBack(own, allBefore, beforeFinal);
+        await inFlight.acquire();
+        if (own.retrying === 0 || final) break;
+        inFlight.release();
+      }
+      return { attempt, answer: run(attempt) };
     });
+    // Reacting to the hand-over before the next request does: a failed preparation counts as
+    // a retry pending by the time the next request looks.
+    const outcome = handed.then(
+      async ({ attempt, answer }) => {
+        try {
+          await answer;
+          succeeded(own);
+        } catch (error) {
+          if (!(error instanceof RetryableApplyError) || stopped.signal.aborted) throw error;
+          await retry(own, prepare, attempt, error, allBefore);
+        }
+      },
+      async (error) => {
+        if (!(error instanceof RetryableApplyError) || stopped.signal.aborted) throw error;
+        await retry(own, prepare, null, error, allBefore);
+      },
+    );
     own.handedOver = handed.then(() => {}, () => {});
     if (holding) own.handedOver.then(() => held--);
-    const outcome = handed.then(async ({ attempt, answer }) => {
-      try {
-        await answer;
-        own.giveUpAt = null;
-      } catch (error) {
-        if (!(error instanceof RetryableApplyError) || stopped.signal.aborted) throw error;
-        await retry(own, attempt, error);
-      }
-    });
-    const final = outcome.then(() => {}, () => {});
-    own.finished = Promise.all([allBefore, final]).then(() => {});
-    final.then(() => {
+    const settled = outcome.then(() => {}, () => {});
+    own.finished = Promise.all([allBefore, settled]).then(() => {});
+    settled.then(() => {
       if (--own.pending === 0 && keys.get(key) === own) keys.delete(key);
     });
     return outcome;
   }
 
   return { apply, stop: () => stopped.abort() };
+}
+
+/**
+ * A failure as {@linkcode OrderedApply.apply} judges it: one saying the database was not reached
+ * becomes a {@linkcode RetryableApplyError}; any other is left as it is.
+ */
+export function asApplyFailure(error: unknown): unknown {
+  if (error instanceof RetryableApplyError || !isTransientDatabaseError(error)) return error;
+  return new RetryableApplyError((error as Error).message);
 }

@@ -1,5 +1,10 @@
 import assert from "node:assert/strict";
-import { type ApplyAttempt, createOrderedApply, RetryableApplyError } from "./ordered_apply.ts";
+import {
+  type ApplyAttempt,
+  asApplyFailure,
+  createOrderedApply,
+  RetryableApplyError,
+} from "./ordered_apply.ts";
 
 /**
  * A script of answers per request name, one per attempt: "ok", "retryable" or "fatal", answered
@@ -7,7 +12,7 @@ import { type ApplyAttempt, createOrderedApply, RetryableApplyError } from "./or
  */
 function scripted(answers: Record<string, string[]>) {
   const log: string[] = [];
-  const attemptOf = (name: string): Promise<ApplyAttempt> =>
+  const attemptOf = (name: string) => (): Promise<ApplyAttempt> =>
     Promise.resolve(async () => {
       log.push(name);
       const [answer, ms] = (answers[name]?.shift() ?? "ok").split("@");
@@ -29,12 +34,13 @@ Deno.test("createOrderedApply() hands a key's requests over in order without wai
   const requests = ["a", "b", "c"].map((name) =>
     order.apply(
       "k",
-      Promise.resolve(() => {
-        started.push(name);
-        const answer = Promise.withResolvers<void>();
-        answers.push(answer);
-        return answer.promise;
-      }),
+      () =>
+        Promise.resolve(() => {
+          started.push(name);
+          const answer = Promise.withResolvers<void>();
+          answers.push(answer);
+          return answer.promise;
+        }),
     )
   );
   await new Promise((resolve) => setTimeout(resolve, 10));
@@ -118,7 +124,7 @@ Deno.test("createOrderedApply() stop() ends the retries at once", async () => {
 Deno.test("createOrderedApply() fails a request whose preparation failed, and goes on", async () => {
   const order = createOrderedApply({ windowMs: 0 });
   const { log, attemptOf } = scripted({});
-  const broken = settle(order.apply("k", Promise.reject(new Error("unreadable"))));
+  const broken = settle(order.apply("k", () => Promise.reject(new Error("unreadable"))));
   const next = settle(order.apply("k", attemptOf("b")));
   assert.deepEqual(await Promise.all([broken, next]), ["rejected: unreadable", "ok"]);
   assert.deepEqual(log, ["b"]);
@@ -136,4 +142,119 @@ Deno.test("createOrderedApply() holds at most maxHeld requests behind retries, f
   assert.deepEqual(log, ["a", "a", "b"]);
   // Once the hold is over, the count is back to zero.
   assert.equal(await settle(order.apply("k", attemptOf("d"))), "ok");
+});
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+Deno.test("createOrderedApply() holds back a request still being prepared when the one before fails", async () => {
+  const order = createOrderedApply({ windowMs: 0, retryDelaysMs: [50] });
+  const log: string[] = [];
+  let tries = 0;
+  const a = settle(order.apply("k", () =>
+    Promise.resolve(async () => {
+      log.push(`a#${++tries}`);
+      await sleep(5);
+      if (tries === 1) throw new RetryableApplyError("a unreachable");
+    })));
+  // b is handed over as soon as a is, but its preparation takes 20 ms: a has failed by then.
+  const b = settle(order.apply("k", () =>
+    sleep(20).then((): ApplyAttempt => () => {
+      log.push("b");
+      return Promise.resolve();
+    })));
+  assert.deepEqual(await Promise.all([a, b]), ["ok", "ok"]);
+  assert.deepEqual(log, ["a#1", "a#2", "b"]);
+});
+
+Deno.test("createOrderedApply() stop() leaves the requests held behind a retry unapplied", async () => {
+  const order = createOrderedApply({ windowMs: 0, retryDelaysMs: [1_000] });
+  const { log, attemptOf } = scripted({ a: ["retryable"] });
+  const a = settle(order.apply("k", attemptOf("a")));
+  await sleep(10);
+  const b = settle(order.apply("k", attemptOf("b")));
+  await sleep(10);
+  order.stop();
+  assert.deepEqual(await Promise.all([a, b]), [
+    "rejected: a unreachable",
+    "rejected: Stopped behind a request waiting for its retry",
+  ]);
+  assert.deepEqual(log, ["a"], "b was not applied ahead of a");
+});
+
+Deno.test("createOrderedApply() retries in arrival order whatever order the failures come back in", async () => {
+  const order = createOrderedApply({ windowMs: 0, retryDelaysMs: [30] });
+  const { log, attemptOf } = scripted({ a: ["retryable@20", "ok"], b: ["retryable@1", "ok"] });
+  const results = await Promise.all([
+    settle(order.apply("k", attemptOf("a"))),
+    settle(order.apply("k", attemptOf("b"))),
+  ]);
+  assert.deepEqual(results, ["ok", "ok"]);
+  assert.deepEqual(log, ["a", "b", "a", "b"]);
+});
+
+Deno.test("createOrderedApply() prepares again a request whose preparation failed retryably", async () => {
+  const order = createOrderedApply({ windowMs: 0, retryDelaysMs: [10] });
+  const { log, attemptOf } = scripted({});
+  let preparations = 0;
+  const a = settle(order.apply("k", () => {
+    preparations++;
+    return preparations === 1
+      ? Promise.reject(new RetryableApplyError("lookup unreachable"))
+      : attemptOf("a")();
+  }));
+  const b = settle(order.apply("k", attemptOf("b")));
+  assert.deepEqual(await Promise.all([a, b]), ["ok", "ok"]);
+  assert.equal(preparations, 2);
+  assert.deepEqual(log, ["a", "b"]);
+});
+
+Deno.test("asApplyFailure() makes a database that was not reached retryable, and nothing else", () => {
+  const refused = Object.assign(new Error("connect ECONNREFUSED"), { code: "ECONNREFUSED" });
+  assert.ok(asApplyFailure(refused) instanceof RetryableApplyError);
+  const bug = new TypeError("x is undefined");
+  assert.equal(asApplyFailure(bug), bug);
+  const retryable = new RetryableApplyError("already");
+  assert.equal(asApplyFailure(retryable), retryable);
+});
+
+Deno.test("createOrderedApply() keeps a request waiting for a slot behind the failures that free it", async () => {
+  const order = createOrderedApply({ windowMs: 1, maxInFlight: 2, retryDelaysMs: [30] });
+  const applied: number[] = [];
+  const crash = Promise.withResolvers<void>();
+  const tried = new Set<number>();
+  const attempt = (i: number) => () =>
+    Promise.resolve(async () => {
+      if (!tried.has(i) && i < 3) {
+        tried.add(i);
+        await crash.promise;
+        throw new RetryableApplyError("worker died");
+      }
+      applied.push(i);
+    });
+  const all = [1, 2, 3].map((i) => order.apply("app", attempt(i)));
+  await sleep(50);
+  crash.resolve();
+  await Promise.all(all);
+  assert.deepEqual(applied, [1, 2, 3]);
+});
+
+Deno.test("createOrderedApply() once a retry succeeds, the failed requests behind it go on without pausing", async () => {
+  const order = createOrderedApply({ windowMs: 1, retryDelaysMs: [100] });
+  const down = Promise.withResolvers<void>();
+  const tried = new Set<number>();
+  const attempt = (i: number) => () =>
+    Promise.resolve(async () => {
+      if (tried.has(i)) return;
+      tried.add(i);
+      await down.promise;
+      throw new RetryableApplyError("unreachable");
+    });
+  const all = Array.from({ length: 20 }, (_, i) => order.apply("app", attempt(i)));
+  await sleep(20);
+  const failedAt = performance.now();
+  down.resolve();
+  await Promise.all(all);
+  const elapsed = performance.now() - failedAt;
+  // One pause for the first retry; the 19 behind it follow at once (not 20 pauses: 2 s).
+  assert.ok(elapsed < 500, `${elapsed} ms`);
 });

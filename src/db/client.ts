@@ -124,7 +124,14 @@ export async function reserveWithin(
   let timer: ReturnType<typeof setTimeout> | undefined;
   const late = new Promise<never>((_, reject) => {
     timer = setTimeout(
-      () => reject(new Error(`No database connection came within ${timeoutMs} ms`)),
+      () =>
+        reject(
+          // The code postgres.js gives a connection that could not be made in time: the database
+          // was not reached, so a retry may succeed (see transient_retry.ts).
+          Object.assign(new Error(`No database connection came within ${timeoutMs} ms`), {
+            code: "CONNECT_TIMEOUT",
+          }),
+        ),
       timeoutMs,
     );
   });

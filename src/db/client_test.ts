@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { reserveWithin, splitSocketHost, type Sql } from "./client.ts";
+import { isTransientDatabaseError } from "./transient_retry.ts";
 
 Deno.test("splitSocketHost turns libpq's ?host=/dir into a socket path", () => {
   assert.deepEqual(splitSocketHost("postgres://u:p@127.0.0.1:5433/db?host=%2Ftmp%2Fpg"), {
@@ -17,7 +18,11 @@ Deno.test("reserveWithin fails a reserve that never settles and releases one tha
   const late = Promise.withResolvers<{ release(): void }>();
   let released = 0;
   const stuck = { reserve: () => late.promise } as unknown as Pick<Sql, "reserve">;
-  await assert.rejects(() => reserveWithin(stuck, 20), /No database connection came within 20 ms/);
+  await assert.rejects(() => reserveWithin(stuck, 20), (error: Error) => {
+    assert.match(error.message, /No database connection came within 20 ms/);
+    assert.ok(isTransientDatabaseError(error), "not reached: a retry may succeed");
+    return true;
+  });
   late.resolve({ release: () => void released++ });
   await new Promise((resolve) => setTimeout(resolve, 0));
   assert.equal(released, 1);

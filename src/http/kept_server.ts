@@ -3,11 +3,12 @@
  * with EMFILE once the process has no file descriptor left, which a client that opens connections
  * and never uses them can bring about (Deno has no header timeout) — and the rejection it leaves
  * ended the process. Here the failure is logged and the server listens again on the same port,
- * after 100 ms and then up to 5 s between tries, until it succeeds or is shut down; connections
- * already open go on being served meanwhile.
+ * after 100 ms and then up to 5 s between tries, until it succeeds, is shut down, or a minute has
+ * passed (another process took the port: the instance then gives up, for its supervisor to
+ * restart it); connections already open go on being served meanwhile.
  */
 import type { ServeHandler } from "./drain.ts";
-import { describeError, log } from "../log.ts";
+import { createThrottledLog, describeError, log } from "../log.ts";
 
 /** A server kept listening. */
 export interface KeptServer {
@@ -24,21 +25,37 @@ export interface KeptServerOptions {
   handler: ServeHandler;
   /** Pauses between tries to listen again, in milliseconds; the last repeats. */
   retryDelaysMs?: readonly number[];
+  /**
+   * How long it tries to listen again (another process may have taken the port) before it gives
+   * up and calls `onGiveUp`. @default 60_000
+   */
+  giveUpAfterMs?: number;
+  /** Called once, with the last error, when it gives up: the instance serves nothing. */
+  onGiveUp?: (error: Error) => void;
+  /** Starts a server (tests pass one whose listener fails). @default Deno.serve */
+  serve?: (
+    options: Deno.ServeTcpOptions,
+    handler: ServeHandler,
+  ) => Pick<Deno.HttpServer<Deno.NetAddr>, "finished" | "shutdown">;
 }
 
 /** Starts serving; resolves once the first listener is up (a failure to listen then rejects). */
 export async function serveKept(options: KeptServerOptions): Promise<KeptServer> {
   const { hostname, handler, retryDelaysMs = [100, 250, 500, 1_000, 2_000, 5_000] } = options;
+  const { giveUpAfterMs = 60_000, onGiveUp = () => {}, serve = Deno.serve } = options;
+  const notBack = createThrottledLog("warn", "HTTP listener not back yet", 10_000);
+  let failedAt = 0;
   let stopping = false;
   let retry: ReturnType<typeof setTimeout> | undefined;
   const first = Promise.withResolvers<Deno.NetAddr>();
-  let current = Deno.serve({ port: options.port, hostname, onListen: first.resolve }, handler);
+  let current = serve({ port: options.port, hostname, onListen: first.resolve }, handler);
   const { port } = await first.promise;
 
-  function watch(server: Deno.HttpServer<Deno.NetAddr>): void {
+  function watch(server: Pick<Deno.HttpServer<Deno.NetAddr>, "finished">): void {
     server.finished.catch((error) => {
       if (stopping) return;
       log("error", "HTTP listener failed; listening again", { port, ...describeError(error) });
+      failedAt = performance.now();
       listenAgain(0);
     });
   }
@@ -49,9 +66,14 @@ export async function serveKept(options: KeptServerOptions): Promise<KeptServer>
       retry = undefined;
       if (stopping) return;
       try {
-        current = Deno.serve({ port, hostname, onListen: () => {} }, handler);
+        current = serve({ port, hostname, onListen: () => {} }, handler);
       } catch (error) {
-        if (attempt === 0) log("warn", "HTTP listener not back yet", describeError(error));
+        if (performance.now() - failedAt >= giveUpAfterMs) {
+          log("error", "HTTP listener could not listen again; giving up", describeError(error));
+          onGiveUp(error instanceof Error ? error : new Error(String(error)));
+          return;
+        }
+        notBack(describeError(error));
         listenAgain(attempt + 1);
         return;
       }

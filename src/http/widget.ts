@@ -322,10 +322,13 @@ const CATCH_UP_MARGIN_MS = 1_000;
  */
 export const MAX_CLIENT_FRAME_BYTES = 1_024;
 
+const utf8 = new TextEncoder();
+
 function refuseLargeFrames(event: MessageEvent): void {
   const { data } = event;
   const size = typeof data === "string"
-    ? data.length
+    // UTF-8 bytes: a character takes up to 3 (a surrogate pair 4 for its 2 code units).
+    ? (data.length * 3 <= MAX_CLIENT_FRAME_BYTES ? data.length : utf8.encode(data).byteLength)
     : data instanceof ArrayBuffer
     ? data.byteLength
     : data instanceof Blob

@@ -32,6 +32,7 @@ import type { MediaLinks } from "../media_links.ts";
 import { APPLY_WINDOW_MS } from "../apply_window.ts";
 import {
   type ApplyAttempt,
+  asApplyFailure,
   createOrderedApply,
   type OrderedApplyOptions,
   RetryableApplyError,
@@ -280,11 +281,22 @@ export function createSlackInboundProcessor(deps: SlackInboundDeps): SlackInboun
     // it arrives, so that the work is spread between the acknowledgements rather than done in
     // one burst when the window closes.
     const team = String(parsed?.team_id ?? parsed?.team?.id ?? "");
-    const prepared: Promise<ApplyAttempt> = kind === "event"
-      ? prepareEvent(id, parsed).then((command) => () => submitEvent(id, command))
-      : Promise.resolve(() => processAction(id, parsed));
+    // The database not reached (in a lookup or in the actor) is a failure worth retrying.
+    const retryable = (run: () => Promise<void>): ApplyAttempt => () =>
+      run().catch((error) => {
+        throw asApplyFailure(error);
+      });
+    const prepare = (): Promise<ApplyAttempt> =>
+      kind === "event"
+        ? prepareEvent(id, parsed).then(
+          (command) => retryable(() => submitEvent(id, command)),
+          (error) => {
+            throw asApplyFailure(error);
+          },
+        )
+        : Promise.resolve(retryable(() => processAction(id, parsed)));
     try {
-      await order.apply(team, prepared);
+      await order.apply(team, prepare);
     } catch (error) {
       const failure = error instanceof Error ? error.message : String(error);
       await recordSlackDeliveryFailure(deps.sql, id, failure);

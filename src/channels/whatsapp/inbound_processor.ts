@@ -20,6 +20,7 @@ import { type InboundItem, parseWhatsAppWebhook } from "./inbound.ts";
 import type { MediaLinks } from "../media_links.ts";
 import { APPLY_WINDOW_MS } from "../apply_window.ts";
 import {
+  asApplyFailure,
   createOrderedApply,
   type OrderedApplyOptions,
   RetryableApplyError,
@@ -163,18 +164,23 @@ export function createInboundProcessor(deps: InboundProcessorDeps): InboundProce
     // Each delivery is prepared (parsed, its clicks looked up) as it arrives, so that the work is
     // spread between the acknowledgements rather than done in one burst when the window closes;
     // the actor checks again what a click may change.
-    const prepared = entriesOf(appId, body, phoneNumberId).then((entries) => async () => {
-      const result = await deps.ask(appActorKey(appId), {
-        kind: "whatsapp.inbound",
-        appId,
-        deliveryId,
-        entries,
+    const prepare = () =>
+      entriesOf(appId, body, phoneNumberId).then((entries) => async () => {
+        const result = await deps.ask(appActorKey(appId), {
+          kind: "whatsapp.inbound",
+          appId,
+          deliveryId,
+          entries,
+        });
+        if (result.ok) return;
+        throw result.retryable
+          ? new RetryableApplyError(result.message)
+          : new Error(result.message);
+      }, (error) => {
+        throw asApplyFailure(error);
       });
-      if (result.ok) return;
-      throw result.retryable ? new RetryableApplyError(result.message) : new Error(result.message);
-    });
     try {
-      await order.apply(String(appId), prepared);
+      await order.apply(String(appId), prepare);
     } catch (error) {
       // Reading it failed, or handing it over: an attempt all the same, so that a delivery that
       // can never be applied stops being retried after its last one.
