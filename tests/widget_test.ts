@@ -324,20 +324,27 @@ Deno.test("bad widget input gets the contract's envelope and writes nothing", as
   assert.deepEqual(await rowCounts(db.sql), before);
 });
 
+/** A visitor's socket, open, with the frames it received and its close to come. */
+async function openSocket(baseUrl: string, token: string) {
+  const socket = new WebSocket(
+    `${baseUrl.replace("http", "ws")}/api/v1/widget/socket?token=${token}`,
+  );
+  const frames: { type: string; chat_id: number; message?: { content: string } }[] = [];
+  socket.onmessage = (event) => frames.push(JSON.parse(event.data));
+  const closed = new Promise<CloseEvent>((resolve) => socket.addEventListener("close", resolve));
+  await new Promise((resolve, reject) => {
+    socket.onopen = resolve;
+    socket.onerror = reject;
+  });
+  return { socket, frames, closed };
+}
+
 Deno.test("a visitor's socket receives its messages as they are committed", async () => {
   await using db = await createTestDatabase();
   await using server = await startTestServer(db.url);
   const app = await insertApplication(db.sql, "Acme");
   const visitor = await createVisitor(server.baseUrl, app.public_id);
-  const socket = new WebSocket(
-    `${server.baseUrl.replace("http", "ws")}/api/v1/widget/socket?token=${visitor.visitor_token}`,
-  );
-  const frames: { type: string; chat_id: number; message?: { content: string } }[] = [];
-  socket.onmessage = (event) => frames.push(JSON.parse(event.data));
-  await new Promise((resolve, reject) => {
-    socket.onopen = resolve;
-    socket.onerror = reject;
-  });
+  const { socket, frames, closed } = await openSocket(server.baseUrl, visitor.visitor_token);
   try {
     const sent = await call(server.baseUrl, "POST", "/api/v1/widget/messages", {
       token: visitor.visitor_token,
@@ -351,7 +358,6 @@ Deno.test("a visitor's socket receives its messages as they are committed", asyn
     assert.equal(created.chat_id, sent.json.data.chat_id);
     assert.equal(created.message?.content, "Hi there");
   } finally {
-    const closed = new Promise((resolve) => socket.onclose = resolve);
     socket.close();
     await closed;
   }
@@ -362,16 +368,7 @@ Deno.test("a visitor's socket ignores a small frame from its client and closes o
   await using server = await startTestServer(db.url);
   const app = await insertApplication(db.sql, "Acme");
   const visitor = await createVisitor(server.baseUrl, app.public_id);
-  const socket = new WebSocket(
-    `${server.baseUrl.replace("http", "ws")}/api/v1/widget/socket?token=${visitor.visitor_token}`,
-  );
-  const frames: { type: string }[] = [];
-  socket.onmessage = (event) => frames.push(JSON.parse(event.data));
-  const closed = new Promise<CloseEvent>((resolve) => socket.onclose = resolve);
-  await new Promise((resolve, reject) => {
-    socket.onopen = resolve;
-    socket.onerror = reject;
-  });
+  const { socket, frames, closed } = await openSocket(server.baseUrl, visitor.visitor_token);
   socket.send("ping");
   socket.send(new Uint8Array(1_024));
   socket.send("é".repeat(512)); // 1,024 bytes
@@ -691,12 +688,7 @@ Deno.test("a socket whose token cannot be looked up is closed with 1011, and the
     code: 1011,
     reason: "Internal server error",
   });
-  const socket = open();
-  await new Promise((resolve, reject) => {
-    socket.onopen = resolve;
-    socket.onclose = reject;
-  });
-  const done = new Promise((resolve) => socket.onclose = resolve);
+  const { socket, closed: done } = await openSocket(server.baseUrl, visitor.visitor_token);
   socket.close();
   await done;
 });
