@@ -17,6 +17,7 @@ import type { StartOptions } from "../src/server.ts";
 import { createInboundProcessor } from "../src/channels/whatsapp/inbound_processor.ts";
 import { UNAVAILABLE } from "../src/actors/commit_loop.ts";
 import { firstAnswer } from "./support/raw_http.ts";
+import { ApplyStoppedError } from "../src/channels/ordered_apply.ts";
 
 const PHONE_NUMBER_ID = "106540352242922";
 const ACCESS_TOKEN = "EAAG-test-token";
@@ -520,6 +521,26 @@ Deno.test("a delivery failing while the database is unreachable is retried befor
   );
   const [left] = await db.sql`SELECT attempts FROM whatsapp_deliveries WHERE id = ${third.id}`;
   assert.equal(left.attempts, 1);
+
+  // Stopped (at shutdown) while waiting for its retry: left to recovery, no attempt counted.
+  const fourth = await stored("fourth");
+  const stopping = createInboundProcessor({
+    sql: db.sql,
+    ask: () => Promise.resolve(UNAVAILABLE),
+    mediaLinks: createMediaLinks({
+      encryptionKey: new Uint8Array(32),
+      publicBaseUrl: "http://localhost",
+    }),
+    applyWindowMs: 1,
+    retry: { retryDelaysMs: [60_000] },
+  });
+  const abandoned = stopping.process(app.appId, fourth.id, fourth.body, PHONE_NUMBER_ID);
+  await new Promise((resolve) => setTimeout(resolve, 20));
+  stopping.stop();
+  await assert.rejects(abandoned, ApplyStoppedError);
+  const [kept] = await db.sql`
+    SELECT attempts, processed_at FROM whatsapp_deliveries WHERE id = ${fourth.id}`;
+  assert.deepEqual({ ...kept }, { attempts: 0, processed_at: null });
 });
 
 Deno.test("a webhook POST whose signature cannot pass is refused before its body is sent", async () => {

@@ -30,6 +30,19 @@ export class RetryableApplyError extends Error {
   }
 }
 
+/**
+ * A request left unapplied because the order keeper was stopped (at shutdown) while it waited for
+ * a retry, or behind one: recovery applies it after the restart. Not the request's fault, so not
+ * an attempt of its own.
+ */
+export class ApplyStoppedError extends Error {
+  /** Names the failure that was waiting for its retry. */
+  constructor(message: string) {
+    super(message);
+    this.name = "ApplyStoppedError";
+  }
+}
+
 /** Pauses between retries of a failed request, in milliseconds; the last one repeats. */
 export const APPLY_RETRY_DELAYS_MS: readonly number[] = [250, 500, 1_000, 2_000, 5_000];
 
@@ -120,7 +133,7 @@ export function createOrderedApply(options: OrderedApplyOptions): OrderedApply {
     if (own.retrying === 0 || beforeFinal()) return;
     await allBefore;
     if (stopped.signal.aborted) {
-      throw new RetryableApplyError("Stopped behind a request waiting for its retry");
+      throw new ApplyStoppedError("Stopped behind a request waiting for its retry");
     }
   }
 
@@ -166,9 +179,9 @@ export function createOrderedApply(options: OrderedApplyOptions): OrderedApply {
           ? retryDelaysMs[Math.min(i, retryDelaysMs.length - 1)]
           : 0;
         state.giveUpAt ??= Date.now() + retryWithinMs;
-        if (stopped.signal.aborted || Date.now() + pause > state.giveUpAt) throw last;
+        if (Date.now() + pause > state.giveUpAt) throw last;
         if (pause > 0) await sleep(pause);
-        if (stopped.signal.aborted) throw last;
+        if (stopped.signal.aborted) throw new ApplyStoppedError(messageOf(last));
         successesSeen = state.successes;
         try {
           attempt ??= await prepare();
@@ -238,12 +251,14 @@ export function createOrderedApply(options: OrderedApplyOptions): OrderedApply {
           await answer;
           succeeded(own);
         } catch (error) {
-          if (!(error instanceof RetryableApplyError) || stopped.signal.aborted) throw error;
+          if (!(error instanceof RetryableApplyError)) throw error;
+          if (stopped.signal.aborted) throw new ApplyStoppedError(error.message);
           await retry(own, prepare, attempt, error, allBefore);
         }
       },
       async (error) => {
-        if (!(error instanceof RetryableApplyError) || stopped.signal.aborted) throw error;
+        if (!(error instanceof RetryableApplyError)) throw error;
+        if (stopped.signal.aborted) throw new ApplyStoppedError(error.message);
         await retry(own, prepare, null, error, allBefore);
       },
     );
@@ -258,6 +273,10 @@ export function createOrderedApply(options: OrderedApplyOptions): OrderedApply {
   }
 
   return { apply, stop: () => stopped.abort() };
+}
+
+function messageOf(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
 }
 
 /**
