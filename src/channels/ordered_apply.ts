@@ -31,15 +31,15 @@ export class RetryableApplyError extends Error {
 }
 
 /**
- * A request left unapplied because the order keeper was stopped (at shutdown) while it waited for
- * a retry, or behind one: recovery applies it after the restart. Not the request's fault, so not
- * an attempt of its own.
+ * A request left unapplied for recovery to apply later, through no fault of its own (so not an
+ * attempt): the order keeper was stopped (at shutdown) while it waited for a retry or behind one,
+ * or it arrived when `maxHeld` requests already waited behind retries.
  */
-export class ApplyStoppedError extends Error {
+export class ApplyDeferredError extends Error {
   /** Names the failure that was waiting for its retry. */
   constructor(message: string) {
     super(message);
-    this.name = "ApplyStoppedError";
+    this.name = "ApplyDeferredError";
   }
 }
 
@@ -61,7 +61,7 @@ export interface OrderedApplyOptions {
   retryWithinMs?: number;
   /**
    * Most requests, of all keys, held back behind a retry at once (their bodies are in memory);
-   * beyond it a request fails at once, left to recovery. @default 10_000
+   * beyond it a request is deferred at once, left to recovery. @default 30_000
    */
   maxHeld?: number;
 }
@@ -98,7 +98,7 @@ export function createOrderedApply(options: OrderedApplyOptions): OrderedApply {
   const {
     retryDelaysMs = APPLY_RETRY_DELAYS_MS,
     retryWithinMs = APPLY_RETRY_WITHIN_MS,
-    maxHeld = 10_000,
+    maxHeld = 30_000,
   } = options;
   if (retryDelaysMs.length === 0) throw new RangeError("Cannot retry without delays");
   const applyWindow = createApplyWindow(options.windowMs);
@@ -133,7 +133,7 @@ export function createOrderedApply(options: OrderedApplyOptions): OrderedApply {
     if (own.retrying === 0 || beforeFinal()) return;
     await allBefore;
     if (stopped.signal.aborted) {
-      throw new ApplyStoppedError("Stopped behind a request waiting for its retry");
+      throw new ApplyDeferredError("Stopped behind a request waiting for its retry");
     }
   }
 
@@ -181,7 +181,7 @@ export function createOrderedApply(options: OrderedApplyOptions): OrderedApply {
         state.giveUpAt ??= Date.now() + retryWithinMs;
         if (Date.now() + pause > state.giveUpAt) throw last;
         if (pause > 0) await sleep(pause);
-        if (stopped.signal.aborted) throw new ApplyStoppedError(messageOf(last));
+        if (stopped.signal.aborted) throw new ApplyDeferredError(messageOf(last));
         successesSeen = state.successes;
         try {
           attempt ??= await prepare();
@@ -217,7 +217,7 @@ export function createOrderedApply(options: OrderedApplyOptions): OrderedApply {
     // Behind a retry, a request may wait a minute with its body in memory: only so many may.
     const holding = own.retrying > 0;
     if (holding && held >= maxHeld) {
-      return Promise.reject(new Error("Too many requests held back behind retries"));
+      return Promise.reject(new ApplyDeferredError("Too many requests held back behind retries"));
     }
     if (holding) held++;
     own.pending++;
@@ -252,13 +252,13 @@ export function createOrderedApply(options: OrderedApplyOptions): OrderedApply {
           succeeded(own);
         } catch (error) {
           if (!(error instanceof RetryableApplyError)) throw error;
-          if (stopped.signal.aborted) throw new ApplyStoppedError(error.message);
+          if (stopped.signal.aborted) throw new ApplyDeferredError(error.message);
           await retry(own, prepare, attempt, error, allBefore);
         }
       },
       async (error) => {
         if (!(error instanceof RetryableApplyError)) throw error;
-        if (stopped.signal.aborted) throw new ApplyStoppedError(error.message);
+        if (stopped.signal.aborted) throw new ApplyDeferredError(error.message);
         await retry(own, prepare, null, error, allBefore);
       },
     );

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import {
   type ApplyAttempt,
-  ApplyStoppedError,
+  ApplyDeferredError,
   asApplyFailure,
   createOrderedApply,
   RetryableApplyError,
@@ -139,6 +139,11 @@ Deno.test("createOrderedApply() holds at most maxHeld requests behind retries, f
   const b = settle(order.apply("k", attemptOf("b")));
   const c = settle(order.apply("k", attemptOf("c")));
   assert.equal(await c, "rejected: Too many requests held back behind retries");
+  assert.ok(
+    await order.apply("k", attemptOf("e")).then(() => null, (error) => error) instanceof
+      ApplyDeferredError,
+    "deferred, not failed: no attempt of its own",
+  );
   assert.deepEqual(await Promise.all([a, b]), ["ok", "ok"]);
   assert.deepEqual(log, ["a", "a", "b"]);
   // Once the hold is over, the count is back to zero.
@@ -178,9 +183,9 @@ Deno.test("createOrderedApply() stop() leaves the requests held behind a retry u
   order.stop();
   const [aFailed, bFailed] = await Promise.all([a, b]);
   // Neither is to blame: both are left to recovery, and count no attempt.
-  assert.ok(aFailed instanceof ApplyStoppedError);
+  assert.ok(aFailed instanceof ApplyDeferredError);
   assert.equal(aFailed.message, "a unreachable");
-  assert.ok(bFailed instanceof ApplyStoppedError);
+  assert.ok(bFailed instanceof ApplyDeferredError);
   assert.equal(bFailed.message, "Stopped behind a request waiting for its retry");
   assert.deepEqual(log, ["a"], "b was not applied ahead of a");
 });

@@ -32,7 +32,7 @@ import type { MediaLinks } from "../media_links.ts";
 import { APPLY_WINDOW_MS } from "../apply_window.ts";
 import {
   type ApplyAttempt,
-  ApplyStoppedError,
+  ApplyDeferredError,
   asApplyFailure,
   createOrderedApply,
   type OrderedApplyOptions,
@@ -300,7 +300,7 @@ export function createSlackInboundProcessor(deps: SlackInboundDeps): SlackInboun
       await order.apply(team, prepare);
     } catch (error) {
       const failure = error instanceof Error ? error.message : String(error);
-      if (error instanceof ApplyStoppedError) throw error; // not an attempt: see ordered_apply.ts
+      if (error instanceof ApplyDeferredError) throw error; // not an attempt: see ordered_apply.ts
       await recordSlackDeliveryFailure(deps.sql, id, failure);
       throw new Error(`Slack ${kind} ${id} failed: ${failure}`);
     }

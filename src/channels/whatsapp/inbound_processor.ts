@@ -20,7 +20,7 @@ import { type InboundItem, parseWhatsAppWebhook } from "./inbound.ts";
 import type { MediaLinks } from "../media_links.ts";
 import { APPLY_WINDOW_MS } from "../apply_window.ts";
 import {
-  ApplyStoppedError,
+  ApplyDeferredError,
   asApplyFailure,
   createOrderedApply,
   type OrderedApplyOptions,
@@ -186,7 +186,7 @@ export function createInboundProcessor(deps: InboundProcessorDeps): InboundProce
       // Reading it failed, or handing it over: an attempt all the same, so that a delivery that
       // can never be applied stops being retried after its last one.
       const failure = error instanceof Error ? error.message : String(error);
-      if (error instanceof ApplyStoppedError) throw error; // not an attempt: see ordered_apply.ts
+      if (error instanceof ApplyDeferredError) throw error; // not an attempt: see ordered_apply.ts
       await recordWhatsAppDeliveryFailure(deps.sql, appId, deliveryId, failure);
       throw new Error(`WhatsApp delivery ${deliveryId} failed: ${failure}`);
     }
