@@ -17,7 +17,7 @@ import type { StartOptions } from "../src/server.ts";
 import { createInboundProcessor } from "../src/channels/whatsapp/inbound_processor.ts";
 import { UNAVAILABLE } from "../src/actors/commit_loop.ts";
 import { firstAnswer } from "./support/raw_http.ts";
-import { ApplyStoppedError } from "../src/channels/ordered_apply.ts";
+import { ApplyDeferredError } from "../src/channels/ordered_apply.ts";
 
 const PHONE_NUMBER_ID = "106540352242922";
 const ACCESS_TOKEN = "EAAG-test-token";
@@ -537,7 +537,7 @@ Deno.test("a delivery failing while the database is unreachable is retried befor
   const abandoned = stopping.process(app.appId, fourth.id, fourth.body, PHONE_NUMBER_ID);
   await new Promise((resolve) => setTimeout(resolve, 20));
   stopping.stop();
-  await assert.rejects(abandoned, ApplyStoppedError);
+  await assert.rejects(abandoned, ApplyDeferredError);
   const [kept] = await db.sql`
     SELECT attempts, processed_at FROM whatsapp_deliveries WHERE id = ${fourth.id}`;
   assert.deepEqual({ ...kept }, { attempts: 0, processed_at: null });
