@@ -1,0 +1,54 @@
+/**
+ * The database driver (postgres.js, patched in vendor/postgres: see its PARLEY.md) when a
+ * connection's server backend ends, as in a restart or failover of PostgreSQL: every query
+ * settles, and the pool goes on with fresh connections.
+ */
+import assert from "node:assert/strict";
+import { createTestDatabase } from "./support/database.ts";
+import { connect } from "../src/db/client.ts";
+
+/** `promise`'s outcome — "ok" or the error's code — or "hung" after 3 s. */
+function outcome(promise: Promise<unknown>): Promise<string> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const hung = new Promise<string>((resolve) => timer = setTimeout(() => resolve("hung"), 3_000));
+  const settled = promise.then(
+    () => "ok",
+    (error) => String((error as { code?: unknown }).code ?? error),
+  );
+  return Promise.race([settled, hung]).finally(() => clearTimeout(timer));
+}
+
+Deno.test("a reserved connection whose backend ended fails its queries, and the pool goes on", async () => {
+  await using db = await createTestDatabase();
+  // Over TCP, as an external PostgreSQL is reached (the embedded one is also reached over its Unix
+  // socket, where the ended backend's close arrives otherwise).
+  const tcp = new URL(db.url);
+  tcp.search = "";
+  const sql = connect(tcp.toString(), { max: 2 });
+  const uncaught: string[] = [];
+  const onError = (event: ErrorEvent) => {
+    uncaught.push(String(event.error));
+    event.preventDefault();
+  };
+  globalThis.addEventListener("error", onError);
+  try {
+    const reserved = await sql.reserve();
+    const [{ pid }] = await reserved<{ pid: number }[]>`SELECT pg_backend_pid() AS pid`;
+    await db.sql`SELECT pg_terminate_backend(${pid})`;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    assert.equal(await outcome(reserved`SELECT 1`), "CONNECTION_CLOSED");
+    // Unpatched, the next write went to a socket already gone: an uncaught TypeError, and a
+    // query that never settled.
+    assert.equal(await outcome(reserved`SELECT 2`), "CONNECTION_CLOSED");
+    reserved.release();
+    // Unpatched, the released connection went back among the open ones, socketless: a query
+    // sent to it failed, every time.
+    for (let i = 0; i < 3; i++) {
+      assert.equal(await outcome(Promise.all([sql`SELECT 1`, sql`SELECT 2`, sql`SELECT 3`])), "ok");
+    }
+    assert.deepEqual(uncaught, []);
+  } finally {
+    globalThis.removeEventListener("error", onError);
+    await sql.end({ timeout: 1 });
+  }
+});
