@@ -4,8 +4,7 @@
  * from the one after the last one served, wrapping around once, so that each claim serves the
  * applications in turn and each within its room (see `domain/fair_share.ts`).
  */
-import type { PendingQuery, Row } from "postgres";
-import type { Tx } from "./client.ts";
+import type { PendingQuery, Row, Tx } from "./client.ts";
 import type { SlotRoom } from "../domain/fair_share.ts";
 
 /** Most applications one round visits. */

@@ -10,8 +10,7 @@
  * its send goes on ({@linkcode renewChannelClaims}); `claimed_at` is the claim's token, which
  * fences the record of what the send did.
  */
-import type { PendingQuery, Row } from "postgres";
-import type { Tx } from "./client.ts";
+import type { PendingQuery, Row, Tx } from "./client.ts";
 import type { SlotRoom } from "../domain/fair_share.ts";
 import { roomOf, roundCtes, walkEndCte } from "./application_round.ts";
 

@@ -12,6 +12,12 @@ export type Sql = postgres.Sql;
 /** A postgres.js handle inside a transaction, or the pool itself. */
 export type Tx = postgres.TransactionSql | postgres.Sql;
 
+/** A statement built and not yet awaited. */
+export type PendingQuery<T extends readonly postgres.MaybeRow[]> = postgres.PendingQuery<T>;
+
+/** A row as a statement returns it. */
+export type Row = postgres.Row;
+
 /** Options of {@linkcode connect}. */
 export interface ConnectOptions {
   /** Pool size. @default 10 */

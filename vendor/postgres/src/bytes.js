@@ -1,3 +1,4 @@
+import { Buffer } from 'node:buffer' // Parley: see vendor/postgres/PARLEY.md
 const size = 256
 let buffer = Buffer.allocUnsafe(size)
 

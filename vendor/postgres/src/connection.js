@@ -1,8 +1,10 @@
-import net from 'net'
-import tls from 'tls'
-import crypto from 'crypto'
-import Stream from 'stream'
-import { performance } from 'perf_hooks'
+import { Buffer } from 'node:buffer' // Parley: see vendor/postgres/PARLEY.md
+import { setImmediate, clearImmediate } from 'node:timers' // Parley: see vendor/postgres/PARLEY.md
+import net from 'node:net'
+import tls from 'node:tls'
+import crypto from 'node:crypto'
+import Stream from 'node:stream'
+import { performance } from 'node:perf_hooks'
 
 import { stringify, handleValue, arrayParser, arraySerializer } from './types.js'
 import { Errors } from './errors.js'

@@ -1,5 +1,7 @@
-import os from 'os'
-import fs from 'fs'
+// @ts-self-types="../types/index.d.ts"
+import process from 'node:process' // Parley: see vendor/postgres/PARLEY.md
+import os from 'node:os'
+import fs from 'node:fs'
 
 import {
   mergeUserTypes,

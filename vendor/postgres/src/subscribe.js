@@ -1,3 +1,4 @@
+import { Buffer } from 'node:buffer' // Parley: see vendor/postgres/PARLEY.md
 const noop = () => { /* noop */ }
 
 export default function Subscribe(postgres, options) {

@@ -732,4 +732,4 @@ declare namespace postgres {
   }
 }
 
-export = postgres;
+export default postgres; // Parley: an ES module here (see vendor/postgres/PARLEY.md)
