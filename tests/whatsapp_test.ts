@@ -464,6 +464,24 @@ Deno.test("a delivery that cannot be handed to its actor counts an attempt, so r
   assert.deepEqual({ ...delivery }, { attempts: 1, last_error: "no worker to take it" });
 });
 
+/** An inbound processor over `ask`, its retries as `retry` says (the actor is the test's). */
+function processorAsking(
+  sql: TestDatabase["sql"],
+  ask: Parameters<typeof createInboundProcessor>[0]["ask"],
+  retry: Parameters<typeof createInboundProcessor>[0]["retry"],
+) {
+  return createInboundProcessor({
+    sql,
+    ask,
+    mediaLinks: createMediaLinks({
+      encryptionKey: new Uint8Array(32),
+      publicBaseUrl: "http://localhost",
+    }),
+    applyWindowMs: 1,
+    retry,
+  });
+}
+
 Deno.test("a delivery failing while the database is unreachable is retried before those behind it", async () => {
   await using db = await createTestDatabase();
   const app = await createKeyedApp(db.sql);
@@ -477,22 +495,13 @@ Deno.test("a delivery failing while the database is unreachable is retried befor
   const second = await stored("second");
   const asked: string[] = [];
   let unreachable = 2;
-  const processor = createInboundProcessor({
-    sql: db.sql,
-    ask: (_key, command) => {
-      const entry = command.kind === "whatsapp.inbound" ? command.entries[0] : null;
-      const text = entry?.kind === "message" ? entry.content : "?";
-      asked.push(text);
-      if (text === "first" && unreachable-- > 0) return Promise.resolve(UNAVAILABLE);
-      return Promise.resolve({ ok: true, value: { applied: 1 } });
-    },
-    mediaLinks: createMediaLinks({
-      encryptionKey: new Uint8Array(32),
-      publicBaseUrl: "http://localhost",
-    }),
-    applyWindowMs: 1,
-    retry: { retryDelaysMs: [20] },
-  });
+  const processor = processorAsking(db.sql, (_key, command) => {
+    const entry = command.kind === "whatsapp.inbound" ? command.entries[0] : null;
+    const text = entry?.kind === "message" ? entry.content : "?";
+    asked.push(text);
+    if (text === "first" && unreachable-- > 0) return Promise.resolve(UNAVAILABLE);
+    return Promise.resolve({ ok: true, value: { applied: 1 } });
+  }, { retryDelaysMs: [20] });
   const applyingFirst = processor.process(app.appId, first.id, first.body, PHONE_NUMBER_ID);
   await new Promise((resolve) => setTimeout(resolve, 10)); // the first failed once by now
   await Promise.all([
@@ -505,15 +514,9 @@ Deno.test("a delivery failing while the database is unreachable is retried befor
 
   // One that stays unreachable is given up, counted as an attempt, for recovery to try later.
   const third = await stored("first");
-  const stubborn = createInboundProcessor({
-    sql: db.sql,
-    ask: () => Promise.resolve(UNAVAILABLE),
-    mediaLinks: createMediaLinks({
-      encryptionKey: new Uint8Array(32),
-      publicBaseUrl: "http://localhost",
-    }),
-    applyWindowMs: 1,
-    retry: { retryDelaysMs: [10], retryWithinMs: 50 },
+  const stubborn = processorAsking(db.sql, () => Promise.resolve(UNAVAILABLE), {
+    retryDelaysMs: [10],
+    retryWithinMs: 50,
   });
   await assert.rejects(
     stubborn.process(app.appId, third.id, third.body, PHONE_NUMBER_ID),
@@ -524,15 +527,8 @@ Deno.test("a delivery failing while the database is unreachable is retried befor
 
   // Stopped (at shutdown) while waiting for its retry: left to recovery, no attempt counted.
   const fourth = await stored("fourth");
-  const stopping = createInboundProcessor({
-    sql: db.sql,
-    ask: () => Promise.resolve(UNAVAILABLE),
-    mediaLinks: createMediaLinks({
-      encryptionKey: new Uint8Array(32),
-      publicBaseUrl: "http://localhost",
-    }),
-    applyWindowMs: 1,
-    retry: { retryDelaysMs: [60_000] },
+  const stopping = processorAsking(db.sql, () => Promise.resolve(UNAVAILABLE), {
+    retryDelaysMs: [60_000],
   });
   const abandoned = stopping.process(app.appId, fourth.id, fourth.body, PHONE_NUMBER_ID);
   await new Promise((resolve) => setTimeout(resolve, 20));
