@@ -205,7 +205,9 @@ async function commitTogether(sql: Sql, commands: AppCommand[]): Promise<Command
         if (mirrored > 0) changes.push({ appId: appIds[0], queuedEvents: mirrored });
       }
     } catch (error) {
-      await Promise.allSettled([contextFound, ...pending]);
+      // Every statement sent ahead settled (and handled) before the rollback, the lock's and
+      // BEGIN's included: unhandled, their rejection ended the worker.
+      await Promise.allSettled([begun, locked, contextFound, ...pending]);
       await conn`ROLLBACK`;
       throw error;
     }

@@ -254,13 +254,19 @@ function Connection(options, queues = {}, { onopen = noop, onend = noop, onclose
   }
 
   function nextWrite(fn) {
-    if (!socket) { // Parley: see vendor/postgres/PARLEY.md
+    // Parley: see vendor/postgres/PARLEY.md. A socket gone, or ended by the server before its
+    // close was seen, fails the queries waiting on it rather than throwing where none can catch.
+    let x = false
+    try {
+      if (!socket)
+        throw Errors.connection('CONNECTION_CLOSED', options)
+      x = socket.write(chunk, fn)
+    } catch (err) {
       nextWriteTimer !== null && clearImmediate(nextWriteTimer)
       chunk = nextWriteTimer = null
-      error(Errors.connection('CONNECTION_CLOSED', options))
+      error(err && err.code === 'CONNECTION_CLOSED' ? err : Errors.connection('CONNECTION_CLOSED', options))
       return false
     }
-    const x = socket.write(chunk, fn)
     nextWriteTimer !== null && clearImmediate(nextWriteTimer)
     chunk = nextWriteTimer = null
     return x
