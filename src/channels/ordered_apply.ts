@@ -4,15 +4,15 @@
  * the one before it was handed over — never waiting for its commit, so that the requests of one
  * apply window commit together — and at most `maxInFlight` wait for their answers at once.
  *
- * A request whose apply failed because the database could not be reached, or its worker died, is
- * tried again in a moment rather than left to recovery a minute later, by when the requests behind
+ * A request whose apply failed because the database could not be reached (or the driver lost its
+ * transaction) is tried again in a moment rather than left to recovery a minute later, by when the requests behind
  * it would have been applied first: a customer's message sent during a restart of PostgreSQL would
  * land after the ones sent once it was back. While such a request waits for its retry, the requests
  * of its key behind it wait for it (and for every other request before them) to be final, and
- * failed requests are retried in the order they arrived. Requests already handed over when the
- * failure came are not held back. Retries of a key stop `retryWithinMs` after its first failure
- * (any success resets that clock); a request that still fails is left to recovery, as is one that
- * arrives when `maxHeld` requests already wait behind retries.
+ * failed requests are retried in the order they arrived — once one succeeds, the others without
+ * a pause. Requests already handed over when the failure came are not held back. Retries of a key stop `retryWithinMs` after its first failure
+ * (any success resets that clock), and at shutdown; a request that still fails is left to
+ * recovery, as is one that arrives when `maxHeld` requests already wait behind retries.
  */
 import { createApplyWindow } from "./apply_window.ts";
 import { createInFlightLimit } from "./in_flight_limit.ts";
