@@ -202,19 +202,13 @@ export function createCommitLoop(options: CommitLoopOptions): CommitLoop {
         results = await commit(entries.map((entry) => entry.command));
       } catch {
         // The whole transaction rolled back: retry alone so that one bad command fails only itself.
-        // Once one fails for a reason that may pass, the commands of its key behind it are not
-        // tried: they would likely fail the same way (each perhaps after a connect timeout), and
-        // one that succeeded would be applied before it.
-        for (const part of taken) {
-          let unavailable = false;
-          for (const entry of part.entries) {
-            const result: CommandResult = unavailable
-              ? UNAVAILABLE
-              : await commitAlone(entry.command);
-            unavailable ||= !result.ok && result.retryable === true;
-            entry.answer(result);
-          }
-        }
+        const alone = await commitEachAlone(
+          entries.map((entry) => entry.command),
+          commitAlone,
+          isRetryable,
+          (error) => logError("Command failed alone after its batch failed", error),
+        );
+        entries.forEach((entry, index) => entry.answer(alone[index]));
       }
       if (results) answerAll(entries, results);
     } finally {
@@ -233,15 +227,9 @@ export function createCommitLoop(options: CommitLoopOptions): CommitLoop {
   }
 
   async function commitAlone(command: AppCommand): Promise<CommandResult> {
-    try {
-      const [result] = await commit([command]);
-      if (result) return result;
-      logError("Commit returned no result", null);
-    } catch (error) {
-      logError("Command failed alone after its batch failed", error);
-      if (isRetryable(error)) return UNAVAILABLE;
-    }
-    return INTERNAL_ERROR;
+    const [result] = await commit([command]);
+    if (!result) throw new Error("Commit returned no result");
+    return result;
   }
 
   function answerAll(entries: Entry[], results: CommandResult[]): void {
@@ -302,6 +290,39 @@ export function createCommitLoop(options: CommitLoopOptions): CommitLoop {
       return actors.size;
     },
   };
+}
+
+/**
+ * Commits each of `commands` alone with `commitOne`, in order, after the transaction they shared
+ * failed, so that one bad command fails only itself: one whose error `isRetryable` says may pass
+ * answers {@linkcode UNAVAILABLE}, any other failure {@linkcode INTERNAL_ERROR} (`onError` hears
+ * each). Once an application's command failed retryably, its commands behind it are not tried
+ * but answered UNAVAILABLE: they would likely fail the same way (each perhaps after a connect
+ * timeout), and one that succeeded would be applied before it.
+ */
+export async function commitEachAlone(
+  commands: AppCommand[],
+  commitOne: (command: AppCommand) => Promise<CommandResult>,
+  isRetryable: (error: unknown) => boolean,
+  onError: (error: unknown) => void,
+): Promise<CommandResult[]> {
+  const unavailable = new Set<number>();
+  const results: CommandResult[] = [];
+  for (const command of commands) {
+    if (unavailable.has(command.appId)) {
+      results.push(UNAVAILABLE);
+      continue;
+    }
+    try {
+      results.push(await commitOne(command));
+    } catch (error) {
+      onError(error);
+      const retryable = isRetryable(error);
+      if (retryable) unavailable.add(command.appId);
+      results.push(retryable ? UNAVAILABLE : INTERNAL_ERROR);
+    }
+  }
+  return results;
 }
 
 function requirePositiveInteger(name: string, value: number): void {

@@ -203,8 +203,8 @@ export type CommandResult =
     status: number;
     message: string;
     /**
-     * The failure may pass (the database was not reached, the worker died): a channel's stored
-     * request is tried again soon. Clients see the same answer either way.
+     * The failure may pass (the database was not reached, the driver lost the transaction): a
+     * channel's stored request is tried again soon. Clients see the same answer either way.
      */
     retryable?: boolean;
   };

@@ -108,7 +108,7 @@ export function createOrderedApply(options: OrderedApplyOptions): OrderedApply {
   /** Requests, of all keys, that arrived while their key held a retry and are not handed over. */
   let held = 0;
 
-  /** Runs `attempt` in a free slot; resolves to its answer once it was started. */
+  /** Runs `attempt` in the slot acquired for it (released once it settles); returns its answer. */
   function run(attempt: ApplyAttempt): Promise<void> {
     let answer: Promise<void>;
     try {
@@ -144,6 +144,7 @@ export function createOrderedApply(options: OrderedApplyOptions): OrderedApply {
 
   function sleep(ms: number): Promise<void> {
     return new Promise((resolve) => {
+      if (stopped.signal.aborted) return resolve();
       const timer = setTimeout(done, ms);
       stopped.signal.addEventListener("abort", done, { once: true });
       function done() {
@@ -229,6 +230,12 @@ export function createOrderedApply(options: OrderedApplyOptions): OrderedApply {
     let final = false;
     allBefore.then(() => final = true);
     const beforeFinal = () => final;
+    /** A failure of this request (its preparation's, `attempt` null, or its answer's). */
+    const failed = async (error: unknown, attempt: ApplyAttempt | null) => {
+      if (!(error instanceof RetryableApplyError)) throw error;
+      if (stopped.signal.aborted) throw new ApplyDeferredError(error.message);
+      await retry(own, prepare, attempt, error, allBefore);
+    };
     const gathered = applyWindow.next();
     const handed = Promise.all([before, gathered]).then(async () => {
       await holdBack(own, allBefore, beforeFinal);
@@ -246,21 +253,8 @@ export function createOrderedApply(options: OrderedApplyOptions): OrderedApply {
     // Reacting to the hand-over before the next request does: a failed preparation counts as
     // a retry pending by the time the next request looks.
     const outcome = handed.then(
-      async ({ attempt, answer }) => {
-        try {
-          await answer;
-          succeeded(own);
-        } catch (error) {
-          if (!(error instanceof RetryableApplyError)) throw error;
-          if (stopped.signal.aborted) throw new ApplyDeferredError(error.message);
-          await retry(own, prepare, attempt, error, allBefore);
-        }
-      },
-      async (error) => {
-        if (!(error instanceof RetryableApplyError)) throw error;
-        if (stopped.signal.aborted) throw new ApplyDeferredError(error.message);
-        await retry(own, prepare, null, error, allBefore);
-      },
+      ({ attempt, answer }) => answer.then(() => succeeded(own), (error) => failed(error, attempt)),
+      (error) => failed(error, null),
     );
     own.handedOver = handed.then(() => {}, () => {});
     if (holding) own.handedOver.then(() => held--);
@@ -273,6 +267,29 @@ export function createOrderedApply(options: OrderedApplyOptions): OrderedApply {
   }
 
   return { apply, stop: () => stopped.abort() };
+}
+
+/**
+ * Applies a stored request with `order` and, when that fails through its own fault, records the
+ * failure with `recordAttempt` (an attempt: one that can never be applied stops being retried by
+ * recovery after its last), then rejects with `Error("{what} failed: …")`. A deferred request
+ * ({@linkcode ApplyDeferredError}) counts no attempt and rejects as it is.
+ */
+export async function applyCountingAttempts(
+  order: OrderedApply,
+  key: string,
+  prepare: () => Promise<ApplyAttempt>,
+  what: string,
+  recordAttempt: (failure: string) => Promise<void>,
+): Promise<void> {
+  try {
+    await order.apply(key, prepare);
+  } catch (error) {
+    if (error instanceof ApplyDeferredError) throw error;
+    const failure = messageOf(error);
+    await recordAttempt(failure);
+    throw new Error(`${what} failed: ${failure}`);
+  }
 }
 
 function messageOf(error: unknown): string {

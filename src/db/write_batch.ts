@@ -32,7 +32,7 @@ import { acceptAction, type AcceptedAction } from "./actions.ts";
 import { type FlowEffect, type FlowTrigger, runFlowSteps } from "./flow_runs.ts";
 import { applyWhatsAppDeliveries } from "./whatsapp_batch.ts";
 import { applySlackEvents } from "./slack_batch.ts";
-import { INTERNAL_ERROR, UNAVAILABLE } from "../actors/commit_loop.ts";
+import { commitEachAlone } from "../actors/commit_loop.ts";
 import { describeError, log } from "../log.ts";
 import { isTransientDatabaseError } from "./transient_retry.ts";
 import { type ChangeNotice, CHANGES_CHANNEL, encodeChangeNotice } from "../domain/change_notice.ts";
@@ -114,24 +114,13 @@ async function commitAfterCut(sql: Sql, commands: AppCommand[]): Promise<Command
   try {
     return await commitBatch(sql, commands);
   } catch {
-    const results: CommandResult[] = [];
-    /** Applications whose command failed for a reason that may pass: the rest wait (commit_loop.ts). */
-    const unavailable = new Set<number>();
-    for (const command of commands) {
-      if (unavailable.has(command.appId)) {
-        results.push(UNAVAILABLE);
-        continue;
-      }
-      try {
-        results.push((await commitBatch(sql, [command]))[0]);
-      } catch (error) {
-        log("error", "command failed alone after a cut batch failed", describeError(error));
-        const transient = isTransientDatabaseError(error);
-        if (transient) unavailable.add(command.appId);
-        results.push(transient ? UNAVAILABLE : INTERNAL_ERROR);
-      }
-    }
-    return results;
+    return await commitEachAlone(
+      commands,
+      async (command) => (await commitBatch(sql, [command]))[0],
+      isTransientDatabaseError,
+      (error) =>
+        log("error", "command failed alone after a cut batch failed", describeError(error)),
+    );
   }
 }
 

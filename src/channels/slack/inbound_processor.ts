@@ -32,7 +32,7 @@ import type { MediaLinks } from "../media_links.ts";
 import { APPLY_WINDOW_MS } from "../apply_window.ts";
 import {
   type ApplyAttempt,
-  ApplyDeferredError,
+  applyCountingAttempts,
   asApplyFailure,
   createOrderedApply,
   type OrderedApplyOptions,
@@ -296,14 +296,13 @@ export function createSlackInboundProcessor(deps: SlackInboundDeps): SlackInboun
           },
         )
         : Promise.resolve(retryable(() => processAction(id, parsed)));
-    try {
-      await order.apply(team, prepare);
-    } catch (error) {
-      const failure = error instanceof Error ? error.message : String(error);
-      if (error instanceof ApplyDeferredError) throw error; // not an attempt: see ordered_apply.ts
-      await recordSlackDeliveryFailure(deps.sql, id, failure);
-      throw new Error(`Slack ${kind} ${id} failed: ${failure}`);
-    }
+    await applyCountingAttempts(
+      order,
+      team,
+      prepare,
+      `Slack ${kind} ${id}`,
+      (failure) => recordSlackDeliveryFailure(deps.sql, id, failure),
+    );
   }
 
   return {

@@ -20,7 +20,7 @@ import { type InboundItem, parseWhatsAppWebhook } from "./inbound.ts";
 import type { MediaLinks } from "../media_links.ts";
 import { APPLY_WINDOW_MS } from "../apply_window.ts";
 import {
-  ApplyDeferredError,
+  applyCountingAttempts,
   asApplyFailure,
   createOrderedApply,
   type OrderedApplyOptions,
@@ -180,16 +180,13 @@ export function createInboundProcessor(deps: InboundProcessorDeps): InboundProce
       }, (error) => {
         throw asApplyFailure(error);
       });
-    try {
-      await order.apply(String(appId), prepare);
-    } catch (error) {
-      // Reading it failed, or handing it over: an attempt all the same, so that a delivery that
-      // can never be applied stops being retried after its last one.
-      const failure = error instanceof Error ? error.message : String(error);
-      if (error instanceof ApplyDeferredError) throw error; // not an attempt: see ordered_apply.ts
-      await recordWhatsAppDeliveryFailure(deps.sql, appId, deliveryId, failure);
-      throw new Error(`WhatsApp delivery ${deliveryId} failed: ${failure}`);
-    }
+    await applyCountingAttempts(
+      order,
+      String(appId),
+      prepare,
+      `WhatsApp delivery ${deliveryId}`,
+      (failure) => recordWhatsAppDeliveryFailure(deps.sql, appId, deliveryId, failure),
+    );
   }
 
   return {
