@@ -483,6 +483,20 @@ Deno.test("a click whose apply failed stays unprocessed; one failing for a reaso
   await processor.process("action", retried.id, retried.body, retried.payload);
   assert.equal(asked.length, 2);
   assert.deepEqual(await delivery(retried.id), { processed: true, attempts: 0 });
+  // Each try carries the workspace's stream, the retry at a later epoch: the actor refuses what
+  // was handed over behind the failed try at its epoch, so nothing passes it.
+  const places = asked.map((command) => "order" in command ? command.order : undefined);
+  assert.equal(places[0]?.stream, `slack:${TEAM}`);
+  assert.ok(places[1]!.epoch > places[0]!.epoch);
+  // So do events.
+  const event = threadEvent("Ev_ORDER", "1700000000.000001", { user: "U1", text: "hi", ts: "1.2" });
+  const [{ id: eventId }] = await env.db.sql`
+    INSERT INTO slack_deliveries (kind, body) VALUES ('event', ${new Uint8Array()}) RETURNING id`;
+  await processor.process("event", Number(eventId), new Uint8Array(), event);
+  const submitted = asked.at(-1)!;
+  assert.equal(submitted.kind, "slack.event");
+  assert.equal("order" in submitted && submitted.order?.stream, `slack:${TEAM}`);
+  asked.length = 2;
 
   // A failure that would repeat: not retried, not marked processed, an attempt counted.
   const failed = await closeClick();

@@ -15,8 +15,10 @@ import { whatsappWebhookBody } from "./support/whatsapp_webhook.ts";
 import { templateFlow } from "./support/flows.ts";
 import type { StartOptions } from "../src/server.ts";
 import { createInboundProcessor } from "../src/channels/whatsapp/inbound_processor.ts";
-import { UNAVAILABLE } from "../src/actors/commit_loop.ts";
+import { createCommitLoop, UNAVAILABLE } from "../src/actors/commit_loop.ts";
+import type { AppCommand } from "../src/actors/protocol.ts";
 import { firstAnswer } from "./support/raw_http.ts";
+import { capturingErrors } from "./support/console.ts";
 import { ApplyDeferredError } from "../src/channels/ordered_apply.ts";
 
 const PHONE_NUMBER_ID = "106540352242922";
@@ -537,6 +539,55 @@ Deno.test("a delivery failing while the database is unreachable is retried befor
   const [kept] = await db.sql`
     SELECT attempts, processed_at FROM whatsapp_deliveries WHERE id = ${fourth.id}`;
   assert.deepEqual({ ...kept }, { attempts: 0, processed_at: null });
+});
+
+Deno.test("a delivery handed over behind one that fails is not applied before its retry", async () => {
+  await using db = await createTestDatabase();
+  const app = await createKeyedApp(db.sql);
+  const stored = async (text: string) => {
+    const body = new TextEncoder().encode(JSON.stringify(webhookBody([textMessage(text)])));
+    const [{ id }] = await db.sql`
+      INSERT INTO whatsapp_deliveries (app_id, body) VALUES (${app.appId}, ${body}) RETURNING id`;
+    return { id: Number(id), body };
+  };
+  const textOf = (command: AppCommand) => {
+    const entry = command.kind === "whatsapp.inbound" ? command.entries[0] : null;
+    return entry?.kind === "message" ? entry.content : "?";
+  };
+  class Unreachable extends Error {}
+  const secondQueued = Promise.withResolvers<void>();
+  const committed: string[] = [];
+  let failures = 2; // the first's batch, then the first alone
+  // The application's actor, in front of a database that drops the first delivery's transaction
+  // once the second is already queued behind it.
+  const actor = createCommitLoop({
+    commit: async (commands) => {
+      const texts = commands.map(textOf);
+      if (texts.includes("first") && failures > 0) {
+        await secondQueued.promise;
+        failures--;
+        throw new Unreachable("connection ended");
+      }
+      committed.push(...texts);
+      return commands.map(() => ({ ok: true, value: { applied: 1 } }));
+    },
+    isRetryable: (error) => error instanceof Unreachable,
+  });
+  const processor = processorAsking(db.sql, (key, command) => {
+    const answer = actor.submit(key, command);
+    if (textOf(command) === "second") secondQueued.resolve();
+    return answer;
+  }, { retryDelaysMs: [20] });
+  const first = await stored("first");
+  const second = await stored("second");
+  await capturingErrors(async () => {
+    await Promise.all([
+      processor.process(app.appId, first.id, first.body, PHONE_NUMBER_ID),
+      processor.process(app.appId, second.id, second.body, PHONE_NUMBER_ID),
+    ]);
+  });
+  assert.deepEqual(committed, ["first", "second"], "the customer's messages stay in order");
+  await actor.stop();
 });
 
 Deno.test("a webhook POST whose signature cannot pass is refused before its body is sent", async () => {

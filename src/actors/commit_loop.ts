@@ -8,10 +8,13 @@
  * at least `minConcurrentBatch` commands, because a transaction's fixed cost (in the worker and
  * in PostgreSQL) is many times a message's, and a near-empty one spent next to a full one only
  * takes CPU from it. A smaller one still starts after `concurrentWaitMs`, so that one stuck
- * transaction (say, waiting for another instance's lock) does not hold up every other key. The database is reached only through the injected `commit`, so every interleaving
- * can be tested without one.
+ * transaction (say, waiting for another instance's lock) does not hold up every other key.
+ * Once a command of a channel's stream (see {@linkcode StreamPlace}) failed retryably, its actor
+ * refuses the stream's commands handed over before the failure was known, queued or still to
+ * come, so that none is applied ahead of its retry. The database is reached only through the
+ * injected `commit`, so every interleaving can be tested without one.
  */
-import type { AppCommand, CommandResult } from "./protocol.ts";
+import type { AppCommand, CommandResult, StreamPlace } from "./protocol.ts";
 import { log } from "../log.ts";
 
 /** Options of {@linkcode createCommitLoop}. */
@@ -90,6 +93,8 @@ interface Actor {
   mailbox: Entry[];
   busy: boolean;
   lastActive: number;
+  /** Per stream, the latest epoch of a command that failed retryably: refused up to it. */
+  fences?: Map<string, number>;
 }
 
 interface Taken {
@@ -137,6 +142,7 @@ export function createCommitLoop(options: CommitLoopOptions): CommitLoop {
       actors.set(key, actor);
       startSweep();
     }
+    if (isFenced(actor, command)) return Promise.resolve(UNAVAILABLE);
     const { promise, resolve } = Promise.withResolvers<CommandResult>();
     actor.mailbox.push({ command, answer: resolve });
     queued++;
@@ -197,20 +203,23 @@ export function createCommitLoop(options: CommitLoopOptions): CommitLoop {
   async function runBatch(taken: Taken[]): Promise<void> {
     const entries = taken.flatMap((part) => part.entries);
     try {
-      let results: CommandResult[] | undefined;
+      let results: CommandResult[];
       try {
-        results = await commit(entries.map((entry) => entry.command));
+        results = trusted(await commit(entries.map((entry) => entry.command)), entries.length);
       } catch {
         // The whole transaction rolled back: retry alone so that one bad command fails only itself.
-        const alone = await commitEachAlone(
+        results = await commitEachAlone(
           entries.map((entry) => entry.command),
           commitAlone,
           isRetryable,
           (error) => logError("Command failed alone after its batch failed", error),
         );
-        entries.forEach((entry, index) => entry.answer(alone[index]));
       }
-      if (results) answerAll(entries, results);
+      entries.forEach((entry, index) => entry.answer(results[index]));
+      let offset = 0;
+      for (const { actor, entries } of taken) {
+        fenceFailedStreams(actor, entries, results.slice(offset, offset += entries.length));
+      }
     } finally {
       const now = Date.now();
       for (const { actor } of taken) {
@@ -226,21 +235,44 @@ export function createCommitLoop(options: CommitLoopOptions): CommitLoop {
     }
   }
 
+  /**
+   * Fences the streams of `actor`'s commands that failed retryably in a batch (`results` answer
+   * `entries`), and refuses what its mailbox holds of them: those commands were handed over
+   * before the failure was known, and would otherwise be applied ahead of its retry.
+   */
+  function fenceFailedStreams(actor: Actor, entries: Entry[], results: CommandResult[]): void {
+    entries.forEach(({ command }, index) => {
+      const place = placeOf(command);
+      const result = results[index];
+      if (!place || result.ok || !result.retryable) return;
+      actor.fences ??= new Map();
+      actor.fences.set(place.stream, Math.max(place.epoch, actor.fences.get(place.stream) ?? 0));
+    });
+    if (!actor.fences) return;
+    const kept: Entry[] = [];
+    for (const entry of actor.mailbox) {
+      if (isFenced(actor, entry.command)) entry.answer(UNAVAILABLE);
+      else kept.push(entry);
+    }
+    queued -= actor.mailbox.length - kept.length;
+    actor.mailbox = kept;
+  }
+
   async function commitAlone(command: AppCommand): Promise<CommandResult> {
     const [result] = await commit([command]);
     if (!result) throw new Error("Commit returned no result");
     return result;
   }
 
-  function answerAll(entries: Entry[], results: CommandResult[]): void {
-    // The transaction committed, so a bad answer must not lead to a retry (it would commit twice);
-    // and results that do not line up one to one cannot be trusted to belong to their command.
-    if (!Array.isArray(results) || results.length !== entries.length) {
-      logError(`Commit returned ${results?.length} results for ${entries.length} commands`, null);
-      for (const entry of entries) entry.answer(INTERNAL_ERROR);
-      return;
-    }
-    entries.forEach((entry, index) => entry.answer(results[index]));
+  /**
+   * The results of a committed batch. The transaction committed, so a bad answer must not lead to
+   * a retry (it would commit twice); and results that do not line up one to one cannot be trusted
+   * to belong to their command.
+   */
+  function trusted(results: CommandResult[], expected: number): CommandResult[] {
+    if (Array.isArray(results) && results.length === expected) return results;
+    logError(`Commit returned ${results?.length} results for ${expected} commands`, null);
+    return Array.from({ length: expected }, () => INTERNAL_ERROR);
   }
 
   function startSweep(): void {
@@ -323,6 +355,18 @@ export async function commitEachAlone(
     }
   }
   return results;
+}
+
+/** Where `command` stands in a channel's stream, if a channel's stored request made it. */
+function placeOf(command: AppCommand): StreamPlace | undefined {
+  return "order" in command ? command.order : undefined;
+}
+
+/** Whether `actor` refuses `command`: its stream failed at its epoch or a later one. */
+function isFenced(actor: Actor, command: AppCommand): boolean {
+  const place = placeOf(command);
+  const fence = place && actor.fences?.get(place.stream);
+  return fence !== undefined && place !== undefined && place.epoch <= fence;
 }
 
 function requirePositiveInteger(name: string, value: number): void {

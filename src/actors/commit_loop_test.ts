@@ -9,7 +9,13 @@ function message(appId: number, content: string): AppCommand {
 }
 
 function contentOf(command: AppCommand): string {
+  if (command.kind === "whatsapp.inbound") return `d${command.deliveryId}`;
   return command.kind === "visitor.message" ? command.content : "";
+}
+
+/** A stored WhatsApp delivery of application 1, at `epoch` of stream `stream`. */
+function delivery(deliveryId: number, epoch: number, stream = "whatsapp:1"): AppCommand {
+  return { kind: "whatsapp.inbound", appId: 1, deliveryId, entries: [], order: { stream, epoch } };
 }
 
 function okAll(commands: AppCommand[]): CommandResult[] {
@@ -453,5 +459,93 @@ Deno.test("createCommitLoop() does not try a key's commands behind one that fail
   });
   // a2 was never tried alone: committed, it would have come before a1.
   assert.deepEqual(tried, ["a1+a2+b1", "a1", "b1"]);
+  await loop.stop();
+});
+
+Deno.test("createCommitLoop() refuses a stream's commands handed over before its retryable failure", async () => {
+  class Unreachable extends Error {}
+  const tried: string[] = [];
+  let release = () => {};
+  let down = true;
+  const loop = createCommitLoop({
+    commit: async (commands) => {
+      const contents = commands.map(contentOf);
+      tried.push(contents.join("+"));
+      if (contents.includes("d1") && down) {
+        await new Promise<void>((resolve) => release = resolve);
+        throw new Unreachable("gone");
+      }
+      return okAll(commands);
+    },
+    isRetryable: (error) => error instanceof Unreachable,
+  });
+  await capturingErrors(async () => {
+    const first = loop.submit("app:1", delivery(1, 1));
+    await tick();
+    // Queued behind d1's batch: d2 of its stream and epoch, a visitor's message, another stream.
+    const queued = Promise.all([
+      loop.submit("app:1", delivery(2, 1)),
+      loop.submit("app:1", message(1, "visitor")),
+      loop.submit("app:1", delivery(3, 1, "slack:T1")),
+    ]);
+    release();
+    await tick();
+    release(); // d1 alone fails too
+    assert.deepEqual(await first, UNAVAILABLE);
+    const [second, visitor, other] = await queued;
+    assert.deepEqual(second, UNAVAILABLE, "d2 would have been stored before d1");
+    assert.deepEqual(visitor, { ok: true, value: "visitor" });
+    assert.deepEqual(other, { ok: true, value: "d3" });
+    // Handed over before the failure was known (same epoch): refused too, untried.
+    assert.deepEqual(await loop.submit("app:1", delivery(4, 1)), UNAVAILABLE);
+    down = false;
+    // The retries come with a later epoch.
+    assert.deepEqual(await loop.submit("app:1", delivery(1, 2)), { ok: true, value: "d1" });
+    assert.deepEqual(await loop.submit("app:1", delivery(2, 2)), { ok: true, value: "d2" });
+  });
+  assert.deepEqual(tried, ["d1", "d1", "visitor+d3", "d1", "d2"]);
+  await loop.stop();
+});
+
+Deno.test("createCommitLoop() fences a stream whose command a committed batch answered retryably", async () => {
+  const tried: string[] = [];
+  let release = () => {};
+  const loop = createCommitLoop({
+    commit: async (commands) => {
+      const contents = commands.map(contentOf);
+      tried.push(contents.join("+"));
+      if (contents.includes("d1")) {
+        await new Promise<void>((resolve) => release = resolve);
+        // As a batch cut in segments answers when a later segment failed retryably alone.
+        return commands.map((command) =>
+          contentOf(command) === "d1" ? UNAVAILABLE : okAll([command])[0]
+        );
+      }
+      return okAll(commands);
+    },
+  });
+  const first = loop.submit("app:1", delivery(1, 5));
+  await tick();
+  const second = loop.submit("app:1", delivery(2, 5));
+  release();
+  assert.deepEqual(await first, UNAVAILABLE);
+  assert.deepEqual(await second, UNAVAILABLE);
+  assert.deepEqual(await loop.submit("app:1", delivery(2, 6)), { ok: true, value: "d2" });
+  assert.deepEqual(tried, ["d1", "d2"]);
+  await loop.stop();
+});
+
+Deno.test("createCommitLoop() does not fence a stream whose command failed for good", async () => {
+  const loop = createCommitLoop({
+    commit: (commands) =>
+      commands.some((command) => contentOf(command) === "d1")
+        ? Promise.reject(new Error("refused")) // not retryable: recovery counts the attempt
+        : Promise.resolve(okAll(commands)),
+    isRetryable: () => false,
+  });
+  await capturingErrors(async () => {
+    assert.deepEqual(await loop.submit("app:1", delivery(1, 3)), INTERNAL_ERROR);
+    assert.deepEqual(await loop.submit("app:1", delivery(2, 3)), { ok: true, value: "d2" });
+  });
   await loop.stop();
 });

@@ -20,6 +20,18 @@ export type AppCommand =
   | WhatsAppInboundCommand
   | SlackEventCommand;
 
+/**
+ * Where a command stands in a channel's stream of stored requests, applied in arrival order (see
+ * `channels/ordered_apply.ts`). Once a command of `stream` failed retryably, its actor refuses the
+ * stream's commands of that `epoch` or an earlier one (answering them retryable, untried): they
+ * were handed over before the failure was known and must not be applied ahead of its retry, which
+ * comes with a later epoch.
+ */
+export interface StreamPlace {
+  stream: string;
+  epoch: number;
+}
+
 /** Creates a web visitor (a client with a `web` identity). */
 export interface CreateVisitorCommand {
   kind: "visitor.create";
@@ -69,6 +81,8 @@ export interface VisitorActionCommand {
   messageId: number;
   /** The clicked button's id. */
   actionId: string;
+  /** Set when a channel's stored request (a Slack click) made the command. */
+  order?: StreamPlace;
 }
 
 /** One update of a WhatsApp webhook delivery, normalized and ready to store. */
@@ -125,6 +139,7 @@ export interface WhatsAppInboundCommand {
    * earlier one (see `db/write_batch.ts`): the delivery is marked processed by the later part.
    */
   partial?: boolean;
+  order?: StreamPlace;
 }
 
 /** What a Slack event does to a conversation mirrored in the workspace. */
@@ -164,6 +179,7 @@ export interface SlackEventCommand {
   eventId: string;
   deliveryId: number;
   change: SlackChange | null;
+  order?: StreamPlace;
 }
 
 /** Replaces the application's Flow (already validated); null removes it. */
@@ -178,6 +194,8 @@ export interface CloseChatCommand {
   kind: "chat.close";
   appId: number;
   chatId: number;
+  /** Set when a channel's stored request (Slack's Close button) made the command. */
+  order?: StreamPlace;
 }
 
 /**

@@ -10,16 +10,24 @@
  * land after the ones sent once it was back. While such a request waits for its retry, the requests
  * of its key behind it wait for it (and for every other request before them) to be final, and
  * failed requests are retried in the order they arrived — once one succeeds, the others without
- * a pause. Requests already handed over when the failure came are not held back. Retries of a key stop `retryWithinMs` after its first failure
+ * a pause. Requests already handed over when the failure came are refused by their actor: each
+ * attempt carries its key's stream and epoch ({@linkcode StreamPlace}), a failure moves the key to
+ * a new epoch, and an actor that saw a command of a stream fail retryably refuses that stream's
+ * commands of its epoch or an earlier one (as retryable), so they are retried after it, in order.
+ * Retries of a key stop `retryWithinMs` after its first failure
  * (any success resets that clock), and at shutdown; a request that still fails is left to
  * recovery, as is one that arrives when `maxHeld` requests already wait behind retries.
  */
 import { createApplyWindow } from "./apply_window.ts";
 import { createInFlightLimit } from "./in_flight_limit.ts";
 import { isTransientDatabaseError } from "../db/transient_retry.ts";
+import type { StreamPlace } from "../actors/protocol.ts";
 
-/** One try at applying a request: resolves once applied, rejects when that failed. */
-export type ApplyAttempt = () => Promise<void>;
+/**
+ * One try at applying a request, whose actor commands carry `place`: resolves once applied,
+ * rejects when that failed.
+ */
+export type ApplyAttempt = (place: StreamPlace) => Promise<void>;
 
 /** The failure of an attempt that may succeed when tried again (the database was not reached). */
 export class RetryableApplyError extends Error {
@@ -51,6 +59,8 @@ export const APPLY_RETRY_WITHIN_MS = 60_000;
 
 /** Options of {@linkcode createOrderedApply}. */
 export interface OrderedApplyOptions {
+  /** Names the channel: a key's stream is `{name}:{key}`. */
+  name: string;
   /** How long requests wait to be handed over together (see apply_window.ts). */
   windowMs: number;
   /** Most requests waiting for their answers at once. @default 256 */
@@ -91,7 +101,15 @@ interface KeyState {
   successes: number;
   /** Requests not final yet: the state is dropped at 0. */
   pending: number;
+  /** The epoch of the key's stream: moved on by every retryable failure. */
+  epoch: number;
 }
+
+/**
+ * The last epoch given out in this thread. Epochs only grow, also across a key's state being
+ * dropped and made again, so that an actor's fence never refuses a later request.
+ */
+let lastEpoch = 0;
 
 /** Creates the order keeper. */
 export function createOrderedApply(options: OrderedApplyOptions): OrderedApply {
@@ -108,11 +126,14 @@ export function createOrderedApply(options: OrderedApplyOptions): OrderedApply {
   /** Requests, of all keys, that arrived while their key held a retry and are not handed over. */
   let held = 0;
 
-  /** Runs `attempt` in the slot acquired for it (released once it settles); returns its answer. */
-  function run(attempt: ApplyAttempt): Promise<void> {
+  /**
+   * Runs `attempt` of `key` in the slot acquired for it (released once it settles) at the key's
+   * epoch; returns its answer.
+   */
+  function run(key: string, state: KeyState, attempt: ApplyAttempt): Promise<void> {
     let answer: Promise<void>;
     try {
-      answer = attempt();
+      answer = attempt({ stream: `${options.name}:${key}`, epoch: state.epoch });
     } catch (error) {
       answer = Promise.reject(error);
     }
@@ -160,6 +181,7 @@ export function createOrderedApply(options: OrderedApplyOptions): OrderedApply {
    * or given up; `attempt` is null when its preparation failed, and `prepare` makes it again.
    */
   async function retry(
+    key: string,
     state: KeyState,
     prepare: () => Promise<ApplyAttempt>,
     attempt: ApplyAttempt | null,
@@ -187,11 +209,12 @@ export function createOrderedApply(options: OrderedApplyOptions): OrderedApply {
         try {
           attempt ??= await prepare();
           await inFlight.acquire();
-          await run(attempt);
+          await run(key, state, attempt);
           succeeded(state);
           return;
         } catch (error) {
           if (!(error instanceof RetryableApplyError)) throw error;
+          state.epoch = ++lastEpoch;
           last = error;
         }
       }
@@ -211,6 +234,7 @@ export function createOrderedApply(options: OrderedApplyOptions): OrderedApply {
         giveUpAt: null,
         successes: 0,
         pending: 0,
+        epoch: ++lastEpoch,
       };
       keys.set(key, state);
     }
@@ -233,8 +257,10 @@ export function createOrderedApply(options: OrderedApplyOptions): OrderedApply {
     /** A failure of this request (its preparation's, `attempt` null, or its answer's). */
     const failed = async (error: unknown, attempt: ApplyAttempt | null) => {
       if (!(error instanceof RetryableApplyError)) throw error;
+      // Before anything else is handed over: what was, at the old epoch, its actor refuses.
+      own.epoch = ++lastEpoch;
       if (stopped.signal.aborted) throw new ApplyDeferredError(error.message);
-      await retry(own, prepare, attempt, error, allBefore);
+      await retry(key, own, prepare, attempt, error, allBefore);
     };
     const gathered = applyWindow.next();
     const handed = Promise.all([before, gathered]).then(async () => {
@@ -248,7 +274,7 @@ export function createOrderedApply(options: OrderedApplyOptions): OrderedApply {
         if (own.retrying === 0 || final) break;
         inFlight.release();
       }
-      return { attempt, answer: run(attempt) };
+      return { attempt, answer: run(key, own, attempt) };
     });
     // Reacting to the hand-over before the next request does: a failed preparation counts as
     // a retry pending by the time the next request looks.

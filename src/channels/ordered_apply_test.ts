@@ -29,7 +29,7 @@ function settle(promise: Promise<void>): Promise<string> {
 }
 
 Deno.test("createOrderedApply() hands a key's requests over in order without waiting for answers", async () => {
-  const order = createOrderedApply({ windowMs: 0 });
+  const order = createOrderedApply({ name: "test", windowMs: 0 });
   const started: string[] = [];
   const answers: PromiseWithResolvers<void>[] = [];
   const requests = ["a", "b", "c"].map((name) =>
@@ -51,7 +51,7 @@ Deno.test("createOrderedApply() hands a key's requests over in order without wai
 });
 
 Deno.test("createOrderedApply() retries a retryable failure before the requests that arrive after it", async () => {
-  const order = createOrderedApply({ windowMs: 0, retryDelaysMs: [30] });
+  const order = createOrderedApply({ name: "test", windowMs: 0, retryDelaysMs: [30] });
   const { log, attemptOf } = scripted({ a: ["retryable", "retryable", "ok"] });
   const a = settle(order.apply("k", attemptOf("a")));
   await new Promise((resolve) => setTimeout(resolve, 5)); // a failed once and waits
@@ -64,7 +64,7 @@ Deno.test("createOrderedApply() retries a retryable failure before the requests 
 });
 
 Deno.test("createOrderedApply() retries failed requests in the order they arrived", async () => {
-  const order = createOrderedApply({ windowMs: 0, retryDelaysMs: [20] });
+  const order = createOrderedApply({ name: "test", windowMs: 0, retryDelaysMs: [20] });
   const { log, attemptOf } = scripted({
     a: ["retryable@10", "retryable", "ok"],
     b: ["retryable@10", "ok"],
@@ -79,7 +79,7 @@ Deno.test("createOrderedApply() retries failed requests in the order they arrive
 });
 
 Deno.test("createOrderedApply() never retries other failures", async () => {
-  const order = createOrderedApply({ windowMs: 0, retryDelaysMs: [10] });
+  const order = createOrderedApply({ name: "test", windowMs: 0, retryDelaysMs: [10] });
   const { log, attemptOf } = scripted({ a: ["fatal"] });
   const a = settle(order.apply("k", attemptOf("a")));
   assert.equal(await a, "rejected: a refused");
@@ -88,7 +88,12 @@ Deno.test("createOrderedApply() never retries other failures", async () => {
 });
 
 Deno.test("createOrderedApply() gives up retryWithinMs after the first failure, holding none back after", async () => {
-  const order = createOrderedApply({ windowMs: 0, retryDelaysMs: [20], retryWithinMs: 70 });
+  const order = createOrderedApply({
+    name: "test",
+    windowMs: 0,
+    retryDelaysMs: [20],
+    retryWithinMs: 70,
+  });
   const { log, attemptOf } = scripted({
     a: Array(100).fill("retryable"),
     b: Array(100).fill("retryable"),
@@ -105,7 +110,12 @@ Deno.test("createOrderedApply() gives up retryWithinMs after the first failure, 
 });
 
 Deno.test("createOrderedApply() a success resets the deadline of a key's retries", async () => {
-  const order = createOrderedApply({ windowMs: 0, retryDelaysMs: [20], retryWithinMs: 50 });
+  const order = createOrderedApply({
+    name: "test",
+    windowMs: 0,
+    retryDelaysMs: [20],
+    retryWithinMs: 50,
+  });
   const { attemptOf } = scripted({ a: ["retryable", "ok"], b: ["retryable", "retryable", "ok"] });
   assert.equal(await settle(order.apply("k", attemptOf("a"))), "ok");
   await new Promise((resolve) => setTimeout(resolve, 60)); // past a's deadline
@@ -113,7 +123,7 @@ Deno.test("createOrderedApply() a success resets the deadline of a key's retries
 });
 
 Deno.test("createOrderedApply() stop() ends the retries at once", async () => {
-  const order = createOrderedApply({ windowMs: 0, retryDelaysMs: [60_000] });
+  const order = createOrderedApply({ name: "test", windowMs: 0, retryDelaysMs: [60_000] });
   const { log, attemptOf } = scripted({ a: ["retryable"] });
   const a = settle(order.apply("k", attemptOf("a")));
   await new Promise((resolve) => setTimeout(resolve, 5));
@@ -123,7 +133,7 @@ Deno.test("createOrderedApply() stop() ends the retries at once", async () => {
 });
 
 Deno.test("createOrderedApply() fails a request whose preparation failed, and goes on", async () => {
-  const order = createOrderedApply({ windowMs: 0 });
+  const order = createOrderedApply({ name: "test", windowMs: 0 });
   const { log, attemptOf } = scripted({});
   const broken = settle(order.apply("k", () => Promise.reject(new Error("unreadable"))));
   const next = settle(order.apply("k", attemptOf("b")));
@@ -132,7 +142,7 @@ Deno.test("createOrderedApply() fails a request whose preparation failed, and go
 });
 
 Deno.test("createOrderedApply() holds at most maxHeld requests behind retries, failing the rest at once", async () => {
-  const order = createOrderedApply({ windowMs: 0, retryDelaysMs: [30], maxHeld: 1 });
+  const order = createOrderedApply({ name: "test", windowMs: 0, retryDelaysMs: [30], maxHeld: 1 });
   const { log, attemptOf } = scripted({ a: ["retryable", "ok"] });
   const a = settle(order.apply("k", attemptOf("a")));
   await new Promise((resolve) => setTimeout(resolve, 5)); // a failed once and waits
@@ -153,7 +163,7 @@ Deno.test("createOrderedApply() holds at most maxHeld requests behind retries, f
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 Deno.test("createOrderedApply() holds back a request still being prepared when the one before fails", async () => {
-  const order = createOrderedApply({ windowMs: 0, retryDelaysMs: [50] });
+  const order = createOrderedApply({ name: "test", windowMs: 0, retryDelaysMs: [50] });
   const log: string[] = [];
   let tries = 0;
   const a = settle(order.apply("k", () =>
@@ -173,7 +183,7 @@ Deno.test("createOrderedApply() holds back a request still being prepared when t
 });
 
 Deno.test("createOrderedApply() stop() leaves the requests held behind a retry unapplied", async () => {
-  const order = createOrderedApply({ windowMs: 0, retryDelaysMs: [1_000] });
+  const order = createOrderedApply({ name: "test", windowMs: 0, retryDelaysMs: [1_000] });
   const { log, attemptOf } = scripted({ a: ["retryable"] });
   const failure = (promise: Promise<void>) => promise.then(() => null, (error: Error) => error);
   const a = failure(order.apply("k", attemptOf("a")));
@@ -191,7 +201,7 @@ Deno.test("createOrderedApply() stop() leaves the requests held behind a retry u
 });
 
 Deno.test("createOrderedApply() retries in arrival order whatever order the failures come back in", async () => {
-  const order = createOrderedApply({ windowMs: 0, retryDelaysMs: [30] });
+  const order = createOrderedApply({ name: "test", windowMs: 0, retryDelaysMs: [30] });
   const { log, attemptOf } = scripted({ a: ["retryable@20", "ok"], b: ["retryable@1", "ok"] });
   const results = await Promise.all([
     settle(order.apply("k", attemptOf("a"))),
@@ -202,7 +212,7 @@ Deno.test("createOrderedApply() retries in arrival order whatever order the fail
 });
 
 Deno.test("createOrderedApply() prepares again a request whose preparation failed retryably", async () => {
-  const order = createOrderedApply({ windowMs: 0, retryDelaysMs: [10] });
+  const order = createOrderedApply({ name: "test", windowMs: 0, retryDelaysMs: [10] });
   const { log, attemptOf } = scripted({});
   let preparations = 0;
   const a = settle(order.apply("k", () => {
@@ -227,7 +237,12 @@ Deno.test("asApplyFailure() makes a database that was not reached retryable, and
 });
 
 Deno.test("createOrderedApply() keeps a request waiting for a slot behind the failures that free it", async () => {
-  const order = createOrderedApply({ windowMs: 1, maxInFlight: 2, retryDelaysMs: [30] });
+  const order = createOrderedApply({
+    name: "test",
+    windowMs: 1,
+    maxInFlight: 2,
+    retryDelaysMs: [30],
+  });
   const applied: number[] = [];
   const crash = Promise.withResolvers<void>();
   const tried = new Set<number>();
@@ -248,7 +263,7 @@ Deno.test("createOrderedApply() keeps a request waiting for a slot behind the fa
 });
 
 Deno.test("createOrderedApply() once a retry succeeds, the failed requests behind it go on without pausing", async () => {
-  const order = createOrderedApply({ windowMs: 1, retryDelaysMs: [100] });
+  const order = createOrderedApply({ name: "test", windowMs: 1, retryDelaysMs: [100] });
   const down = Promise.withResolvers<void>();
   const tried = new Set<number>();
   const attempt = (i: number) => () =>
@@ -266,4 +281,33 @@ Deno.test("createOrderedApply() once a retry succeeds, the failed requests behin
   const elapsed = performance.now() - failedAt;
   // One pause for the first retry; the 19 behind it follow at once (not 20 pauses: 2 s).
   assert.ok(elapsed < 500, `${elapsed} ms`);
+});
+
+Deno.test("createOrderedApply() moves a key to a later epoch at each retryable failure", async () => {
+  const order = createOrderedApply({ name: "test", windowMs: 0, retryDelaysMs: [10] });
+  const seen: string[] = [];
+  const epochs: number[] = [];
+  const failFirst = new Set(["a", "b"]);
+  const answerA = Promise.withResolvers<void>();
+  const attempt = (name: string) => (): Promise<ApplyAttempt> =>
+    Promise.resolve(async (place) => {
+      seen.push(`${name}@${place.stream}`);
+      epochs.push(place.epoch);
+      if (name === "a" && epochs.length === 1) await answerA.promise;
+      if (failFirst.delete(name)) throw new RetryableApplyError(`${name} unreachable`);
+    });
+  const a = order.apply("k", attempt("a"));
+  const b = order.apply("k", attempt("b"));
+  await new Promise((resolve) => setTimeout(resolve, 5));
+  // b was handed over before a's failure: the same epoch (its actor refuses it once a failed).
+  assert.deepEqual(seen, ["a@test:k", "b@test:k"]);
+  assert.equal(epochs[1], epochs[0]);
+  answerA.resolve();
+  await Promise.all([a, b]);
+  assert.deepEqual(seen.slice(2), ["a@test:k", "b@test:k"], "retried in arrival order");
+  assert.ok(epochs[2] > epochs[0], "a's retry comes at a later epoch");
+  assert.ok(epochs[3] >= epochs[2]);
+  // The key's state is dropped once nothing is pending; a new one never reuses an old epoch.
+  await order.apply("k", attempt("c"));
+  assert.ok(epochs[4] > epochs[3], "a key made again starts past every fence");
 });

@@ -15,6 +15,7 @@ import {
   type CommandResult,
   type SlackChange,
   type SlackEventCommand,
+  type StreamPlace,
 } from "../../actors/protocol.ts";
 import { findInstallationByTeam, type SlackInstallation } from "../../db/slack_installations.ts";
 import {
@@ -84,6 +85,7 @@ export function createSlackInboundProcessor(deps: SlackInboundDeps): SlackInboun
   const names = createLruCache<string, { name: string; until: number }>(10_000);
   /** Per workspace, requests are applied in the order they arrived. */
   const order = createOrderedApply({
+    name: "slack",
     windowMs: deps.applyWindowMs ?? APPLY_WINDOW_MS,
     ...deps.retry,
   });
@@ -219,12 +221,16 @@ export function createSlackInboundProcessor(deps: SlackInboundDeps): SlackInboun
   }
 
   /** Hands a prepared event to its application's actor; the answer settles once applied. */
-  async function submitEvent(id: number, command: SlackEventCommand | null): Promise<void> {
+  async function submitEvent(
+    id: number,
+    command: SlackEventCommand | null,
+    place: StreamPlace,
+  ): Promise<void> {
     if (command === null) return await markSlackDeliveryProcessed(deps.sql, id);
-    failIfFailed(await deps.ask(appActorKey(command.appId), command));
+    failIfFailed(await deps.ask(appActorKey(command.appId), { ...command, order: place }));
   }
 
-  async function processAction(id: number, payload: Json): Promise<void> {
+  async function processAction(id: number, payload: Json, place: StreamPlace): Promise<void> {
     const teamId = payload?.team?.id ?? payload?.user?.team_id;
     const installation = typeof teamId === "string"
       ? await findInstallationByTeam(deps.sql, teamId)
@@ -237,7 +243,12 @@ export function createSlackInboundProcessor(deps: SlackInboundDeps): SlackInboun
         if (closing !== null) {
           // The actor answers 404 for another application's conversation: nothing closes.
           failIfFailed(
-            await deps.ask(appActorKey(appId), { kind: "chat.close", appId, chatId: closing }),
+            await deps.ask(appActorKey(appId), {
+              kind: "chat.close",
+              appId,
+              chatId: closing,
+              order: place,
+            }),
           );
           continue;
         }
@@ -253,6 +264,7 @@ export function createSlackInboundProcessor(deps: SlackInboundDeps): SlackInboun
             chatId: target.chatId,
             messageId: clicked.messageId,
             actionId: clicked.buttonId,
+            order: place,
           }),
         );
       }
@@ -283,19 +295,19 @@ export function createSlackInboundProcessor(deps: SlackInboundDeps): SlackInboun
     // one burst when the window closes.
     const team = String(parsed?.team_id ?? parsed?.team?.id ?? "");
     // The database not reached (in a lookup or in the actor) is a failure worth retrying.
-    const retryable = (run: () => Promise<void>): ApplyAttempt => () =>
-      run().catch((error) => {
+    const retryable = (run: (place: StreamPlace) => Promise<void>): ApplyAttempt => (place) =>
+      run(place).catch((error) => {
         throw asApplyFailure(error);
       });
     const prepare = (): Promise<ApplyAttempt> =>
       kind === "event"
         ? prepareEvent(id, parsed).then(
-          (command) => retryable(() => submitEvent(id, command)),
+          (command) => retryable((place) => submitEvent(id, command, place)),
           (error) => {
             throw asApplyFailure(error);
           },
         )
-        : Promise.resolve(retryable(() => processAction(id, parsed)));
+        : Promise.resolve(retryable((place) => processAction(id, parsed, place)));
     await applyCountingAttempts(
       order,
       team,

@@ -20,6 +20,7 @@ import { type InboundItem, parseWhatsAppWebhook } from "./inbound.ts";
 import type { MediaLinks } from "../media_links.ts";
 import { APPLY_WINDOW_MS } from "../apply_window.ts";
 import {
+  type ApplyAttempt,
   applyCountingAttempts,
   asApplyFailure,
   createOrderedApply,
@@ -65,6 +66,7 @@ export interface InboundProcessor {
 export function createInboundProcessor(deps: InboundProcessorDeps): InboundProcessor {
   /** Per application, deliveries are applied in the order they arrived (see ordered_apply.ts). */
   const order = createOrderedApply({
+    name: "whatsapp",
     windowMs: deps.applyWindowMs ?? APPLY_WINDOW_MS,
     ...deps.retry,
   });
@@ -165,13 +167,14 @@ export function createInboundProcessor(deps: InboundProcessorDeps): InboundProce
     // Each delivery is prepared (parsed, its clicks looked up) as it arrives, so that the work is
     // spread between the acknowledgements rather than done in one burst when the window closes;
     // the actor checks again what a click may change.
-    const prepare = () =>
-      entriesOf(appId, body, phoneNumberId).then((entries) => async () => {
+    const prepare = (): Promise<ApplyAttempt> =>
+      entriesOf(appId, body, phoneNumberId).then((entries) => async (place) => {
         const result = await deps.ask(appActorKey(appId), {
           kind: "whatsapp.inbound",
           appId,
           deliveryId,
           entries,
+          order: place,
         });
         if (result.ok) return;
         throw result.retryable
