@@ -238,7 +238,8 @@ export async function startParley(
     ).finally(() => recovering = null);
   };
   const recovery = setInterval(() => recover({}), 30_000);
-  recover({ olderThanSeconds: 0 });
+  // Before listening: live requests wait until this run has handed over what it finds.
+  recover({ olderThanSeconds: 0, holdLive: true });
 
   const requests = drainable((request, info) => app.fetch(request, info));
   const server = await serveKept({

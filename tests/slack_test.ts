@@ -512,6 +512,43 @@ Deno.test("a click whose apply failed stays unprocessed; one failing for a reaso
   assert.deepEqual(await delivery(refused.id), { processed: true, attempts: 0 });
 });
 
+Deno.test("live Slack requests wait until the recovery at start has handed over the older ones", async () => {
+  await using env = await setUp();
+  await install(env);
+  const closed: number[] = [];
+  const processor = createSlackInboundProcessor({
+    sql: env.db.sql,
+    ask: (_key, command) => {
+      if (command.kind === "chat.close") closed.push(command.chatId);
+      return Promise.resolve({ ok: true, value: null });
+    },
+    clientFor: () => {
+      throw new Error("no Slack call expected");
+    },
+    mediaLinks: createMediaLinks({ encryptionKey: new Uint8Array(32), publicBaseUrl: "http://x" }),
+    applyWindowMs: 1,
+  });
+  const closeClick = (chatId: number) => {
+    const payload = {
+      type: "block_actions",
+      team: { id: TEAM },
+      user: { id: "U1", team_id: TEAM },
+      actions: [{ action_id: "parley_close", block_id: `parley_chat:${chatId}`, value: "" }],
+    };
+    return new TextEncoder().encode(`payload=${encodeURIComponent(JSON.stringify(payload))}`);
+  };
+  for (const chatId of [1, 2, 3]) {
+    await env.db.sql`INSERT INTO slack_deliveries (kind, body) VALUES ('action', ${
+      closeClick(chatId)
+    })`;
+  }
+  const recovered = processor.recover({ olderThanSeconds: 0, holdLive: true });
+  const live = processor.process("action", 1_000_000, closeClick(4));
+  assert.equal(await recovered, 3);
+  await live;
+  assert.deepEqual(closed, [1, 2, 3, 4]);
+});
+
 /** A member's message in the conversation's thread, as Slack sends it. */
 function threadEvent(id: string, thread: string, event: Record<string, unknown>) {
   return {

@@ -3,7 +3,9 @@
  * came between), page by page until none is left. A page is handed over whole at once: the
  * processors keep each application's (each workspace's) requests in the order they were handed
  * over, and bound how many are in flight, so that a backlog left by a crash drains at the pace of
- * the live path rather than one request at a time.
+ * the live path rather than one request at a time. The run at start holds the live requests back
+ * (a {@linkcode LiveGate}) until it has handed over the last of them: a customer's message
+ * acknowledged just after a restart must not be applied before the older ones a crash left.
  */
 import type { Sql } from "../db/client.ts";
 import {
@@ -11,6 +13,7 @@ import {
   type StoredRequestKey,
   type StoredRequestPage,
 } from "../db/stored_requests.ts";
+import { ApplyDeferredError } from "./ordered_apply.ts";
 
 /** Requests read per page: their bodies are held in memory until the page is applied. */
 export const RECOVERY_PAGE_SIZE = 100;
@@ -19,6 +22,17 @@ export const RECOVERY_PAGE_SIZE = 100;
 export interface RecoveryOptions {
   /** Only requests received at least this long ago, by the database's clock. @default 60 */
   olderThanSeconds?: number;
+  /**
+   * Live requests wait until the run has handed over every request it found (the run at start,
+   * before the server listens). @default false
+   */
+  holdLive?: boolean;
+}
+
+/** Options of {@linkcode recoverInPages}. */
+export interface RecoverInPagesOptions {
+  /** Called once the last page was handed to `apply` (before it is applied). @default none */
+  onLastHandedOver?: () => void;
 }
 
 /**
@@ -28,32 +42,106 @@ export interface RecoveryOptions {
 export async function recoverInPages<T extends StoredRequestKey>(
   findPage: (after: StoredRequestKey | undefined) => Promise<T[]>,
   apply: (request: T) => Promise<void>,
+  { onLastHandedOver }: RecoverInPagesOptions = {},
 ): Promise<number> {
   let after: StoredRequestKey | undefined;
   let found = 0;
   for (;;) {
     const page = await findPage(after);
-    await Promise.all(page.map(apply));
+    const applied = Promise.all(page.map(apply));
+    const last = page.length < RECOVERY_PAGE_SIZE;
+    if (last) onLastHandedOver?.();
+    await applied;
     found += page.length;
-    if (page.length < RECOVERY_PAGE_SIZE) return found;
+    if (last) return found;
     after = page[page.length - 1];
   }
 }
 
+/** Where {@linkcode recoverStored} finds stored requests and what it does with them. */
+export interface StoredRequestSource<T> {
+  /** Reads a page of requests not applied yet. */
+  find: (sql: Sql, page: StoredRequestPage) => Promise<T[]>;
+  /**
+   * Applies a request; must not reject, and must hand it over to its order synchronously (before
+   * its first `await`), so that what the live gate lets through afterwards comes behind it.
+   */
+  apply: (request: T) => Promise<void>;
+  /** The gate of the processor's live requests. */
+  liveGate: LiveGate;
+}
+
 /**
- * Recovers the stored requests `find` pages through: those received over `olderThanSeconds` ago
- * (by the database's clock, the bound fixed now), each handed to `apply`, which must not reject;
- * resolves to how many it found.
+ * Recovers the stored requests `source` pages through: those received over `olderThanSeconds`
+ * ago (by the database's clock, the bound fixed now); resolves to how many it found. With
+ * `holdLive`, the live gate closes at once (before this returns) and opens once the last page is
+ * handed over, or the run failed.
  */
 export async function recoverStored<T extends StoredRequestKey>(
   sql: Sql,
-  find: (sql: Sql, page: StoredRequestPage) => Promise<T[]>,
-  apply: (request: T) => Promise<void>,
-  { olderThanSeconds = 60 }: RecoveryOptions = {},
+  source: StoredRequestSource<T>,
+  { olderThanSeconds = 60, holdLive = false }: RecoveryOptions = {},
 ): Promise<number> {
-  const before = await recoveryBound(sql, olderThanSeconds);
-  return await recoverInPages(
-    (after) => find(sql, { before, after, limit: RECOVERY_PAGE_SIZE }),
-    apply,
-  );
+  const open = holdLive ? source.liveGate.close() : undefined;
+  try {
+    const before = await recoveryBound(sql, olderThanSeconds);
+    return await recoverInPages(
+      (after) => source.find(sql, { before, after, limit: RECOVERY_PAGE_SIZE }),
+      source.apply,
+      { onLastHandedOver: open },
+    );
+  } finally {
+    open?.();
+  }
+}
+
+/** Live requests held back while a recovery hands over the requests stored before them. */
+export interface LiveGate {
+  /**
+   * Resolves once a live request may be handed over: at once while the gate is open. Rejects
+   * with an {@linkcode ApplyDeferredError} (the request stays stored, for a later recovery) when
+   * `maxWaiting` requests already wait.
+   */
+  pass(): Promise<void>;
+  /** Closes the gate until the function returned is called (again: no effect). */
+  close(): () => void;
+}
+
+/** Options of {@linkcode createLiveGate}. */
+export interface LiveGateOptions {
+  /** Most live requests waiting at once (their bodies are in memory). @default 30_000 */
+  maxWaiting?: number;
+}
+
+/** Creates an open gate. Requests waiting at it pass in the order they came. */
+export function createLiveGate({ maxWaiting = 30_000 }: LiveGateOptions = {}): LiveGate {
+  let closed: PromiseWithResolvers<void> | null = null;
+  let closers = 0;
+  let waiting = 0;
+  return {
+    async pass() {
+      if (!closed) return;
+      if (waiting >= maxWaiting) {
+        throw new ApplyDeferredError("Too many live requests held back behind the recovery");
+      }
+      waiting++;
+      try {
+        await closed.promise;
+      } finally {
+        waiting--;
+      }
+    },
+    close() {
+      closers++;
+      const gate = closed ??= Promise.withResolvers<void>();
+      let opened = false;
+      return () => {
+        if (opened) return;
+        opened = true;
+        if (--closers > 0) return;
+        closed = null;
+        gate.resolve();
+      };
+    },
+  };
 }

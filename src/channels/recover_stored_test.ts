@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
-import { recoverInPages, RECOVERY_PAGE_SIZE } from "./recover_stored.ts";
+import { createLiveGate, recoverInPages, RECOVERY_PAGE_SIZE } from "./recover_stored.ts";
+import { ApplyDeferredError } from "./ordered_apply.ts";
 import type { StoredRequestKey } from "../db/stored_requests.ts";
 
 Deno.test("recoverInPages reads page after page by key until one comes back short", async () => {
@@ -27,4 +28,62 @@ Deno.test("recoverInPages reads page after page by key until one comes back shor
     RECOVERY_PAGE_SIZE - 1,
     RECOVERY_PAGE_SIZE * 2 - 1,
   ]);
+});
+
+Deno.test("recoverInPages calls onLastHandedOver once the last page is handed over, before it is applied", async () => {
+  const stored = Array.from(
+    { length: RECOVERY_PAGE_SIZE + 3 },
+    (_, id) => ({ id, receivedAt: "t" }),
+  );
+  const events: string[] = [];
+  const applying = Promise.withResolvers<void>();
+  const recovered = recoverInPages(
+    (after) => {
+      const from = after === undefined ? 0 : after.id + 1;
+      return Promise.resolve(stored.slice(from, from + RECOVERY_PAGE_SIZE));
+    },
+    (request) => {
+      events.push(`apply ${request.id}`);
+      return request.id < RECOVERY_PAGE_SIZE ? Promise.resolve() : applying.promise;
+    },
+    { onLastHandedOver: () => events.push("last handed over") },
+  );
+  await new Promise((resolve) => setTimeout(resolve, 5));
+  assert.equal(events.at(-1), "last handed over", "while the last page is still being applied");
+  assert.equal(events.filter((event) => event === "last handed over").length, 1);
+  assert.equal(events.indexOf("last handed over"), stored.length);
+  applying.resolve();
+  assert.equal(await recovered, stored.length);
+});
+
+Deno.test("createLiveGate holds requests while closed and lets them pass in order once opened", async () => {
+  const gate = createLiveGate({ maxWaiting: 2 });
+  await gate.pass(); // open: at once
+  const open = gate.close();
+  const passed: string[] = [];
+  const first = gate.pass().then(() => passed.push("first"));
+  const second = gate.pass().then(() => passed.push("second"));
+  await assert.rejects(gate.pass(), ApplyDeferredError, "a third would exceed maxWaiting");
+  await new Promise((resolve) => setTimeout(resolve, 5));
+  assert.deepEqual(passed, [], "held while closed");
+  open();
+  open(); // again: no effect
+  await Promise.all([first, second]);
+  assert.deepEqual(passed, ["first", "second"]);
+  await gate.pass();
+});
+
+Deno.test("createLiveGate stays closed until every closer opened it", async () => {
+  const gate = createLiveGate();
+  const openA = gate.close();
+  const openB = gate.close();
+  let passed = false;
+  const waiting = gate.pass().then(() => passed = true);
+  openA();
+  openA();
+  await new Promise((resolve) => setTimeout(resolve, 5));
+  assert.equal(passed, false, "one closer is still recovering");
+  openB();
+  await waiting;
+  assert.equal(passed, true);
 });

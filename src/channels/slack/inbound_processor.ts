@@ -40,7 +40,7 @@ import {
   RetryableApplyError,
 } from "../ordered_apply.ts";
 import { findUnprocessedSlackDeliveries } from "../../db/stored_requests.ts";
-import { recoverStored, type RecoveryOptions } from "../recover_stored.ts";
+import { createLiveGate, recoverStored, type RecoveryOptions } from "../recover_stored.ts";
 
 /** What the processor needs. */
 export interface SlackInboundDeps {
@@ -317,18 +317,22 @@ export function createSlackInboundProcessor(deps: SlackInboundDeps): SlackInboun
     );
   }
 
+  /** Live requests wait while the recovery at start hands over those stored before them. */
+  const liveGate = createLiveGate();
   return {
-    process,
+    async process(kind, id, body, document) {
+      await liveGate.pass();
+      await process(kind, id, body, document);
+    },
     recover: (options) =>
-      recoverStored(
-        deps.sql,
-        findUnprocessedSlackDeliveries,
-        (delivery) =>
+      recoverStored(deps.sql, {
+        find: findUnprocessedSlackDeliveries,
+        apply: (delivery) =>
           process(delivery.kind, delivery.id, delivery.body).catch((error) =>
             log("error", "slack request recovery failed", describeError(error))
           ),
-        options,
-      ),
+        liveGate,
+      }, options),
     stop: () => order.stop(),
   };
 }

@@ -28,7 +28,7 @@ import {
   RetryableApplyError,
 } from "../ordered_apply.ts";
 import { findUnprocessedWhatsAppDeliveries } from "../../db/stored_requests.ts";
-import { recoverStored, type RecoveryOptions } from "../recover_stored.ts";
+import { createLiveGate, recoverStored, type RecoveryOptions } from "../recover_stored.ts";
 
 /** What the processor needs. */
 export interface InboundProcessorDeps {
@@ -192,18 +192,22 @@ export function createInboundProcessor(deps: InboundProcessorDeps): InboundProce
     );
   }
 
+  /** Live deliveries wait while the recovery at start hands over those stored before them. */
+  const liveGate = createLiveGate();
   return {
-    process,
+    async process(appId, deliveryId, body, phoneNumberId) {
+      await liveGate.pass();
+      await process(appId, deliveryId, body, phoneNumberId);
+    },
     recover: (options) =>
-      recoverStored(
-        deps.sql,
-        findUnprocessedWhatsAppDeliveries,
-        (delivery) =>
+      recoverStored(deps.sql, {
+        find: findUnprocessedWhatsAppDeliveries,
+        apply: (delivery) =>
           process(delivery.appId, delivery.id, delivery.body).catch((error) =>
             log("error", "whatsapp delivery recovery failed", describeError(error))
           ),
-        options,
-      ),
+        liveGate,
+      }, options),
     stop: () => order.stop(),
   };
 }
