@@ -28,16 +28,16 @@ import { createSecretBox } from "./crypto/secret_box.ts";
 import { loadEncryptionKey } from "./crypto/encryption_key.ts";
 import {
   checkWebhookUrl,
-  machineAddresses,
-  parseAllowList,
   type Resolver,
   systemResolver,
   UnsafeUrlError,
 } from "./webhooks/ssrf_guard.ts";
+import { machineAddresses } from "./webhooks/address_policy.ts";
+import { parseAllowList } from "./webhooks/allow_list.ts";
 import { AppError } from "./domain/app_error.ts";
 import { startDeliveryWorkers } from "./webhooks/delivery_worker_host.ts";
 import { createMediaLinks } from "./channels/media_links.ts";
-import { createInboundProcessor } from "./channels/whatsapp/inbound_processor.ts";
+import { createWhatsAppInboundProcessor } from "./channels/whatsapp/inbound_processor.ts";
 import { createSlackClients } from "./channels/slack/clients.ts";
 import { createSlackInboundProcessor } from "./channels/slack/inbound_processor.ts";
 import { findActiveApiKey } from "./db/api_keys.ts";
@@ -170,7 +170,7 @@ export async function startParley(
     onError: warnCountFailure,
   });
   const mediaLinks = createMediaLinks({ encryptionKey, publicBaseUrl: config.publicBaseUrl });
-  const inbound = createInboundProcessor({ sql, ask, mediaLinks });
+  const inbound = createWhatsAppInboundProcessor({ sql, ask, mediaLinks });
   const slackClients = createSlackClients(secretBox, config.slack.apiUrl);
   const slackMediaLinks = createMediaLinks({
     encryptionKey,

@@ -14,7 +14,7 @@ import { metaSignature } from "../src/channels/whatsapp/signature.ts";
 import { whatsappWebhookBody } from "./support/whatsapp_webhook.ts";
 import { templateFlow } from "./support/flows.ts";
 import type { StartOptions } from "../src/server.ts";
-import { createInboundProcessor } from "../src/channels/whatsapp/inbound_processor.ts";
+import { createWhatsAppInboundProcessor } from "../src/channels/whatsapp/inbound_processor.ts";
 import { createCommitLoop, UNAVAILABLE } from "../src/actors/commit_loop.ts";
 import type { AppCommand } from "../src/actors/protocol.ts";
 import { firstAnswer } from "./support/raw_http.ts";
@@ -450,7 +450,7 @@ Deno.test("a delivery that cannot be handed to its actor counts an attempt, so r
   const body = new TextEncoder().encode(JSON.stringify(webhookBody([textMessage("lost?")])));
   const [{ id }] = await db.sql`
     INSERT INTO whatsapp_deliveries (app_id, body) VALUES (${app.appId}, ${body}) RETURNING id`;
-  const processor = createInboundProcessor({
+  const processor = createWhatsAppInboundProcessor({
     sql: db.sql,
     ask: () => {
       throw new Error("no worker to take it");
@@ -469,10 +469,10 @@ Deno.test("a delivery that cannot be handed to its actor counts an attempt, so r
 /** An inbound processor over `ask`, its retries as `retry` says (the actor is the test's). */
 function processorAsking(
   sql: TestDatabase["sql"],
-  ask: Parameters<typeof createInboundProcessor>[0]["ask"],
-  retry: Parameters<typeof createInboundProcessor>[0]["retry"],
+  ask: Parameters<typeof createWhatsAppInboundProcessor>[0]["ask"],
+  retry: Parameters<typeof createWhatsAppInboundProcessor>[0]["retry"],
 ) {
-  return createInboundProcessor({
+  return createWhatsAppInboundProcessor({
     sql,
     ask,
     mediaLinks: createMediaLinks({

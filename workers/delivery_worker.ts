@@ -15,17 +15,13 @@ import {
 import { roundRobin } from "../src/webhooks/round_robin_claim.ts";
 import { createAttemptRecorder } from "../src/webhooks/attempt_recorder.ts";
 import { createSecretBox, type SecretBox } from "../src/crypto/secret_box.ts";
-import { createLruCache } from "../src/domain/lru_cache.ts";
+import { createLruCache } from "../src/cache/lru_cache.ts";
 import { createDeliveryLoop, type DeliveryLoop } from "../src/webhooks/delivery_loop.ts";
 import { attemptDelivery } from "../src/webhooks/deliver.ts";
 import { createConnectionPool, postPinned } from "../src/webhooks/pinned_https.ts";
-import {
-  checkWebhookUrl,
-  machineAddresses,
-  parseAllowList,
-  type Resolver,
-  systemResolver,
-} from "../src/webhooks/ssrf_guard.ts";
+import { checkWebhookUrl, type Resolver, systemResolver } from "../src/webhooks/ssrf_guard.ts";
+import { machineAddresses } from "../src/webhooks/address_policy.ts";
+import { parseAllowList } from "../src/webhooks/allow_list.ts";
 import type { DeliveryWorkerMessage } from "../src/webhooks/delivery_protocol.ts";
 import {
   claimChannelSends,
@@ -217,7 +213,7 @@ self.onmessage = async (event: MessageEvent<DeliveryWorkerMessage>) => {
     case "stop":
       clearInterval(sweep);
       await Promise.all([loop?.stop(), sender?.stop(), mirror?.stop()]);
-      keeper?.stop();
+      await keeper?.stop();
       connections.close();
       await sql?.end();
       self.postMessage({ type: "stopped" });

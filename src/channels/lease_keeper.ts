@@ -9,8 +9,8 @@
 export interface LeaseKeeper<T> {
   /** Runs `work` with `claim`'s lease renewed until it settles. */
   holding<R>(claim: T, work: () => Promise<R>): Promise<R>;
-  /** Stops renewing. */
-  stop(): void;
+  /** Stops renewing; resolves once a renewal in progress settled (the pool may then close). */
+  stop(): Promise<void>;
 }
 
 /** Options of {@linkcode createLeaseKeeper}. */
@@ -25,7 +25,7 @@ export interface LeaseKeeperOptions<T> {
    * interval later. @default 1_000
    */
   retryMs?: number;
-  /** Called with what a failed renewal threw. */
+  /** Called with what a failed renewal threw. @default ignores it */
   onError?: (error: unknown) => void;
 }
 
@@ -37,6 +37,8 @@ export function createLeaseKeeper<T>(options: LeaseKeeperOptions<T>): LeaseKeepe
   let timer: ReturnType<typeof setInterval> | undefined;
   let retry: ReturnType<typeof setTimeout> | undefined;
   let stopped = false;
+  /** The renewal in progress, if any. */
+  let renewing: Promise<void> | undefined;
 
   function tick(): void {
     clearTimeout(retry);
@@ -46,12 +48,15 @@ export function createLeaseKeeper<T>(options: LeaseKeeperOptions<T>): LeaseKeepe
       timer = undefined;
       return;
     }
-    renew([...held]).catch((error) => {
+    const current: Promise<void> = renew([...held]).catch((error) => {
       onError(error);
       if (stopped || retry !== undefined) return;
       retry = setTimeout(tick, retryMs);
       Deno.unrefTimer(retry);
+    }).finally(() => {
+      if (renewing === current) renewing = undefined;
     });
+    renewing = current;
   }
 
   return {
@@ -67,11 +72,12 @@ export function createLeaseKeeper<T>(options: LeaseKeeperOptions<T>): LeaseKeepe
         held.delete(claim);
       }
     },
-    stop() {
+    async stop() {
       stopped = true;
       clearInterval(timer);
       clearTimeout(retry);
       timer = retry = undefined;
+      await renewing;
     },
   };
 }

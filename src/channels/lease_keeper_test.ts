@@ -22,7 +22,7 @@ Deno.test("createLeaseKeeper renews the claims held, together, until their work 
   await long;
   const count = renewed.length;
   await sleep(60);
-  keeper.stop();
+  await keeper.stop();
   assert.ok(renewed.some((claims) => claims.join() === "a,b"), JSON.stringify(renewed));
   assert.ok(renewed.filter((claims) => claims.join() === "a").length >= 3, JSON.stringify(renewed));
   assert.equal(renewed.length, count, "nothing renewed once no claim is held");
@@ -42,8 +42,30 @@ Deno.test("createLeaseKeeper reports a failed renewal and tries again soon, not 
     onError: (error) => errors.push(error),
   });
   await keeper.holding(1, () => sleep(300));
-  keeper.stop();
+  await keeper.stop();
   assert.equal(errors.length, 2);
   // The first at 200 ms failed, so did its retry; the next one came 20 ms later, not at 400.
   assert.ok(calls.length >= 3 && calls[2] < 300, JSON.stringify(calls));
+});
+
+Deno.test("createLeaseKeeper stop() waits for the renewal in progress", async () => {
+  const renewal = Promise.withResolvers<void>();
+  let started = false;
+  const keeper = createLeaseKeeper<number>({
+    renew: () => {
+      started = true;
+      return renewal.promise;
+    },
+    everyMs: 10,
+  });
+  const work = keeper.holding(1, () => sleep(30));
+  await sleep(20);
+  assert.ok(started);
+  let stopped = false;
+  const stopping = keeper.stop().then(() => stopped = true);
+  await sleep(10);
+  assert.equal(stopped, false, "its statement is still running on the pool");
+  renewal.resolve();
+  await stopping;
+  await work;
 });

@@ -5,7 +5,7 @@
  */
 import { Buffer } from "node:buffer";
 import { createHash, type Hash } from "node:crypto";
-import { createLruCache } from "../domain/lru_cache.ts";
+import { createLruCache } from "../cache/lru_cache.ts";
 
 /** SHA-256's block size: keys are padded (or first hashed) to it. */
 const BLOCK_BYTES = 64;

@@ -150,3 +150,16 @@ export async function reserveWithin(
     clearTimeout(timer);
   }
 }
+
+/** Resolves once the database answers a trivial query; rejects if it fails or takes `timeoutMs`. */
+export async function pingDatabase(sql: Sql, timeoutMs: number): Promise<void> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error("Database did not answer in time")), timeoutMs);
+  });
+  try {
+    await Promise.race([sql`SELECT 1`, late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { reserveWithin, splitSocketHost, type Sql } from "./client.ts";
+import { pingDatabase, reserveWithin, splitSocketHost, type Sql } from "./client.ts";
 import { isTransientDatabaseError } from "./transient_retry.ts";
 
 Deno.test("splitSocketHost turns libpq's ?host=/dir into a socket path", () => {
@@ -36,4 +36,18 @@ Deno.test("reserveWithin fails a reserve that never settles and releases one tha
     "reserve"
   >;
   await assert.rejects(() => reserveWithin(failing, 20), /down/);
+});
+
+Deno.test("pingDatabase fails after timeoutMs, or when the query fails", async () => {
+  const failsLate =
+    (() =>
+      new Promise((_, reject) =>
+        setTimeout(() => reject(new Error("terminated")), 30)
+      )) as unknown as Sql;
+  await assert.rejects(() => pingDatabase(failsLate, 10), /Database did not answer in time/);
+  await new Promise((resolve) => setTimeout(resolve, 50)); // its late failure stays handled
+  const answers = (() => Promise.resolve([{ "?column?": 1 }])) as unknown as Sql;
+  await pingDatabase(answers, 10);
+  const refuses = (() => Promise.reject(new Error("refused"))) as unknown as Sql;
+  await assert.rejects(() => pingDatabase(refuses, 1_000), /refused/);
 });

@@ -43,7 +43,7 @@ export interface EmbeddedPostgresOptions {
   durable?: boolean;
   /** Database created on first start and named in {@linkcode EmbeddedPostgres.url}. @default "parley" */
   database?: string;
-  /** Called once if the server exited unexpectedly and could not be started again. */
+  /** Called once if the server exited unexpectedly and could not be started again. @default none */
   onLost?: (error: Error) => void;
 }
 

@@ -68,8 +68,48 @@ export function decodeChangeNotice(payload: string): ChangeNotice | null {
   try {
     const value = JSON.parse(payload);
     if (!value || !Array.isArray(value.a) || !value.a.every(Number.isInteger)) return null;
+    if (!isRange(value.m) || !isEdits(value.e)) return null;
     return value as ChangeNotice;
   } catch {
     return null;
   }
+}
+
+function isRange(range: unknown): boolean {
+  return range === undefined ||
+    (Array.isArray(range) && range.length === 2 && range.every(Number.isSafeInteger));
+}
+
+function isEdits(edits: unknown): boolean {
+  return edits === undefined ||
+    (Array.isArray(edits) &&
+      edits.every((edit) =>
+        Array.isArray(edit) && edit.length === 4 && edit.every(Number.isSafeInteger)
+      ));
+}
+
+/**
+ * `notices` with each run of consecutive ones that only created messages joined into one: their
+ * applications together, their id ranges spanned (a range may hold other transactions' ids
+ * anyway; a message is pushed once).
+ */
+export function joinMessageRuns(notices: ChangeNotice[]): ChangeNotice[] {
+  const joined: ChangeNotice[] = [];
+  let run: { a: Set<number>; m: [number, number] } | null = null;
+  for (const notice of notices) {
+    if (notice.m && !notice.c?.length && !notice.e?.length) {
+      if (run) {
+        for (const appId of notice.a) run.a.add(appId);
+        run.m = [Math.min(run.m[0], notice.m[0]), Math.max(run.m[1], notice.m[1])];
+      } else {
+        run = { a: new Set(notice.a), m: [notice.m[0], notice.m[1]] };
+      }
+      continue;
+    }
+    if (run) joined.push({ a: [...run.a], m: run.m });
+    run = null;
+    joined.push(notice);
+  }
+  if (run) joined.push({ a: [...run.a], m: run.m });
+  return joined;
 }

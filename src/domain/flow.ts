@@ -7,7 +7,8 @@
  */
 import { z } from "zod";
 import { AppError } from "./app_error.ts";
-import { type Button, isMessageType, MESSAGE_TYPES, type MessageType } from "./message_kinds.ts";
+import { isMessageType, MESSAGE_TYPES, type MessageType } from "./message_kinds.ts";
+import type { Button } from "./rich_content.ts";
 import { buttonsOffered, describeIssue, parseMessageContent } from "./message_kinds.ts";
 
 /** The targets that are not nodes: stop the Flow for humans, or close the conversation. */

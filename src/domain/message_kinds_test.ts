@@ -8,9 +8,9 @@ import {
   isMessageType,
   MESSAGE_TYPES,
   parseMessageContent,
-  plainTextOf,
   RICH_CONTENT_SCHEMAS,
 } from "./message_kinds.ts";
+import { plainTextOf } from "./plain_text.ts";
 
 const UNKNOWN_TYPE =
   "message_type must be one of: text, markdown, card, buttons, carousel, form, image, file, template";

@@ -8,6 +8,8 @@
  * the `block_id` and `value` this module writes ({@linkcode parseSlackAction}). Pure: no I/O.
  */
 
+import type { MessageType } from "./message_kinds.ts";
+import { plainTextOf } from "./plain_text.ts";
 import {
   type Button,
   BUTTONS_CONTENT,
@@ -16,9 +18,7 @@ import {
   CAROUSEL_CONTENT,
   MEDIA_CONTENT,
   type MediaContent,
-  type MessageType,
-  plainTextOf,
-} from "./message_kinds.ts";
+} from "./rich_content.ts";
 import {
   escapeMrkdwn,
   markdownToMrkdwn,

@@ -9,6 +9,8 @@
  */
 
 import type { z } from "zod";
+import type { MessageType } from "./message_kinds.ts";
+import { plainTextOf } from "./plain_text.ts";
 import {
   type Button,
   BUTTONS_CONTENT,
@@ -17,10 +19,8 @@ import {
   CAROUSEL_CONTENT,
   MEDIA_CONTENT,
   type MediaContent,
-  type MessageType,
-  plainTextOf,
   TEMPLATE_CONTENT,
-} from "./message_kinds.ts";
+} from "./rich_content.ts";
 import {
   LIMITS,
   oneLine,

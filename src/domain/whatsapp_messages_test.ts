@@ -1,7 +1,8 @@
 import assert from "node:assert/strict";
 import fc from "fast-check";
 import { assertGolden } from "../../tests/support/golden.ts";
-import { type MessageType, parseMessageContent, plainTextOf } from "./message_kinds.ts";
+import { type MessageType, parseMessageContent } from "./message_kinds.ts";
+import { plainTextOf } from "./plain_text.ts";
 import {
   buttonIdOfReply,
   renderWhatsAppMessages,

@@ -3,7 +3,7 @@
  * database answers (a load balancer stops sending traffic otherwise).
  */
 import { Hono } from "hono";
-import type { Sql } from "../db/client.ts";
+import { pingDatabase, type Sql } from "../db/client.ts";
 import { ok } from "./envelope.ts";
 import { AppError } from "../domain/app_error.ts";
 import { methodNotAllowed } from "./method_not_allowed.ts";
@@ -15,21 +15,10 @@ export function healthRoutes(sql: Sql): Hono {
   const routes = new Hono()
     .get("/healthz", (c) => ok(c, { status: "ok" }))
     .get("/readyz", async (c) => {
-      let timer: ReturnType<typeof setTimeout> | undefined;
       try {
-        await Promise.race([
-          sql`SELECT 1`,
-          new Promise((_, reject) => {
-            timer = setTimeout(
-              () => reject(new Error("Database did not answer in time")),
-              READY_TIMEOUT_MS,
-            );
-          }),
-        ]);
+        await pingDatabase(sql, READY_TIMEOUT_MS);
       } catch (error) {
         throw new AppError(503, "Database unavailable", { cause: error });
-      } finally {
-        clearTimeout(timer);
       }
       return ok(c, { status: "ready" });
     });

@@ -20,17 +20,23 @@ export interface KeptServer {
 
 /** What {@linkcode serveKept} is given. */
 export interface KeptServerOptions {
+  /** The port to listen on (0: any free one). */
   port: number;
+  /** The address to listen on. */
   hostname: string;
+  /** Answers each request. */
   handler: ServeHandler;
-  /** Pauses between tries to listen again, in milliseconds; the last repeats. */
+  /**
+   * Pauses between tries to listen again, in milliseconds; the last repeats.
+   * @default [100, 250, 500, 1_000, 2_000, 5_000]
+   */
   retryDelaysMs?: readonly number[];
   /**
    * How long it tries to listen again (another process may have taken the port) before it gives
    * up and calls `onGiveUp`. @default 60_000
    */
   giveUpAfterMs?: number;
-  /** Called once, with the last error, when it gives up: the instance serves nothing. */
+  /** Called once, with the last error, when it gives up: the instance serves nothing. @default none */
   onGiveUp?: (error: Error) => void;
   /** Starts a server (tests pass one whose listener fails). @default Deno.serve */
   serve?: (

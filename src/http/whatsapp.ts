@@ -17,7 +17,7 @@ import type { SecretBox } from "../crypto/secret_box.ts";
 import { AppError } from "../domain/app_error.ts";
 import { describeError, log } from "../log.ts";
 import { couldBeMetaSignature, isValidMetaSignature } from "../channels/whatsapp/signature.ts";
-import type { InboundProcessor } from "../channels/whatsapp/inbound_processor.ts";
+import type { WhatsAppInboundProcessor } from "../channels/whatsapp/inbound_processor.ts";
 import type { MediaLinks } from "../channels/media_links.ts";
 import { downloadMedia, lookUpMedia } from "../channels/whatsapp/graph_client.ts";
 import { methodNotAllowed } from "./method_not_allowed.ts";
@@ -27,7 +27,7 @@ import { mediaResponse } from "./media_response.ts";
 export interface WhatsAppRoutesDeps {
   sql: Sql;
   secretBox: SecretBox;
-  inbound: Pick<InboundProcessor, "process">;
+  inbound: Pick<WhatsAppInboundProcessor, "process">;
   mediaLinks: MediaLinks;
   whatsappGraphUrl: string;
 }

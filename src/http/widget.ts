@@ -16,8 +16,13 @@ import { listMessages } from "../db/messages.ts";
 import { newVisitorToken, sha256Hex, visitorTokenAppId } from "../crypto/tokens.ts";
 import { AppError } from "../domain/app_error.ts";
 import { describeError, log } from "../log.ts";
-import { closeSocket } from "../realtime/hub.ts";
-import { createLruCache } from "../domain/lru_cache.ts";
+import {
+  closeSocket,
+  INTERNAL_ERROR_CLOSE,
+  MESSAGE_TOO_BIG,
+  POLICY_VIOLATION,
+} from "../realtime/socket_close.ts";
+import { createLruCache } from "../cache/lru_cache.ts";
 import { parseMessageContent } from "../domain/message_kinds.ts";
 import { ok } from "./envelope.ts";
 import { readBody, readJson } from "./body.ts";
@@ -335,14 +340,18 @@ function refuseLargeFrames(event: MessageEvent): void {
     ? data.size
     : 0;
   if (size > MAX_CLIENT_FRAME_BYTES) {
-    closeSocket(event.target as WebSocket, 1009, "Frames from the client are not expected");
+    closeSocket(
+      event.target as WebSocket,
+      MESSAGE_TOO_BIG,
+      "Frames from the client are not expected",
+    );
   }
 }
 
 /** Closes an upgraded socket whose token is unknown (1008), or could not be looked up (1011). */
 function refuseSocket(socket: WebSocket, unknown: boolean): void {
-  if (unknown) closeSocket(socket, 1008, "Invalid or missing visitor token");
-  else closeSocket(socket, 1011, "Internal server error");
+  if (unknown) closeSocket(socket, POLICY_VIOLATION, "Invalid or missing visitor token");
+  else closeSocket(socket, INTERNAL_ERROR_CLOSE, "Internal server error");
 }
 
 function invalidToken(): AppError {

@@ -5,7 +5,7 @@
  * message route more than validating its body.
  */
 import { sha256Hex } from "../crypto/tokens.ts";
-import { createLruCache } from "../domain/lru_cache.ts";
+import { createLruCache } from "../cache/lru_cache.ts";
 
 /** Options of {@linkcode createBucketNames}. */
 export interface BucketNamesOptions {

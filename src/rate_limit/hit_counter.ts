@@ -55,7 +55,8 @@ export function windowEndOf(nowMs: number): number {
 export interface HitCounterOptions {
   /** The clock, in milliseconds since the epoch. @default Date.now */
   now?: () => number;
-  /** Called with what a failed write threw; its hits were counted in memory instead. */
+  /** Called with what a failed write threw; its hits were counted in memory instead.
+   * @default ignores it */
   onError?: (error: unknown) => void;
 }
 

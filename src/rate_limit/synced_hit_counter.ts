@@ -17,7 +17,8 @@ export interface SyncedHitCounterOptions {
   intervalMs?: number;
   /** The clock, in milliseconds since the epoch. @default Date.now */
   now?: () => number;
-  /** Called with what a failed write threw; its hits are written with the next one. */
+  /** Called with what a failed write threw; its hits are written with the next one.
+   * @default ignores it */
   onError?: (error: unknown) => void;
 }
 

@@ -12,11 +12,22 @@ import {
   listConversationsByIds,
   listMessagesByIds,
   listMessagesInRange,
-  type WatchedClient,
 } from "../db/realtime.ts";
-import { type ChangeNotice, decodeChangeNotice } from "../domain/change_notice.ts";
-import type { Conversation, Message } from "../domain/conversation.ts";
+import { type ChangeNotice, decodeChangeNotice, joinMessageRuns } from "../domain/change_notice.ts";
 import { describeError, log } from "../log.ts";
+import { closeSocket, INTERNAL_ERROR_CLOSE } from "./socket_close.ts";
+import {
+  frameKey,
+  framesOf,
+  isRepeat,
+  remember,
+  type SentFrames,
+  type VisitorFrame,
+} from "./visitor_frames.ts";
+import { createVisitorSockets, type Visitor } from "./visitor_sockets.ts";
+
+export type { VisitorFrame } from "./visitor_frames.ts";
+export type { Visitor } from "./visitor_sockets.ts";
 
 /** Options of {@linkcode createRealtimeHub}. */
 export interface RealtimeHubOptions {
@@ -39,22 +50,6 @@ export interface RealtimeHubOptions {
    */
   onError?: (error: unknown) => void;
 }
-
-/** Who a visitor socket belongs to. */
-export interface Visitor {
-  appId: number;
-  clientId: number;
-}
-
-/** A frame sent to visitor sockets (CONTRACT §3). */
-export type VisitorFrame =
-  | { type: "message.created" | "message.updated"; chat_id: number; message: Message }
-  | { type: "message.deleted"; chat_id: number; message: { id: number; chat_id: number } }
-  /**
-   * The conversation rides under `message`, where the contract's frame shape carries its object,
-   * and under `chat`, which names it for what it is.
-   */
-  | { type: "chat.updated"; chat_id: number; message: Conversation; chat: Conversation };
 
 /** The hub returned by {@linkcode createRealtimeHub}. */
 export interface RealtimeHub {
@@ -84,20 +79,6 @@ const REMEMBERED_MESSAGES = 100_000;
 /** Waits before the reads of a notice that failed are tried again (about 2 s in all). */
 const PUSH_RETRY_DELAYS_MS = [50, 200, 800, 1_000];
 
-/** WebSocket close code of a server going away. */
-const GOING_AWAY = 1001;
-/** WebSocket close code of a server error (a socket's catch-up could not be read). */
-const INTERNAL_ERROR_CLOSE = 1011;
-/** WebSocket close code of a policy violation (too slow a reader, too many sockets). */
-const POLICY_VIOLATION = 1008;
-
-/**
- * Most bytes a socket may leave unread before it is closed: a client that does not read must
- * not make the server hold every frame sent to it. A visitor that reconnects reads its history.
- */
-const MAX_UNREAD_BYTES = 1_048_576;
-/** Most sockets one visitor may hold at once here; a new one closes the oldest. */
-const MAX_SOCKETS_PER_VISITOR = 20;
 /**
  * How long a socket may stay in its upgrade by default: Deno never opens nor closes one whose
  * client left during the upgrade, so the hub forgets it (and the frames it kept for it).
@@ -107,41 +88,11 @@ const OPEN_DEADLINE_MS = 10_000;
 /** How long a socket's catch-up keeps what it sent, so that its notices do not send it again. */
 const REPEAT_WINDOW_MS = 10_000;
 
-/**
- * What was sent to a socket: its messages by id, and the last frame about each conversation's
- * state and each message's edits (by {@linkcode frameKey}).
- */
-interface SentFrames {
-  ids: Set<number>;
-  last: Map<string, string>;
-}
-
 /** A socket's catch-up (see `catchUp` in the hub). */
 interface CatchUpState {
   holding: boolean;
   held: { frame: VisitorFrame; data: string }[];
   sent: SentFrames;
-}
-
-/** What a frame other than a new message is about: a conversation's state, or a message. */
-function frameKey(frame: VisitorFrame): string {
-  return frame.type === "chat.updated" ? `chat ${frame.chat_id}` : `message ${frame.message.id}`;
-}
-
-/** Records `frame` as sent. */
-function remember(sent: SentFrames, frame: VisitorFrame, data: string): void {
-  if (frame.type === "message.created") sent.ids.add(frame.message.id);
-  else sent.last.set(frameKey(frame), data);
-}
-
-/**
- * Whether `frame` would tell the socket nothing new: a message it has, or the very frame it got
- * last about the same conversation or message (an edit back to an earlier text still goes out).
- */
-function isRepeat(sent: SentFrames, frame: VisitorFrame, data: string): boolean {
-  return frame.type === "message.created"
-    ? sent.ids.has(frame.message.id)
-    : sent.last.get(frameKey(frame)) === data;
 }
 
 /** Creates a hub; nothing is read until a notice or a replay arrives. */
@@ -155,13 +106,8 @@ export function createRealtimeHub(options: RealtimeHubOptions): RealtimeHub {
   if (!Number.isFinite(replayWindowMs) || replayWindowMs < 0) {
     throw new RangeError("Cannot create the hub: replayWindowMs must be a non-negative number");
   }
-  /** Sockets by application, then by client. */
-  const sockets = new Map<number, Map<number, Set<WebSocket>>>();
-  /** Frames kept for sockets still in their upgrade, sent in order once they open. */
-  const opening = new Map<
-    WebSocket,
-    { frames: string[]; deadline: ReturnType<typeof setTimeout> }
-  >();
+  const sockets = createVisitorSockets(openDeadlineMs);
+
   /**
    * Sockets catching up (see `attachVisitor`), or caught up lately: while `holding`, the frames
    * pushed to them wait in `held` behind the catch-up; then, for a while, a pushed frame that the
@@ -178,7 +124,6 @@ export function createRealtimeHub(options: RealtimeHubOptions): RealtimeHub {
   }[] = [];
   /** Pushed message ids, oldest first (a Set iterates in insertion order). */
   const pushed = new Set<number>();
-  let socketCount = 0;
   // Until a notice arrives, the hub's creation is the latest moment known to be covered.
   let lastNoticeAt = Date.now();
   let queue: Promise<void> = Promise.resolve();
@@ -234,36 +179,19 @@ export function createRealtimeHub(options: RealtimeHubOptions): RealtimeHub {
     }
   }
 
-  function detach(socket: WebSocket, who: Visitor): void {
-    const clients = sockets.get(who.appId);
-    const set = clients?.get(who.clientId);
-    if (!clients || !set?.delete(socket)) return;
-    socketCount -= 1;
-    if (set.size === 0) clients.delete(who.clientId);
-    if (clients.size === 0) sockets.delete(who.appId);
-  }
-
-  function watchedClients(appIds: Iterable<number>): WatchedClient[] {
-    const clients: WatchedClient[] = [];
-    for (const appId of new Set(appIds)) {
-      for (const clientId of sockets.get(appId)?.keys() ?? []) clients.push({ appId, clientId });
-    }
-    return clients;
-  }
-
   function push(appId: number, clientId: number, frame: VisitorFrame): void {
-    const targets = sockets.get(appId)?.get(clientId);
+    const targets = sockets.of(appId, clientId);
     if (!targets || stopped) return;
     const data = JSON.stringify(frame);
     for (const socket of targets) {
       const caught = catchUps.get(socket);
       if (!caught) {
-        sendFrame(socket, data);
+        sockets.send(socket, data);
       } else if (caught.holding) {
         caught.held.push({ frame, data });
       } else if (!isRepeat(caught.sent, frame, data)) {
         remember(caught.sent, frame, data);
-        sendFrame(socket, data);
+        sockets.send(socket, data);
       }
     }
   }
@@ -319,7 +247,7 @@ export function createRealtimeHub(options: RealtimeHubOptions): RealtimeHub {
         const data = JSON.stringify(frame);
         remember(covered, frame, data);
         remember(caught.sent, frame, data);
-        sendFrame(socket, data);
+        sockets.send(socket, data);
       }
       for (const { frame, data } of caught.held) {
         const isCovered = frame.type === "message.created"
@@ -327,7 +255,7 @@ export function createRealtimeHub(options: RealtimeHubOptions): RealtimeHub {
           : covered.last.has(frameKey(frame));
         if (isCovered) continue;
         remember(caught.sent, frame, data);
-        sendFrame(socket, data);
+        sockets.send(socket, data);
       }
       caught.holding = false;
       caught.held = [];
@@ -337,34 +265,11 @@ export function createRealtimeHub(options: RealtimeHubOptions): RealtimeHub {
     }
   }
 
-  /**
-   * Sends without ever throwing: a socket still in its upgrade keeps the frame until it opens;
-   * one that has more than {@linkcode MAX_UNREAD_BYTES} unread is closed instead; a socket that is
-   * closing simply misses the frame.
-   */
-  function sendFrame(socket: WebSocket, data: string): void {
-    const upgrade = opening.get(socket);
-    if (upgrade) {
-      upgrade.frames.push(data);
-      return;
-    }
-    if (socket.readyState !== WebSocket.OPEN) return;
-    if (socket.bufferedAmount > MAX_UNREAD_BYTES) {
-      closeSocket(socket, POLICY_VIOLATION, "Frames are not being read");
-      return;
-    }
-    try {
-      socket.send(data);
-    } catch {
-      // It closed between the check and the send; its close event detaches it.
-    }
-  }
-
   async function pushNotice(notice: ChangeNotice): Promise<void> {
     // Sockets may have closed while the notice waited its turn: look again.
-    const chats = distinctPairs((notice.c ?? []).filter(([appId]) => sockets.has(appId)));
-    const apps = notice.a.filter((appId) => sockets.has(appId));
-    const edits = (notice.e ?? []).filter(([appId]) => sockets.has(appId));
+    const chats = distinctPairs((notice.c ?? []).filter(([appId]) => sockets.hasApp(appId)));
+    const apps = notice.a.filter((appId) => sockets.hasApp(appId));
+    const edits = (notice.e ?? []).filter(([appId]) => sockets.hasApp(appId));
     const [conversations, messages, edited] = await Promise.all([
       listConversationsByIds(sql, chats),
       notice.m ? listMessagesInRange(sql, apps, notice.m) : [],
@@ -379,7 +284,7 @@ export function createRealtimeHub(options: RealtimeHubOptions): RealtimeHub {
       if (frame.type === "message.created") {
         const id = frame.message.id;
         // Only a message pushed to a socket counts as pushed: a replay may still owe it to one.
-        if (pushed.has(id) || !sockets.get(appId)?.has(clientId)) continue;
+        if (pushed.has(id) || !sockets.of(appId, clientId)) continue;
         pushed.add(id);
         if (pushed.size > REMEMBERED_MESSAGES) pushed.delete(pushed.values().next().value!);
       }
@@ -393,52 +298,18 @@ export function createRealtimeHub(options: RealtimeHubOptions): RealtimeHub {
         throw new TypeError("Cannot attach a socket: appId and clientId must be integers");
       }
       if (stopped) throw new Error("Cannot attach a socket: the hub is stopped");
-      if (socket.readyState === WebSocket.CLOSING || socket.readyState === WebSocket.CLOSED) return;
-      let clients = sockets.get(who.appId);
-      if (!clients) sockets.set(who.appId, clients = new Map());
-      let set = clients.get(who.clientId);
-      if (!set) clients.set(who.clientId, set = new Set());
-      if (set.has(socket)) return;
-      if (set.size >= MAX_SOCKETS_PER_VISITOR) {
-        const oldest = set.values().next().value!;
-        detach(oldest, who);
-        closeSocket(oldest, POLICY_VIOLATION, "Too many sockets for this visitor");
-      }
-      set.add(socket);
-      socketCount += 1;
-      socket.addEventListener("close", () => detach(socket, who), { once: true });
-      if (socket.readyState === WebSocket.CONNECTING) {
-        const upgrade = {
-          frames: [] as string[],
-          deadline: setTimeout(() => {
-            opening.delete(socket);
-            detach(socket, who);
-          }, openDeadlineMs),
-        };
-        opening.set(socket, upgrade);
-        socket.addEventListener("open", () => {
-          clearTimeout(upgrade.deadline);
-          if (opening.get(socket) !== upgrade) return;
-          opening.delete(socket);
-          for (const data of upgrade.frames) sendFrame(socket, data);
-        }, { once: true });
-        socket.addEventListener("close", () => {
-          clearTimeout(upgrade.deadline);
-          opening.delete(socket);
-        }, { once: true });
-      }
-      if (options.since) catchUp(socket, who, options.since);
+      if (sockets.attach(socket, who) && options.since) catchUp(socket, who, options.since);
     },
 
     handleNotice(payload) {
       if (stopped) return Promise.resolve();
       const notice = decodeChangeNotice(payload);
-      if (!notice || !isRange(notice.m) || !isEdits(notice.e)) {
+      if (!notice) {
         onError(new TypeError(`Cannot handle the notice: it is not a change notice: ${payload}`));
         return Promise.resolve();
       }
       lastNoticeAt = Date.now();
-      if (!notice.a.some((appId) => sockets.has(appId))) return Promise.resolve();
+      if (!notice.a.some((appId) => sockets.hasApp(appId))) return Promise.resolve();
       waiting.push(notice);
       // The first notice to wait schedules a turn; the others join it.
       if (waiting.length === 1) waitingTurn = serialize(pushWaiting);
@@ -446,128 +317,26 @@ export function createRealtimeHub(options: RealtimeHubOptions): RealtimeHub {
     },
 
     replay() {
-      if (stopped || socketCount === 0) return Promise.resolve();
+      if (stopped || sockets.count === 0) return Promise.resolve();
       // Taken now, not when the replay's turn comes: notices received after the reconnect
       // move lastNoticeAt past the outage.
       const since = new Date(lastNoticeAt - replayWindowMs);
       return serialize(async () => {
-        const clients = watchedClients(sockets.keys());
+        const clients = sockets.watchedClients(sockets.apps());
         pushChanges(await listClientChangesSince(sql, clients, since));
       });
     },
 
     get socketCount() {
-      return socketCount;
+      return sockets.count;
     },
 
     stop() {
       if (stopped) return;
       stopped = true;
-      for (const clients of sockets.values()) {
-        for (const set of clients.values()) {
-          for (const socket of set) closeSocket(socket);
-        }
-      }
-      sockets.clear();
-      for (const { deadline } of opening.values()) clearTimeout(deadline);
-      opening.clear();
-      socketCount = 0;
+      sockets.closeAll();
     },
   };
-}
-
-/**
- * The frames of `changes`, each with the visitor it is for: an open conversation's state before
- * the new messages (a new or reopened conversation comes before the messages in it), a closed
- * one's after them (a farewell or the click that closed it comes before the close), then edits.
- */
-function framesOf(
-  changes: ClientChanges,
-): { appId: number; clientId: number; frame: VisitorFrame }[] {
-  const state = ({ appId, chat }: ClientChanges["conversations"][number]) => ({
-    appId,
-    clientId: chat.client_id,
-    frame: { type: "chat.updated", chat_id: chat.id, message: chat, chat } as VisitorFrame,
-  });
-  return [
-    ...changes.conversations.filter(({ chat }) => chat.status === "open").map(state),
-    ...changes.messages.map(({ appId, clientId, message }) => ({
-      appId,
-      clientId,
-      frame: { type: "message.created", chat_id: message.chat_id, message } as VisitorFrame,
-    })),
-    ...changes.conversations.filter(({ chat }) => chat.status !== "open").map(state),
-    ...changes.edited.map(({ appId, clientId, message, deleted }) => ({
-      appId,
-      clientId,
-      frame: (deleted
-        ? {
-          type: "message.deleted",
-          chat_id: message.chat_id,
-          message: { id: message.id, chat_id: message.chat_id },
-        }
-        : { type: "message.updated", chat_id: message.chat_id, message }) as VisitorFrame,
-    })),
-  ];
-}
-
-/**
- * `notices` with each run of consecutive ones that only created messages joined into one: their
- * applications together, their id ranges spanned (a range may hold other transactions' ids
- * anyway; a message is pushed once).
- */
-function joinMessageRuns(notices: ChangeNotice[]): ChangeNotice[] {
-  const joined: ChangeNotice[] = [];
-  let run: { a: Set<number>; m: [number, number] } | null = null;
-  for (const notice of notices) {
-    if (notice.m && !notice.c?.length && !notice.e?.length) {
-      if (run) {
-        for (const appId of notice.a) run.a.add(appId);
-        run.m = [Math.min(run.m[0], notice.m[0]), Math.max(run.m[1], notice.m[1])];
-      } else {
-        run = { a: new Set(notice.a), m: [notice.m[0], notice.m[1]] };
-      }
-      continue;
-    }
-    if (run) joined.push({ a: [...run.a], m: run.m });
-    run = null;
-    joined.push(notice);
-  }
-  if (run) joined.push({ a: [...run.a], m: run.m });
-  return joined;
-}
-
-/**
- * Closes `socket` with `code` and `reason` — once it opens, when its upgrade is still going on
- * (Deno cannot close a socket before) — and never throws.
- */
-export function closeSocket(
-  socket: WebSocket,
-  code = GOING_AWAY,
-  reason = "Server is shutting down",
-): void {
-  if (socket.readyState === WebSocket.CONNECTING) {
-    socket.addEventListener("open", () => closeSocket(socket, code, reason), { once: true });
-    return;
-  }
-  try {
-    socket.close(code, reason);
-  } catch {
-    // Already closing: nothing more to do.
-  }
-}
-
-function isRange(range: ChangeNotice["m"]): boolean {
-  return range === undefined ||
-    (Array.isArray(range) && range.length === 2 && range.every(Number.isSafeInteger));
-}
-
-function isEdits(edits: ChangeNotice["e"]): boolean {
-  return edits === undefined ||
-    (Array.isArray(edits) &&
-      edits.every((edit) =>
-        Array.isArray(edit) && edit.length === 4 && edit.every(Number.isSafeInteger)
-      ));
 }
 
 function distinctPairs(pairs: [number, number][]): [number, number][] {

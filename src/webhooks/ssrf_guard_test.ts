@@ -1,13 +1,7 @@
 import assert from "node:assert/strict";
-import {
-  type AllowList,
-  checkWebhookUrl,
-  isBlockedAddress,
-  machineAddresses,
-  parseAllowList,
-  type Resolver,
-  UnsafeUrlError,
-} from "./ssrf_guard.ts";
+import { checkWebhookUrl, type Resolver, UnsafeUrlError } from "./ssrf_guard.ts";
+import { isBlockedAddress, machineAddresses } from "./address_policy.ts";
+import { type AllowList, parseAllowList } from "./allow_list.ts";
 
 const MESSAGE = "url must be an https URL that resolves to a public address";
 

@@ -4,7 +4,7 @@
  */
 import type { WebClient } from "@slack/web-api";
 import type { SecretBox } from "../../crypto/secret_box.ts";
-import { createLruCache } from "../../domain/lru_cache.ts";
+import { createLruCache } from "../../cache/lru_cache.ts";
 import { createSlackWebClient, type SlackWebClientOptions } from "./web_client.ts";
 
 /** A function answering the client of a sealed bot token. */

@@ -12,10 +12,12 @@ import type { Sql } from "../../db/client.ts";
 import {
   appActorKey,
   type AppCommand,
+  type CloseChatCommand,
   type CommandResult,
   type SlackChange,
   type SlackEventCommand,
   type StreamPlace,
+  type VisitorActionCommand,
 } from "../../actors/protocol.ts";
 import { findInstallationByTeam, type SlackInstallation } from "../../db/slack_installations.ts";
 import {
@@ -26,7 +28,7 @@ import {
 } from "../../db/slack_inbound.ts";
 import { parseSlackAction } from "../../domain/slack_blocks.ts";
 import { decodeSlackText, mentionedUsers } from "../../domain/slack_text.ts";
-import { createLruCache } from "../../domain/lru_cache.ts";
+import { createLruCache } from "../../cache/lru_cache.ts";
 import { describeError, log } from "../../log.ts";
 import { CLOSE_ACTION_ID, parseChatBlockId } from "./mirror.ts";
 import type { MediaLinks } from "../media_links.ts";
@@ -230,44 +232,54 @@ export function createSlackInboundProcessor(deps: SlackInboundDeps): SlackInboun
     failIfFailed(await deps.ask(appActorKey(command.appId), { ...command, order: place }));
   }
 
-  async function processAction(id: number, payload: Json, place: StreamPlace): Promise<void> {
+  /**
+   * The commands click request `payload` makes, in order: looked up as it arrives (like an
+   * event), so that its hand-over to the actor is not overtaken by the requests behind it.
+   */
+  async function prepareAction(
+    payload: Json,
+  ): Promise<(CloseChatCommand | VisitorActionCommand)[]> {
     const teamId = payload?.team?.id ?? payload?.user?.team_id;
     const installation = typeof teamId === "string"
       ? await findInstallationByTeam(deps.sql, teamId)
       : null;
-    if (installation && payload?.type === "block_actions" && Array.isArray(payload.actions)) {
-      const appId = installation.appId;
-      for (const action of payload.actions) {
-        const blockId = String(action?.block_id ?? "");
-        const closing = action?.action_id === CLOSE_ACTION_ID ? parseChatBlockId(blockId) : null;
-        if (closing !== null) {
-          // The actor answers 404 for another application's conversation: nothing closes.
-          failIfFailed(
-            await deps.ask(appActorKey(appId), {
-              kind: "chat.close",
-              appId,
-              chatId: closing,
-              order: place,
-            }),
-          );
-          continue;
-        }
-        const clicked = parseSlackAction(blockId, String(action?.value ?? ""));
-        if (!clicked) continue;
-        const target = await findMessageConversation(deps.sql, appId, clicked.messageId);
-        if (!target) continue;
-        failIfFailed(
-          await deps.ask(appActorKey(appId), {
-            kind: "visitor.action",
-            appId,
-            clientId: target.clientId,
-            chatId: target.chatId,
-            messageId: clicked.messageId,
-            actionId: clicked.buttonId,
-            order: place,
-          }),
-        );
+    if (!installation || payload?.type !== "block_actions" || !Array.isArray(payload.actions)) {
+      return [];
+    }
+    const appId = installation.appId;
+    const commands: (CloseChatCommand | VisitorActionCommand)[] = [];
+    for (const action of payload.actions) {
+      const blockId = String(action?.block_id ?? "");
+      const closing = action?.action_id === CLOSE_ACTION_ID ? parseChatBlockId(blockId) : null;
+      if (closing !== null) {
+        // The actor answers 404 for another application's conversation: nothing closes.
+        commands.push({ kind: "chat.close", appId, chatId: closing });
+        continue;
       }
+      const clicked = parseSlackAction(blockId, String(action?.value ?? ""));
+      if (!clicked) continue;
+      const target = await findMessageConversation(deps.sql, appId, clicked.messageId);
+      if (!target) continue;
+      commands.push({
+        kind: "visitor.action",
+        appId,
+        clientId: target.clientId,
+        chatId: target.chatId,
+        messageId: clicked.messageId,
+        actionId: clicked.buttonId,
+      });
+    }
+    return commands;
+  }
+
+  /** Hands a click request's commands to the actor one after another, then marks it applied. */
+  async function submitAction(
+    id: number,
+    commands: (CloseChatCommand | VisitorActionCommand)[],
+    place: StreamPlace,
+  ): Promise<void> {
+    for (const command of commands) {
+      failIfFailed(await deps.ask(appActorKey(command.appId), { ...command, order: place }));
     }
     await markSlackDeliveryProcessed(deps.sql, id);
   }
@@ -299,15 +311,19 @@ export function createSlackInboundProcessor(deps: SlackInboundDeps): SlackInboun
       run(place).catch((error) => {
         throw asApplyFailure(error);
       });
+    const failedPreparation = (error: unknown) => {
+      throw asApplyFailure(error);
+    };
     const prepare = (): Promise<ApplyAttempt> =>
       kind === "event"
         ? prepareEvent(id, parsed).then(
           (command) => retryable((place) => submitEvent(id, command, place)),
-          (error) => {
-            throw asApplyFailure(error);
-          },
+          failedPreparation,
         )
-        : Promise.resolve(retryable((place) => processAction(id, parsed, place)));
+        : prepareAction(parsed).then(
+          (commands) => retryable((place) => submitAction(id, commands, place)),
+          failedPreparation,
+        );
     await applyCountingAttempts(
       order,
       team,

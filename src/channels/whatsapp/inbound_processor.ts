@@ -6,7 +6,7 @@
  * to the application's actor as one command, applied in one transaction, in the order they
  * arrived (one whose apply failed while the database was unreachable is retried before those
  * behind it). Deliveries left unprocessed by a crash are picked up again by
- * {@linkcode InboundProcessor.recover}.
+ * {@linkcode WhatsAppInboundProcessor.recover}.
  */
 import type { Sql } from "../../db/client.ts";
 import { appActorKey, type AppCommand, type CommandResult } from "../../actors/protocol.ts";
@@ -31,7 +31,7 @@ import { findUnprocessedWhatsAppDeliveries } from "../../db/stored_requests.ts";
 import { createLiveGate, recoverStored, type RecoveryOptions } from "../recover_stored.ts";
 
 /** What the processor needs. */
-export interface InboundProcessorDeps {
+export interface WhatsAppInboundDeps {
   sql: Sql;
   ask(key: string, command: AppCommand): Promise<CommandResult>;
   mediaLinks: MediaLinks;
@@ -42,7 +42,7 @@ export interface InboundProcessorDeps {
 }
 
 /** The processor. */
-export interface InboundProcessor {
+export interface WhatsAppInboundProcessor {
   /**
    * Applies stored delivery `deliveryId` of application `appId`, whose raw body is `body`;
    * `phoneNumberId` is the channel's number when the caller knows it (else it is looked up).
@@ -63,7 +63,9 @@ export interface InboundProcessor {
 }
 
 /** Creates the processor. */
-export function createInboundProcessor(deps: InboundProcessorDeps): InboundProcessor {
+export function createWhatsAppInboundProcessor(
+  deps: WhatsAppInboundDeps,
+): WhatsAppInboundProcessor {
   /** Per application, deliveries are applied in the order they arrived (see ordered_apply.ts). */
   const order = createOrderedApply({
     name: "whatsapp",

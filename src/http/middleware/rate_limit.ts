@@ -6,7 +6,7 @@
  */
 import type { Context, MiddlewareHandler } from "hono";
 import type { HitCounter } from "../../rate_limit/hit_counter.ts";
-import { errorResponse } from "../envelope.ts";
+import { AppError } from "../../domain/app_error.ts";
 
 /** Options of {@linkcode rateLimit}. */
 export interface RateLimitOptions {
@@ -44,9 +44,8 @@ export function rateLimit(options: RateLimitOptions): MiddlewareHandler {
       ["RateLimit", `"default";r=${remaining};t=${secondsToReset}`],
     ];
     if (count > limit) {
-      return errorResponse(429, "Rate limit exceeded", {
-        ...Object.fromEntries(headers),
-        "Retry-After": String(secondsToReset),
+      throw new AppError(429, "Rate limit exceeded", {
+        headers: { ...Object.fromEntries(headers), "Retry-After": String(secondsToReset) },
       });
     }
     await next();
