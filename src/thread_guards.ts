@@ -52,10 +52,11 @@ export function guardWorkerThread(name: string): void {
 }
 
 /**
- * Installs the guards in the main thread. postgres.js looks up the array types on a connection's
- * first query without handling its failure: PostgreSQL ending that connection then (a restart,
- * `pg_terminate_backend`) rejected a promise nobody held, and ended the process; so did a write
- * left queued on a connection it had dropped (EPIPE). Such rejections — saying a connection was
+ * Installs the guards in the main thread. postgres.js looked up the array types on a connection's
+ * first query without handling its failure (the vendored copy now handles a lost connection's):
+ * PostgreSQL ending that connection then (a restart, `pg_terminate_backend`) rejected a promise
+ * nobody held, and ended the process; so did a write left queued on a connection it had dropped
+ * (EPIPE). Such rejections — saying a connection was
  * lost, raised by the driver or by Deno's Node streams alone — are logged; any other one, a
  * statement's error nobody awaited included, still ends the process, as a bug should.
  */

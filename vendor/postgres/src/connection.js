@@ -51,6 +51,13 @@ const errorFields = {
   82  : 'routine'            // R
 }
 
+// Parley: see vendor/postgres/PARLEY.md. The codes of a connection lost (the backend ended,
+// the socket closed or reset) rather than of a query refused.
+const connectionLostCodes = new Set([
+  '57P01', '57P02', '57P03', 'CONNECTION_CLOSED', 'CONNECTION_ENDED', 'CONNECTION_DESTROYED',
+  'ECONNRESET', 'EPIPE'
+])
+
 function Connection(options, queues = {}, { onopen = noop, onend = noop, onclose = noop } = {}) {
   const {
     sslnegotiation,
@@ -579,7 +586,13 @@ function Connection(options, queues = {}, { onopen = noop, onend = noop, onclose
 
       if (needsTypes) {
         initial.reserve && (initial = null)
-        return fetchArrayTypes()
+        // Parley: see vendor/postgres/PARLEY.md. The lookup's failure was left unhandled, and
+        // ended a thread whose connection was terminated during it; a lost connection fails the
+        // queries waiting on it (closed()), and looks the types up again once reconnected
+        // (connected()). Any other failure stays unhandled, as before.
+        return fetchArrayTypes().catch(error => {
+          if (!connectionLostCodes.has(error && error.code)) throw error
+        })
       }
 
       initial && !initial.reserve && execute(initial)
