@@ -295,18 +295,27 @@ export function createOrderedApply(options: OrderedApplyOptions): OrderedApply {
   return { apply, stop: () => stopped.abort() };
 }
 
+/** A stored request, as {@linkcode applyCountingAttempts} applies it. */
+export interface StoredRequestApply {
+  /** Its application or workspace: its requests are applied in arrival order. */
+  key: string;
+  /** Yields its attempt (see {@linkcode OrderedApply.apply}). */
+  prepare: () => Promise<ApplyAttempt>;
+  /** Names it in the failure's message ("WhatsApp delivery 17"). */
+  label: string;
+  /** Records a failed attempt in its row. */
+  recordAttempt: (failure: string) => Promise<void>;
+}
+
 /**
  * Applies a stored request with `order` and, when that fails through its own fault, records the
  * failure with `recordAttempt` (an attempt: one that can never be applied stops being retried by
- * recovery after its last), then rejects with `Error("{what} failed: …")`. A deferred request
+ * recovery after its last), then rejects with `Error("{label} failed: …")`. A deferred request
  * ({@linkcode ApplyDeferredError}) counts no attempt and rejects as it is.
  */
 export async function applyCountingAttempts(
   order: OrderedApply,
-  key: string,
-  prepare: () => Promise<ApplyAttempt>,
-  what: string,
-  recordAttempt: (failure: string) => Promise<void>,
+  { key, prepare, label, recordAttempt }: StoredRequestApply,
 ): Promise<void> {
   try {
     await order.apply(key, prepare);
@@ -314,7 +323,7 @@ export async function applyCountingAttempts(
     if (error instanceof ApplyDeferredError) throw error;
     const failure = messageOf(error);
     await recordAttempt(failure);
-    throw new Error(`${what} failed: ${failure}`);
+    throw new Error(`${label} failed: ${failure}`);
   }
 }
 

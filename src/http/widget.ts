@@ -5,24 +5,14 @@
  * authenticate and hand writes to the application's actor.
  */
 import { Hono } from "hono";
-import type { Context } from "hono";
 import { z } from "zod";
 import type { Sql } from "../db/client.ts";
 import { appActorKey, type AppCommand, type CommandResult } from "../actors/protocol.ts";
 import { findApplicationByPublicId } from "../db/applications.ts";
-import { findVisitorByTokenHash } from "../db/visitors.ts";
 import { findClientConversation, findLatestClientConversation } from "../db/conversations.ts";
 import { listMessages } from "../db/messages.ts";
-import { newVisitorToken, sha256Hex, visitorTokenAppId } from "../crypto/tokens.ts";
+import { newVisitorToken, sha256Hex } from "../crypto/tokens.ts";
 import { AppError } from "../domain/app_error.ts";
-import { describeError, log } from "../log.ts";
-import {
-  closeSocket,
-  INTERNAL_ERROR_CLOSE,
-  MESSAGE_TOO_BIG,
-  POLICY_VIOLATION,
-} from "../realtime/socket_close.ts";
-import { createLruCache } from "../cache/lru_cache.ts";
 import { parseMessageContent } from "../domain/message_kinds.ts";
 import { ok } from "./envelope.ts";
 import { readBody, readJson } from "./body.ts";
@@ -34,28 +24,20 @@ import { clientIp } from "./client_ip.ts";
 import { HISTORY_QUERY, safeId } from "./query_params.ts";
 import type { HitCounter } from "../rate_limit/hit_counter.ts";
 import { createBucketNames } from "../rate_limit/bucket_names.ts";
+import { createVisitorAuth, visitorTokenOf } from "./visitor_auth.ts";
+import { type AttachVisitor, widgetSocketHandler } from "./widget_socket.ts";
 
 /** What the widget routes need. */
 export interface WidgetDeps {
   sql: Sql;
   ask(key: string, command: AppCommand): Promise<CommandResult>;
-  attachVisitor(
-    socket: WebSocket,
-    who: { appId: number; clientId: number },
-    options?: { since?: Date },
-  ): void;
+  attachVisitor: AttachVisitor;
   /** Where widget requests are counted. */
   hitCounter: HitCounter;
   /** Requests per minute per visitor token (and per IP for visitor creation). */
   widgetRateLimit: number;
   /** Whether `X-Forwarded-For` names the client. */
   trustProxy: boolean;
-}
-
-/** A visitor as authenticated by its token. */
-interface Visitor {
-  appId: number;
-  clientId: number;
 }
 
 /** What a visitor may send: text and attachments; buttons, cards and forms come from the business. */
@@ -90,43 +72,7 @@ const actionSchema = z.object({
 
 /** Routes under `/api/v1/widget`. */
 export function widgetRoutes(deps: WidgetDeps): Hono {
-  // Visitor tokens cannot be revoked, so token → client can be cached without going stale.
-  const visitors = createLruCache<string, Visitor>(50_000);
-
-  async function authenticate(token: string | undefined): Promise<Visitor> {
-    if (!token) throw invalidToken();
-    const cached = visitors.get(token);
-    if (cached) return cached;
-    const appId = visitorTokenAppId(token);
-    if (appId === null) throw invalidToken();
-    const clientId = await findVisitorByTokenHash(deps.sql, appId, sha256Hex(token));
-    if (clientId === null) throw invalidToken();
-    const visitor = { appId, clientId };
-    visitors.set(token, visitor);
-    return visitor;
-  }
-
-  /**
-   * The visitor of a token known without the database (cached); null when the database must
-   * say. A missing or malformed token is refused at once.
-   */
-  function knownVisitor(token: string | undefined): Visitor | null {
-    if (!token || visitorTokenAppId(token) === null) throw invalidToken();
-    return visitors.get(token) ?? null;
-  }
-
-  /**
-   * The visitor token a request authenticates with: the Bearer token, or for the socket (browsers
-   * cannot set headers on a WebSocket) `?token=` first.
-   */
-  function tokenOf(c: Context): string | undefined {
-    if (c.req.path.endsWith("/socket")) {
-      const query = c.req.query("token");
-      if (query !== undefined) return query;
-    }
-    const match = /^Bearer +(\S+)\s*$/i.exec(c.req.header("authorization") ?? "");
-    return match?.[1];
-  }
+  const auth = createVisitorAuth(deps.sql);
 
   async function command(command: AppCommand): Promise<unknown> {
     const result = await deps.ask(appActorKey(command.appId), command);
@@ -160,7 +106,7 @@ export function widgetRoutes(deps: WidgetDeps): Hono {
     counter: deps.hitCounter,
     limit: deps.widgetRateLimit,
     bucketOf(c) {
-      const token = c.req.path.endsWith("/visitors") ? undefined : tokenOf(c);
+      const token = c.req.path.endsWith("/visitors") ? undefined : visitorTokenOf(c);
       return token ? bucketOfToken(token) : `widget-ip:${clientIp(c, deps.trustProxy)}`;
     },
   }));
@@ -193,7 +139,7 @@ export function widgetRoutes(deps: WidgetDeps): Hono {
   });
 
   routes.post("/messages", async (c) => {
-    const visitor = await authenticate(tokenOf(c));
+    const visitor = await auth.authenticate(visitorTokenOf(c));
     const body = await readBody(c, ["json"]);
     const { content, message_type: messageType = "text" } = body;
     if (typeof content !== "string" || content.trim() === "") {
@@ -215,7 +161,7 @@ export function widgetRoutes(deps: WidgetDeps): Hono {
   });
 
   routes.post("/actions", async (c) => {
-    const visitor = await authenticate(tokenOf(c));
+    const visitor = await auth.authenticate(visitorTokenOf(c));
     const parsed = actionSchema.safeParse(await readBody(c, ["json"]));
     if (!parsed.success) {
       const issue = parsed.error.issues[0];
@@ -233,7 +179,7 @@ export function widgetRoutes(deps: WidgetDeps): Hono {
   });
 
   routes.get("/messages", async (c) => {
-    const visitor = await authenticate(tokenOf(c));
+    const visitor = await auth.authenticate(visitorTokenOf(c));
     const chatParam = c.req.query("chat_id");
     // Digits as the Open API reads an id (leading zeros allowed); beyond ours, none of ours.
     const chatId = chatParam !== undefined && /^[0-9]+$/.test(chatParam) ? safeId(chatParam) : null;
@@ -255,107 +201,8 @@ export function widgetRoutes(deps: WidgetDeps): Hono {
     return ok(c, messages);
   });
 
-  routes.get("/socket", async (c) => {
-    const token = tokenOf(c);
-    const upgrading = c.req.method === "GET" &&
-      (c.req.header("upgrade") ?? "").toLowerCase() === "websocket";
-    // Deno never completes an upgrade answered after its client left: the connection stays in
-    // CLOSE-WAIT, a descriptor lost for good. So a handshake is answered before anything is
-    // awaited: a token that needs the database is looked up once the socket is upgraded, and an
-    // unknown one closes it with 1008. A request that is no upgrade may wait for its 401.
-    const visitor = upgrading ? knownVisitor(token) : await authenticate(token);
-    // RFC 6455 §4.1: a handshake is a GET (Hono also routes HEAD here). RFC 9110 §15.5.22: a 426
-    // names the protocol to upgrade to.
-    if (!upgrading) {
-      throw new AppError(426, "Expected a WebSocket upgrade", {
-        headers: { Upgrade: "websocket", Connection: "Upgrade" },
-      });
-    }
-    // RFC 6455 §4.2.2: only version 13 is spoken, and the server names it.
-    if (c.req.header("sec-websocket-version")?.trim() !== "13") {
-      throw new AppError(426, "Unsupported WebSocket version", {
-        headers: { Upgrade: "websocket", Connection: "Upgrade", "Sec-WebSocket-Version": "13" },
-      });
-    }
-    let upgraded;
-    try {
-      upgraded = Deno.upgradeWebSocket(c.req.raw);
-    } catch (error) {
-      // An incomplete handshake: no `Connection: Upgrade`, no `Sec-WebSocket-Key`.
-      throw new AppError(400, "Invalid WebSocket handshake", { cause: error });
-    }
-    const { socket, response } = upgraded;
-    socket.addEventListener("message", refuseLargeFrames);
-    if (visitor) {
-      deps.attachVisitor(socket, visitor);
-    } else {
-      // Attached once its token is known, the socket first catches up on what its visitor got
-      // since the upgrade (with a margin for the clocks of the database and this process).
-      const since = new Date(Date.now() - CATCH_UP_MARGIN_MS);
-      authenticate(token).then(
-        (found) => {
-          try {
-            deps.attachVisitor(socket, found, { since });
-          } catch {
-            // The instance began stopping during the lookup: the hub takes no more sockets.
-            refuseSocket(socket, false);
-          }
-        },
-        (error) => {
-          if (!(error instanceof AppError)) {
-            log("error", "socket token lookup failed", describeError(error));
-          }
-          refuseSocket(socket, error instanceof AppError);
-        },
-      );
-    }
-    return response;
-  });
+  routes.get("/socket", widgetSocketHandler(auth, deps.attachVisitor));
 
   methodNotAllowed(routes, ["/:publicId/visitors", "/messages", "/actions", "/socket"]);
   return routes;
-}
-
-/** How far before its upgrade a socket attached late catches up (see the socket route). */
-const CATCH_UP_MARGIN_MS = 1_000;
-
-/**
- * Largest frame a visitor's socket takes from its client (CONTRACT §3: frames go from the server to
- * the client). Deno reads a whole frame (up to 64 MiB) before it is seen, so frames cannot be
- * refused before they arrive; a client sending big ones is closed after the first rather than
- * left to hold that memory again and again. Small ones (a client's keep-alive) are ignored.
- */
-export const MAX_CLIENT_FRAME_BYTES = 1_024;
-
-const utf8 = new TextEncoder();
-
-function refuseLargeFrames(event: MessageEvent): void {
-  const { data } = event;
-  const size = typeof data === "string"
-    // UTF-8 bytes: a character takes up to 3 (a surrogate pair 4 for its 2 code units).
-    ? (data.length * 3 <= MAX_CLIENT_FRAME_BYTES ? data.length : utf8.encode(data).byteLength)
-    : data instanceof ArrayBuffer
-    ? data.byteLength
-    : data instanceof Blob
-    ? data.size
-    : 0;
-  if (size > MAX_CLIENT_FRAME_BYTES) {
-    closeSocket(
-      event.target as WebSocket,
-      MESSAGE_TOO_BIG,
-      "Frames from the client are not expected",
-    );
-  }
-}
-
-/** Closes an upgraded socket whose token is unknown (1008), or could not be looked up (1011). */
-function refuseSocket(socket: WebSocket, unknown: boolean): void {
-  if (unknown) closeSocket(socket, POLICY_VIOLATION, "Invalid or missing visitor token");
-  else closeSocket(socket, INTERNAL_ERROR_CLOSE, "Internal server error");
-}
-
-function invalidToken(): AppError {
-  return new AppError(401, "Invalid or missing visitor token", {
-    headers: { "WWW-Authenticate": 'Bearer realm="parley-widget"' },
-  });
 }

@@ -324,13 +324,12 @@ export function createSlackInboundProcessor(deps: SlackInboundDeps): SlackInboun
           (commands) => retryable((place) => submitAction(id, commands, place)),
           failedPreparation,
         );
-    await applyCountingAttempts(
-      order,
-      team,
+    await applyCountingAttempts(order, {
+      key: team,
       prepare,
-      `Slack ${kind} ${id}`,
-      (failure) => recordSlackDeliveryFailure(deps.sql, id, failure),
-    );
+      label: `Slack ${kind} ${id}`,
+      recordAttempt: (failure) => recordSlackDeliveryFailure(deps.sql, id, failure),
+    });
   }
 
   /** Live requests wait while the recovery at start hands over those stored before them. */

@@ -185,13 +185,13 @@ export function createWhatsAppInboundProcessor(
       }, (error) => {
         throw asApplyFailure(error);
       });
-    await applyCountingAttempts(
-      order,
-      String(appId),
+    await applyCountingAttempts(order, {
+      key: String(appId),
       prepare,
-      `WhatsApp delivery ${deliveryId}`,
-      (failure) => recordWhatsAppDeliveryFailure(deps.sql, appId, deliveryId, failure),
-    );
+      label: `WhatsApp delivery ${deliveryId}`,
+      recordAttempt: (failure) =>
+        recordWhatsAppDeliveryFailure(deps.sql, appId, deliveryId, failure),
+    });
   }
 
   /** Live deliveries wait while the recovery at start hands over those stored before them. */
