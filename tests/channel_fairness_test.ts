@@ -57,7 +57,7 @@ for (const kind of ["whatsapp", "slack"] as const) {
     const third = await claim(db.sql, {
       limit: 8,
       leaseSeconds: 60,
-      room: { busy: new Map([[a, 0]]), others: 1 },
+      room: { roomOfBusy: new Map([[a, 0]]), roomOfIdle: 1 },
     });
     assert.deepEqual(appsOf(third), [b]);
   });
@@ -121,7 +121,9 @@ Deno.test("a round that visits its most applications without finding enough goes
   );
   await db.sql`UPDATE outbox SET claimed_until = NULL WHERE id = ${due}`;
   for (let round = 0; round < 2; round++) {
-    claimed.push(...(await claim(8, { busy: new Map(), others: 8 })).rows.map((send) => send.id));
+    claimed.push(
+      ...(await claim(8, { roomOfBusy: new Map(), roomOfIdle: 8 })).rows.map((send) => send.id),
+    );
   }
   assert.deepEqual(claimed, [due]);
 });

@@ -53,7 +53,7 @@ Deno.test("a claim serves applications in turn, starting after the one served la
   // A at its share is passed over; another application gets at most its room.
   await queue(db.sql, b, 3);
   await queue(db.sql, c, 3);
-  const third = await claim(8, { room: { busy: new Map([[a, 0], [b, 1]]), others: 2 } });
+  const third = await claim(8, { room: { roomOfBusy: new Map([[a, 0], [b, 1]]), roomOfIdle: 2 } });
   assert.deepEqual(appsOf(third), [b, c, c]);
 });
 
@@ -72,14 +72,14 @@ Deno.test("retries and expired leases count against an application's room like f
   const atShare = await claimDueDeliveries(db.sql, {
     limit: 10,
     leaseSeconds: 60,
-    room: { busy: new Map([[a, 0]]), others: 10 },
+    room: { roomOfBusy: new Map([[a, 0]]), roomOfIdle: 10 },
   });
   assert.deepEqual(atShare.map((d) => d.id).sort((x, y) => x - y), [leased, ...fresh]);
   // With room for one, one of A's twenty retries.
   const oneMore = await claimDueDeliveries(db.sql, {
     limit: 10,
     leaseSeconds: 60,
-    room: { busy: new Map([[a, 1]]), others: 10 },
+    room: { roomOfBusy: new Map([[a, 1]]), roomOfIdle: 10 },
   });
   assert.deepEqual(oneMore.map((d) => d.id), [retries[0]]);
 
@@ -93,7 +93,7 @@ Deno.test("retries and expired leases count against an application's room like f
   const taken: number[] = [];
   for (let round = 0; round < 12 && !taken.includes(retries[1]); round++) {
     for (const app of others) await queue(db.sql, app, 1);
-    taken.push(...(await claim(1, { busy: new Map(), others: 1 })).rows.map((d) => d.id));
+    taken.push(...(await claim(1, { roomOfBusy: new Map(), roomOfIdle: 1 })).rows.map((d) => d.id));
   }
   assert.ok(taken.includes(retries[1]), "A's next retry, within a round of the applications");
 });

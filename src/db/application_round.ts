@@ -38,7 +38,9 @@ export function roundCtes(sql: Tx, options: RoundOptions): PendingQuery<Row[]> {
   const { pending, after, room } = options;
   return sql`
     room (app_id, free) AS (
-      SELECT * FROM unnest(${[...room.busy.keys()]}::bigint[], ${[...room.busy.values()]}::int[])
+      SELECT * FROM unnest(${[...room.roomOfBusy.keys()]}::bigint[], ${[
+    ...room.roomOfBusy.values(),
+  ]}::int[])
     ), walk (app_id, wrapped, turn) AS (
       SELECT next.app_id, next.app_id <= ${after}, 1 FROM (
         SELECT coalesce(${firstAfter(sql, pending, after)}, ${firstAfter(sql, pending, 0)})
@@ -82,7 +84,7 @@ function firstAfter(
 /** How many rows the walked application may be given: `LIMIT ${roomOf(sql, room, limit)}`. */
 export function roomOf(sql: Tx, room: SlotRoom<number>, limit: number): PendingQuery<Row[]> {
   return sql`least(${limit}, coalesce(
-    (SELECT room.free FROM room WHERE room.app_id = walk.app_id), ${room.others}))`;
+    (SELECT room.free FROM room WHERE room.app_id = walk.app_id), ${room.roomOfIdle}))`;
 }
 
 /**

@@ -31,7 +31,7 @@ export function claimedInConversationOrder(
   options: ChannelClaimOptions,
 ): PendingQuery<Row[]> {
   const { limit, leaseSeconds, after = 0 } = options;
-  const room = options.room ?? { busy: new Map(), others: limit };
+  const room = options.room ?? { roomOfBusy: new Map(), roomOfIdle: limit };
   // A literal, not a parameter: only a literal kind proves the predicate of the partial indexes
   // (`kind <> 'webhook'`) in a prepared statement's generic plan.
   const kind = options.kind === "whatsapp" ? sql`'whatsapp'` : sql`'slack'`;

@@ -96,7 +96,7 @@ export async function claimDeliveryRound(
   options: ClaimOptions,
 ): Promise<ClaimRound<ClaimedDelivery>> {
   const { limit, leaseSeconds, after = 0 } = options;
-  const room = options.room ?? { busy: new Map(), others: limit };
+  const room = options.room ?? { roomOfBusy: new Map(), roomOfIdle: limit };
   const pending = sql`o.kind = 'webhook' AND o.state = 'pending'`;
   const rows = await sql<(ClaimedRow & { walked_to: number | null })[]>`
     WITH RECURSIVE ${roundCtes(sql, { pending, after, room })}, due AS (

@@ -11,9 +11,9 @@
 /** How many more attempts each application may be given now. */
 export interface SlotRoom<K> {
   /** Applications with attempts in flight: how many more each may start (0 at its share). */
-  busy: Map<K, number>;
+  roomOfBusy: Map<K, number>;
   /** How many an application with nothing in flight may start. */
-  others: number;
+  roomOfIdle: number;
 }
 
 /** The room of each application, given the attempts in flight per application and the slots. */
@@ -23,7 +23,7 @@ export function slotRoom<K>(inFlight: ReadonlyMap<K, number>, slots: number): Sl
   }
   const shared = slots - Math.floor(slots / 8);
   const share = Math.ceil(shared / Math.max(1, inFlight.size));
-  const busy = new Map<K, number>();
-  for (const [key, count] of inFlight) busy.set(key, Math.max(0, share - count));
-  return { busy, others: Math.ceil(shared / (inFlight.size + 1)) };
+  const roomOfBusy = new Map<K, number>();
+  for (const [key, count] of inFlight) roomOfBusy.set(key, Math.max(0, share - count));
+  return { roomOfBusy, roomOfIdle: Math.ceil(shared / (inFlight.size + 1)) };
 }

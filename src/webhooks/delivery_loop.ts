@@ -185,9 +185,9 @@ export function createDeliveryLoop<T, O = unknown>(
 function roomBound(room: SlotRoom<number>, claimedKeys: number[]): boolean {
   const given = new Map<number, number>();
   for (const key of claimedKeys) given.set(key, (given.get(key) ?? 0) + 1);
-  for (const free of room.busy.values()) if (free === 0) return true;
+  for (const free of room.roomOfBusy.values()) if (free === 0) return true;
   for (const [key, count] of given) {
-    if (count >= (room.busy.get(key) ?? room.others)) return true;
+    if (count >= (room.roomOfBusy.get(key) ?? room.roomOfIdle)) return true;
   }
   return false;
 }

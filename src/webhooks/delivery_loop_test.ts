@@ -91,7 +91,7 @@ Deno.test("createDeliveryLoop() tells each claim the keys' room, and claims agai
   const rooms: number[] = [];
   const loop = createDeliveryLoop({
     claim: (limit, room) => {
-      const free = room.busy.get(1) ?? room.others;
+      const free = room.roomOfBusy.get(1) ?? room.roomOfIdle;
       rooms.push(free);
       return Promise.resolve(queue.splice(0, Math.min(limit, free)));
     },
@@ -122,7 +122,7 @@ Deno.test("createDeliveryLoop() claims again at once when attempts ended while a
     claim: async (limit, room) => {
       claims.push(limit);
       await claimGate;
-      return queue.splice(0, Math.min(limit, room.busy.get(1) ?? room.others));
+      return queue.splice(0, Math.min(limit, room.roomOfBusy.get(1) ?? room.roomOfIdle));
     },
     keyOf: (delivery) => delivery.key,
     attempt: (delivery) => new Promise<void>((resolve) => ends.set(delivery.id, resolve)),

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { roundRobin } from "./round_robin_claim.ts";
 
-const room = { busy: new Map<number, number>(), others: 8 };
+const room = { roomOfBusy: new Map<number, number>(), roomOfIdle: 8 };
 
 Deno.test("roundRobin() starts each round after the application served last in the one before", async () => {
   const afters: number[] = [];
