@@ -52,3 +52,32 @@ Deno.test("a reserved connection whose backend ended fails its queries, and the 
     await sql.end({ timeout: 1 });
   }
 });
+
+Deno.test("a reserve waiting for a connection whose backend ended gets it once reconnected", async () => {
+  await using db = await createTestDatabase();
+  const tcp = new URL(db.url);
+  tcp.search = "";
+  const sql = connect(tcp.toString(), { max: 1 });
+  try {
+    const first = await sql.reserve();
+    const [{ pid }] = await first<{ pid: number }[]>`SELECT pg_backend_pid() AS pid`;
+    // Queued: the pool's only connection is reserved.
+    const waiting = sql.reserve();
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    await db.sql`SELECT pg_terminate_backend(${pid})`;
+    // Unpatched, the reconnect took the queued reserve and dropped it: it never settled
+    // (porsager/postgres#1195).
+    assert.equal(await outcome(waiting), "ok");
+    const second = await waiting;
+    // The first handle's connection is the second's now: its late statements fail, and its
+    // release leaves the second's reservation alone (unpatched, they ran on the connection, or
+    // gave it away while it was still connecting).
+    assert.equal(await outcome(first`ROLLBACK`), "CONNECTION_CLOSED");
+    first.release();
+    assert.equal(await outcome(second`SELECT 1`), "ok");
+    second.release();
+    assert.equal(await outcome(sql`SELECT 1`), "ok");
+  } finally {
+    await sql.end({ timeout: 1 });
+  }
+});

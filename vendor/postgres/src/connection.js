@@ -584,6 +584,10 @@ function Connection(options, queues = {}, { onopen = noop, onend = noop, onclose
           return terminate()
       }
 
+      // Parley: see vendor/postgres/PARLEY.md. The server answered: the reconnect backoff starts
+      // over (it was reset only past the type fetch below, which every new connection makes).
+      options.shared.retries = retries = 0
+
       if (needsTypes) {
         initial.reserve && (initial = null)
         // Parley: see vendor/postgres/PARLEY.md. The lookup's failure was left unhandled, and
@@ -595,9 +599,10 @@ function Connection(options, queues = {}, { onopen = noop, onend = noop, onclose
         })
       }
 
+      const reserve = initial.reserve // Parley: see vendor/postgres/PARLEY.md
       initial && !initial.reserve && execute(initial)
-      options.shared.retries = retries = 0
       initial = null
+      reserve && onopen(connection)
       return
     }
 

@@ -207,19 +207,30 @@ function Postgres(a, b) {
     const c = open.length
       ? open.shift()
       : await new Promise((resolve, reject) => {
-        const query = { reserve: resolve, reject }
+        // Parley: see vendor/postgres/PARLEY.md. Settles once: one that failed (the connection
+        // made for it failed) takes no connection, which onopen() then gives to the next.
+        let settled = false
+        const query = {
+          reserve: c => !settled && (settled = true, resolve(c), true),
+          reject: e => { settled || (settled = true, reject(e)) }
+        }
         queries.push(query)
         closed.length && connect(closed.shift(), query)
       })
 
     move(c, reserved)
-    c.reserved = () => queue.length
+    const mine = c.reserved = () => queue.length
       ? c.execute(queue.shift())
       : move(c, reserved)
     c.reserved.release = true
 
     const sql = Sql(handler)
     sql.release = () => {
+      // Parley: see vendor/postgres/PARLEY.md. Once its socket closed, onclose() took the
+      // connection back (c.reserved no longer ours): it may be connecting again, or reserved by
+      // another caller, and is not this handle's to give away.
+      if (c.reserved !== mine)
+        return
       c.reserved = null
       if (c.queue === closed || c.queue === ended) // Parley: see vendor/postgres/PARLEY.md
         return
@@ -229,6 +240,8 @@ function Postgres(a, b) {
     return sql
 
     function handler(q) {
+      if (c.reserved !== mine) // Parley: see vendor/postgres/PARLEY.md
+        return q.reject(Errors.connection('CONNECTION_CLOSED', options))
       c.queue === full
         ? queue.push(q)
         : c.execute(q) || move(c, full)
@@ -408,18 +421,27 @@ function Postgres(a, b) {
 
     let max = Math.ceil(queries.length / (connecting.length + 1))
       , ready = true
+      , executed = false
 
     while (ready && queries.length && max-- > 0) {
       const query = queries.shift()
-      if (query.reserve)
-        return query.reserve(c)
+      if (query.reserve) {
+        if (query.reserve(c))
+          return
+        // Parley: see vendor/postgres/PARLEY.md. A reserve already settled is passed over.
+        max++
+        continue
+      }
 
       ready = c.execute(query)
+      executed = true
     }
 
-    ready
-      ? move(c, busy)
-      : move(c, full)
+    !executed // Parley: only settled reserves were queued
+      ? move(c, open)
+      : ready
+        ? move(c, busy)
+        : move(c, full)
   }
 
   function onclose(c, e) {
@@ -427,7 +449,10 @@ function Postgres(a, b) {
     c.reserved = null
     c.onclose && (c.onclose(e), c.onclose = null)
     options.onclose && options.onclose(c.id)
-    queries.length && connect(c, queries.shift())
+    // Parley: see vendor/postgres/PARLEY.md. A reserve stays queued while a connection is made
+    // for it: the connection, once ready, takes it from the queue (connection.js drops it as
+    // `initial`), and taken out here it was never settled.
+    queries.length && connect(c, queries.peek().reserve ? queries.peek() : queries.shift())
   }
 }
 
