@@ -98,12 +98,15 @@ export async function recoverStored<T extends StoredRequestKey>(
 /** Live requests held back while a recovery hands over the requests stored before them. */
 export interface LiveGate {
   /**
-   * Resolves once a live request may be handed over: at once while the gate is open. Rejects
-   * with an {@linkcode ApplyDeferredError} (the request stays stored, for a later recovery) when
-   * `maxWaiting` requests already wait.
+   * Resolves once a live request may be handed over: at once while the gate is open and nobody
+   * waits. Rejects with an {@linkcode ApplyDeferredError} (the request stays stored, for a later
+   * recovery) when `maxWaiting` requests already wait.
    */
   pass(): Promise<void>;
-  /** Closes the gate until the function returned is called (again: no effect). */
+  /**
+   * Closes the gate until the function returned is called (again: no effect), or `maxHoldMs`
+   * passed.
+   */
   close(): () => void;
 }
 
@@ -111,37 +114,69 @@ export interface LiveGate {
 export interface LiveGateOptions {
   /** Most live requests waiting at once (their bodies are in memory). @default 30_000 */
   maxWaiting?: number;
+  /**
+   * Longest a close holds the gate: past it, a recovery that hangs (a lost connection, a page
+   * that never comes) no longer holds back every live request. @default 60_000
+   */
+  maxHoldMs?: number;
+  /** Called when a close outlived `maxHoldMs`. @default none */
+  onExpired?: () => void;
 }
 
+/**
+ * Waiters let through per turn of the event loop once the gate opens: each then prepares its
+ * request (parses its body) at once, and thousands in one turn would stall the acknowledgements.
+ */
+const PASSED_PER_TURN = 64;
+
 /** Creates an open gate. Requests waiting at it pass in the order they came. */
-export function createLiveGate({ maxWaiting = 30_000 }: LiveGateOptions = {}): LiveGate {
-  let closed: PromiseWithResolvers<void> | null = null;
+export function createLiveGate(options: LiveGateOptions = {}): LiveGate {
+  const { maxWaiting = 30_000, maxHoldMs = 60_000, onExpired = () => {} } = options;
   let closers = 0;
-  let waiting = 0;
+  /** The waiters' resolvers, in arrival order, from `head` on. */
+  let waiting: (() => void)[] = [];
+  let head = 0;
+  let draining = false;
+
+  function drain(): void {
+    draining = false;
+    if (closers > 0) return;
+    const end = Math.min(waiting.length, head + PASSED_PER_TURN);
+    while (head < end) waiting[head++]();
+    if (head < waiting.length) {
+      draining = true;
+      setTimeout(drain, 0);
+    } else {
+      waiting = [];
+      head = 0;
+    }
+  }
+
   return {
-    async pass() {
-      if (!closed) return;
-      if (waiting >= maxWaiting) {
-        throw new ApplyDeferredError("Too many live requests held back behind the recovery");
+    pass() {
+      const count = waiting.length - head;
+      if (closers === 0 && count === 0) return Promise.resolve();
+      if (count >= maxWaiting) {
+        return Promise.reject(
+          new ApplyDeferredError("Too many live requests held back behind the recovery"),
+        );
       }
-      waiting++;
-      try {
-        await closed.promise;
-      } finally {
-        waiting--;
-      }
+      return new Promise<void>((resolve) => waiting.push(resolve));
     },
     close() {
       closers++;
-      const gate = closed ??= Promise.withResolvers<void>();
       let opened = false;
-      return () => {
+      const expiry = setTimeout(() => {
+        onExpired();
+        open();
+      }, maxHoldMs);
+      function open(): void {
         if (opened) return;
         opened = true;
-        if (--closers > 0) return;
-        closed = null;
-        gate.resolve();
-      };
+        clearTimeout(expiry);
+        if (--closers === 0 && !draining) drain();
+      }
+      return open;
     },
   };
 }

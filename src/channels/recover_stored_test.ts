@@ -87,3 +87,29 @@ Deno.test("createLiveGate stays closed until every closer opened it", async () =
   await waiting;
   assert.equal(passed, true);
 });
+
+Deno.test("createLiveGate opens by itself after maxHoldMs", async () => {
+  let expired = 0;
+  const gate = createLiveGate({ maxHoldMs: 20, onExpired: () => expired++ });
+  const open = gate.close();
+  const started = performance.now();
+  await gate.pass();
+  assert.ok(performance.now() - started >= 15);
+  assert.equal(expired, 1);
+  open(); // late: no effect
+  await gate.pass();
+});
+
+Deno.test("createLiveGate lets waiters through a few at a time, in order", async () => {
+  const gate = createLiveGate();
+  const open = gate.close();
+  const passed: number[] = [];
+  const all = Array.from({ length: 200 }, (_, i) => gate.pass().then(() => passed.push(i)));
+  open();
+  for (let i = 0; i < 10; i++) await Promise.resolve();
+  assert.ok(passed.length > 0 && passed.length < 200, `${passed.length} passed in one turn`);
+  // One arriving now waits behind those still waiting.
+  const late = gate.pass().then(() => passed.push(200));
+  await Promise.all([...all, late]);
+  assert.deepEqual(passed, Array.from({ length: 201 }, (_, i) => i));
+});

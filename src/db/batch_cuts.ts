@@ -8,6 +8,7 @@
  * committed in segments, cut before each such command or update. Pure: no I/O.
  */
 import type { AppCommand, CommandResult, WhatsAppInboundCommand } from "../actors/protocol.ts";
+import { UNAVAILABLE } from "../actors/commit_loop.ts";
 import type { FlowEffect, FlowTrigger } from "./flow_runs.ts";
 import { advanceFlow, type Flow, startFlow } from "../domain/flow.ts";
 
@@ -142,7 +143,9 @@ export function segmentsAt(commands: AppCommand[], cuts: Cut[]): Segment[] {
  * the first part's failure. Once a part of a delivery failed, its later parts are not committed:
  * they leave the delivery unmarked, so recovery applies it again whole, in order (its wamids make
  * the parts that did commit no-ops), where the last part would have marked it processed with the
- * failed part's updates lost.
+ * failed part's updates lost. Once a command failed retryably (the database was not
+ * reached), its application's commands in later segments are not tried but answered
+ * {@linkcode UNAVAILABLE}: committed, they would come before its retry.
  */
 export async function commitSegments(
   count: number,
@@ -151,14 +154,23 @@ export async function commitSegments(
   later: (commands: AppCommand[]) => Promise<CommandResult[]>,
 ): Promise<CommandResult[]> {
   const joined: (CommandResult | undefined)[] = new Array(count);
+  /** Applications with a command that failed retryably. */
+  const unavailable = new Set<number>();
   for (const [index, segment] of segments.entries()) {
-    const live = segment.filter(({ origin }) => joined[origin]?.ok !== false);
+    const live = segment.filter(({ origin, command }) => {
+      if (joined[origin]?.ok === false) return false;
+      if (!unavailable.has(command.appId)) return true;
+      joined[origin] = UNAVAILABLE;
+      return false;
+    });
     if (live.length === 0) continue;
     const commands = live.map((part) => part.command);
     const results = index === 0 ? await first(commands) : await later(commands);
-    live.forEach(({ origin }, k) => {
+    live.forEach(({ origin, command }, k) => {
       const before = joined[origin];
       joined[origin] = before === undefined ? results[k] : joinParts(before, results[k]);
+      const result = results[k];
+      if (!result.ok && result.retryable) unavailable.add(command.appId);
     });
   }
   return joined as CommandResult[];

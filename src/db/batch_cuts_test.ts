@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import type { AppCommand, WhatsAppInboundEntry } from "../actors/protocol.ts";
 import { commitSegments, segmentsAt } from "./batch_cuts.ts";
+import { UNAVAILABLE } from "../actors/commit_loop.ts";
 
 const entry = (wamid: string): WhatsAppInboundEntry => ({
   kind: "message",
@@ -87,4 +88,30 @@ Deno.test("commitSegments commits no later part of a delivery whose earlier part
   const results = await commitSegments(2, segments, first, later);
   assert.deepEqual(committed, ["b", "close"], "the part after the failed one is left to recovery");
   assert.deepEqual(results, [failed, { ok: true, value: null }]);
+});
+
+Deno.test("commitSegments tries no later command of an application once one failed retryably", async () => {
+  const delivery = (deliveryId: number, appId = 1): AppCommand => ({
+    kind: "whatsapp.inbound",
+    appId,
+    deliveryId,
+    entries: [entry(`w${deliveryId}`)],
+  });
+  // Three segments: d1 | d2 | d3 and another application's d4.
+  const segments = segmentsAt([delivery(1), delivery(2), delivery(3), delivery(4, 2)], [
+    { command: 1, entry: 0 },
+    { command: 2, entry: 0 },
+  ]);
+  const committed: number[] = [];
+  const ok = { ok: true as const, value: { applied: 1 } };
+  const commit = (commands: AppCommand[]) =>
+    Promise.resolve(commands.map((command) => {
+      const id = command.kind === "whatsapp.inbound" ? command.deliveryId : 0;
+      if (id === 2) return UNAVAILABLE; // its connection was lost, alone too
+      committed.push(id);
+      return ok;
+    }));
+  const results = await commitSegments(4, segments, commit, commit);
+  assert.deepEqual(results, [ok, UNAVAILABLE, UNAVAILABLE, ok]);
+  assert.deepEqual(committed, [1, 4], "d3 would have been stored before d2's retry");
 });

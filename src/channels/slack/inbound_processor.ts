@@ -333,7 +333,9 @@ export function createSlackInboundProcessor(deps: SlackInboundDeps): SlackInboun
   }
 
   /** Live requests wait while the recovery at start hands over those stored before them. */
-  const liveGate = createLiveGate();
+  const liveGate = createLiveGate({
+    onExpired: () => log("warn", "live Slack requests no longer wait for the recovery at start"),
+  });
   return {
     async process(kind, id, body, document) {
       await liveGate.pass();

@@ -195,7 +195,10 @@ export function createWhatsAppInboundProcessor(
   }
 
   /** Live deliveries wait while the recovery at start hands over those stored before them. */
-  const liveGate = createLiveGate();
+  const liveGate = createLiveGate({
+    onExpired: () =>
+      log("warn", "live WhatsApp deliveries no longer wait for the recovery at start"),
+  });
   return {
     async process(appId, deliveryId, body, phoneNumberId) {
       await liveGate.pass();

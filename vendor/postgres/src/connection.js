@@ -55,7 +55,7 @@ const errorFields = {
 // the socket closed or reset) rather than of a query refused.
 const connectionLostCodes = new Set([
   '57P01', '57P02', '57P03', 'CONNECTION_CLOSED', 'CONNECTION_ENDED', 'CONNECTION_DESTROYED',
-  'ECONNRESET', 'EPIPE'
+  'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH'
 ])
 
 function Connection(options, queues = {}, { onopen = noop, onend = noop, onclose = noop } = {}) {
