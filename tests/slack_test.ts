@@ -549,6 +549,44 @@ Deno.test("live Slack requests wait until the recovery at start has handed over 
   assert.deepEqual(closed, [1, 2, 3, 4]);
 });
 
+Deno.test("a click with several actions hands them all to the actor at once, in order", async () => {
+  await using env = await setUp();
+  await install(env);
+  const asked: number[] = [];
+  const answer = Promise.withResolvers<CommandResult>();
+  const processor = createSlackInboundProcessor({
+    sql: env.db.sql,
+    ask: (_key, command) => {
+      if (command.kind === "chat.close") asked.push(command.chatId);
+      return answer.promise;
+    },
+    clientFor: () => {
+      throw new Error("no Slack call expected");
+    },
+    mediaLinks: createMediaLinks({ encryptionKey: new Uint8Array(32), publicBaseUrl: "http://x" }),
+    applyWindowMs: 1,
+  });
+  const payload = {
+    type: "block_actions",
+    team: { id: TEAM },
+    user: { id: "U1", team_id: TEAM },
+    actions: [41, 42].map((chatId) => ({
+      action_id: "parley_close",
+      block_id: `parley_chat:${chatId}`,
+      value: "",
+    })),
+  };
+  const body = new TextEncoder().encode(`payload=${encodeURIComponent(JSON.stringify(payload))}`);
+  const [{ id }] = await env.db.sql`
+    INSERT INTO slack_deliveries (kind, body) VALUES ('action', ${body}) RETURNING id`;
+  const applying = processor.process("action", Number(id), body, payload);
+  await eventually(() => Promise.resolve(asked.length), (count) => count > 0, "asked");
+  // Awaited one by one, a request behind it could reach the actor before the second.
+  assert.deepEqual(asked, [41, 42], "both asked before the first was answered");
+  answer.resolve({ ok: true, value: null });
+  await applying;
+});
+
 /** A member's message in the conversation's thread, as Slack sends it. */
 function threadEvent(id: string, thread: string, event: Record<string, unknown>) {
   return {

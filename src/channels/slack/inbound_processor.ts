@@ -272,15 +272,20 @@ export function createSlackInboundProcessor(deps: SlackInboundDeps): SlackInboun
     return commands;
   }
 
-  /** Hands a click request's commands to the actor one after another, then marks it applied. */
+  /**
+   * Hands a click request's commands to the actor together, in order (awaited one by one, the
+   * requests behind could pass the later ones), then marks it applied. Tried again, a command that
+   * did commit changes nothing: a click is accepted once, a closed conversation stays closed.
+   */
   async function submitAction(
     id: number,
     commands: (CloseChatCommand | VisitorActionCommand)[],
     place: StreamPlace,
   ): Promise<void> {
-    for (const command of commands) {
-      failIfFailed(await deps.ask(appActorKey(command.appId), { ...command, order: place }));
-    }
+    const results = await Promise.all(
+      commands.map((command) => deps.ask(appActorKey(command.appId), { ...command, order: place })),
+    );
+    results.forEach(failIfFailed);
     await markSlackDeliveryProcessed(deps.sql, id);
   }
 
