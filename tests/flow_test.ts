@@ -279,6 +279,35 @@ Deno.test("a click on a button the Flow's on leaves out is stored once and stops
   assert.equal(chat.status, "open");
 });
 
+Deno.test("a click on a button of a Flow replaced since shows the node again as it is now", async () => {
+  await using env = await setUp();
+  await using visitor = await visitorOf(env.server.baseUrl, env.app.publicId);
+  const { chatId, welcome } = await visitor.startChat();
+  const replaced = structuredClone(FLOW);
+  replaced.nodes.welcome.message.content.buttons = [{ id: "buy", title: "Buy" }];
+  (replaced.nodes.welcome as { on: Record<string, string> }).on = { buy: "sales" };
+  const put = await apiCall(env.server.baseUrl, "/flow", {
+    method: "PUT",
+    key: env.app.key,
+    json: replaced,
+  });
+  assert.equal(put.status, 200, JSON.stringify(put.json));
+
+  const click = await visitor.click(chatId, welcome.id, "sales");
+  assert.equal(click.status, 200, JSON.stringify(click.json));
+  await waitUntil(() => visitor.messages().length >= 4, "the node shown again");
+  const [clicked, again] = visitor.messages().slice(2);
+  assert.equal(clicked.content, "Sales");
+  assert.equal(again.sender_type, "flow");
+  assert.deepEqual((again.payload as { buttons: unknown }).buttons, [{ id: "buy", title: "Buy" }]);
+  // The visitor can go on from it.
+  assert.equal((await visitor.click(chatId, again.id, "buy")).status, 200);
+  await waitUntil(
+    () => visitor.messages().some((message) => message.content.startsWith("A sales rep")),
+    "the new Flow's next node",
+  );
+});
+
 Deno.test("a message queued behind a click that closes the conversation opens a new one", async () => {
   await using env = await setUp();
   await using visitor = await visitorOf(env.server.baseUrl, env.app.publicId);

@@ -587,6 +587,116 @@ Deno.test("a click with several actions hands them all to the actor at once, in 
   await applying;
 });
 
+Deno.test("a Slack click on a WhatsApp conversation's Flow step does not reopen its 24-hour window", async () => {
+  await using env = await setUp();
+  await install(env);
+  const ask = {
+    message_type: "buttons",
+    content: { text: "Sales?", buttons: [{ id: "yes", title: "Yes" }] },
+  };
+  const flow = {
+    start: "ask",
+    nodes: {
+      ask: { message: ask, on: { yes: "done" } },
+      done: { message: { message_type: "text", content: "Connecting you." } },
+    },
+  };
+  const put = await apiCall(env.server.baseUrl, "/flow", {
+    method: "PUT",
+    key: env.app.key,
+    json: flow,
+  });
+  assert.equal(put.status, 200);
+  const { sql } = env.db;
+  const appId = env.app.appId;
+  // A WhatsApp customer who last wrote 25 hours ago, their conversation waiting on the step.
+  const [client] = await sql<{ id: number }[]>`
+    INSERT INTO clients (app_id, name) VALUES (${appId}, 'Ana') RETURNING id`;
+  const [chat] = await sql<{ id: number }[]>`
+    INSERT INTO conversations (app_id, client_id, channel, status, last_message_at, last_inbound_at)
+    VALUES (${appId}, ${client.id}, 'whatsapp', 'open', now() - interval '25 hours',
+      now() - interval '25 hours')
+    RETURNING id`;
+  const [step] = await sql<{ id: number }[]>`
+    INSERT INTO messages (app_id, conversation_id, sender_type, message_type, content, payload)
+    VALUES (${appId}, ${chat.id}, 'flow', 'buttons', ${JSON.stringify(ask.content)},
+      ${sql.json(ask.content)})
+    RETURNING id`;
+  await sql`UPDATE conversations SET action_message_id = ${step.id}, flow_node = 'ask'
+    WHERE id = ${chat.id}`;
+  const clicked = await env.slack.postAction(`${env.server.baseUrl}/api/v1/slack/actions`, {
+    type: "block_actions",
+    team: { id: TEAM },
+    user: { id: "U_AGENT", team_id: TEAM },
+    actions: [{
+      type: "button",
+      action_id: "parley_button:0",
+      block_id: `parley_message:${step.id}:0`,
+      value: "yes",
+    }],
+  });
+  await clicked.body?.cancel();
+  // The click is accepted, but it is not the customer writing: the Flow's next step, free-form,
+  // may not go out (as Meta would refuse it), and the window stays closed.
+  await eventually(
+    () => sql`SELECT 1 FROM slack_deliveries WHERE processed_at IS NOT NULL`,
+    (rows) => rows.length > 0,
+    "the click applied",
+  );
+  const stored = await sql`
+    SELECT sender_type, content FROM messages WHERE conversation_id = ${chat.id} ORDER BY id`;
+  assert.deepEqual(stored.map((row) => `${row.sender_type}: ${row.content}`).slice(1), [
+    "visitor: Yes",
+  ]);
+  const [after] = await sql`
+    SELECT now() - last_inbound_at > interval '24 hours' AS closed FROM conversations
+    WHERE id = ${chat.id}`;
+  assert.equal(after.closed, true, "the window stays closed");
+  const reply = await apiCall(env.server.baseUrl, "/messages", {
+    method: "POST",
+    key: env.app.key,
+    json: { chat_id: chat.id, content: "hi" },
+  });
+  assert.equal(reply.status, 422);
+});
+
+Deno.test("a part whose blocks Slack refuses is posted as its plain-text fallback", async () => {
+  await using env = await setUp();
+  await install(env);
+  const chat = await createVisitorChat(env.server.baseUrl, env.app.publicId, "Hi");
+  await waitUntil(() => posts(env.slack).length >= 2, "root and visitor message");
+  // What Slack answers for an image block whose URL it cannot download.
+  env.slack.queue("chat.postMessage", {
+    body: {
+      ok: false,
+      error: "invalid_blocks",
+      errors: ["downloading image failed [json-pointer:/blocks/0/accessory/image_url]"],
+    },
+  });
+  const card = {
+    title: "Your order #1234",
+    image_url: "https://example.com/missing.png",
+    buttons: [{ id: "track", title: "Track" }],
+  };
+  const sent = await apiCall(env.server.baseUrl, "/messages", {
+    method: "POST",
+    key: env.app.key,
+    json: { chat_id: chat.chatId, message_type: "card", content: JSON.stringify(card) },
+  });
+  assert.equal(sent.status, 200);
+  await waitUntil(() => posts(env.slack).length >= 4, "the card, then its fallback");
+  const [refused, fallback] = posts(env.slack).slice(2);
+  assert.ok(refused.params.blocks, "first with its blocks");
+  assert.equal(fallback.params.blocks, undefined);
+  assert.match(String(fallback.params.text), /Your order #1234/);
+  const [row] = await eventually(
+    () => env.db.sql`SELECT state FROM outbox WHERE kind = 'slack' ORDER BY id DESC LIMIT 1`,
+    ([last]) => last?.state === "succeeded",
+    "the send recorded",
+  );
+  assert.equal(row.state, "succeeded");
+});
+
 /** A member's message in the conversation's thread, as Slack sends it. */
 function threadEvent(id: string, thread: string, event: Record<string, unknown>) {
   return {

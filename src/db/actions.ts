@@ -38,7 +38,8 @@ export type AcceptedAction =
  * and the conversation open and waiting on that message (else `stale`: an old message, a
  * repeated click, a closed conversation). An accepted click clears the wait, is stored as a
  * `text` visitor message holding the button's title, moves the conversation's activity times
- * and queues `message.received` for a subscribed webhook.
+ * (not the inbound time of a WhatsApp conversation: only the customer's messages reopen its
+ * 24-hour window) and queues `message.received` for a subscribed webhook.
  */
 export async function acceptAction(sql: Tx, input: ActionInput): Promise<AcceptedAction> {
   const [row] = await sql<
@@ -80,7 +81,10 @@ export async function acceptAction(sql: Tx, input: ActionInput): Promise<Accepte
       SET action_message_id = CASE WHEN flow_step THEN NULL ELSE c.action_message_id END,
         flow_node = CASE WHEN flow_step THEN NULL ELSE c.flow_node END,
         reply_action_message_id = CASE WHEN flow_step THEN c.reply_action_message_id END,
-        last_message_at = stamp.at, last_inbound_at = stamp.at
+        last_message_at = stamp.at,
+        -- A WhatsApp conversation's 24-hour window counts from the customer's own messages
+        -- (their platform time); a click here came from Slack, on their behalf.
+        last_inbound_at = CASE WHEN c.channel = 'whatsapp' THEN c.last_inbound_at ELSE stamp.at END
       FROM chat, button, stamp,
         LATERAL (SELECT chat.action_message_id = ${input.messageId} AS flow_step) step
       WHERE c.app_id = ${input.appId} AND c.id = chat.id AND chat.status = 'open'

@@ -225,14 +225,18 @@ export function startFlow(flow: Flow): FlowStep {
 }
 
 /**
- * The step a Flow takes on a click of `buttonId` on the message of node `node`; null, and the Flow
- * stops, when it maps no such button (left out of `on`, or the Flow changed since the message).
+ * The step a Flow takes on a click of `buttonId` on the message of node `node`: null, and the
+ * Flow stops, when the node's message offers the button but `on` leaves it out, or the node is
+ * gone. When the node's message no longer offers it (the Flow was replaced since the message was
+ * sent), the node is shown again as the Flow has it now, rather than leaving the visitor with
+ * nothing to click.
  */
 export function advanceFlow(flow: Flow, node: string, buttonId: string): FlowStep | null {
   if (!Object.hasOwn(flow.nodes, node)) return null;
-  const on = flow.nodes[node].on;
-  if (on === undefined || !Object.hasOwn(on, buttonId)) return null;
-  return walk(flow, on[buttonId]);
+  const { on } = flow.nodes[node];
+  if (on !== undefined && Object.hasOwn(on, buttonId)) return walk(flow, on[buttonId]);
+  const offered = buttonsOfNode(flow.nodes[node]).some((button) => button.id === buttonId);
+  return offered ? null : walk(flow, node);
 }
 
 function walk(flow: Flow, target: string): FlowStep {

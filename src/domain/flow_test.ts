@@ -233,11 +233,30 @@ Deno.test("advanceFlow ends at a node without on or then", () => {
   assert.equal(step.stop, "end");
 });
 
-Deno.test("advanceFlow answers null for a node or button the Flow no longer has", () => {
+Deno.test("advanceFlow answers null for a node the Flow no longer has, or a button it leaves out", () => {
   const flow = parseFlow(SAMPLE);
   assert.equal(advanceFlow(flow, "gone", "sales"), null);
-  assert.equal(advanceFlow(flow, "welcome", "gone"), null);
-  assert.equal(advanceFlow(flow, "sales", "sales"), null);
+  const unmapped = structuredClone(SAMPLE);
+  delete (unmapped.nodes.welcome.on as Record<string, string>).help;
+  assert.equal(advanceFlow(parseFlow(unmapped), "welcome", "help"), null, "offered, not mapped");
+});
+
+Deno.test("advanceFlow shows the node again when its message no longer offers the button", () => {
+  // The Flow was replaced since the message: "gone" was one of the old version's buttons.
+  const flow = parseFlow(SAMPLE);
+  const again = advanceFlow(flow, "welcome", "gone");
+  assert.deepEqual(again?.sends.map((send) => send.node), ["welcome"]);
+  assert.equal(again?.stop, "waiting");
+  // A node that now offers no buttons at all is shown and goes on from there.
+  assert.deepEqual(advanceFlow(flow, "sales", "sales"), {
+    sends: [{
+      node: "sales",
+      messageType: "text",
+      content: "A sales rep will be with you shortly.",
+      payload: null,
+    }],
+    stop: "handoff",
+  });
 });
 
 Deno.test("parseFlow refuses __proto__ as a node name or a mapped button id, saying so", () => {

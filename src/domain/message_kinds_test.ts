@@ -351,6 +351,18 @@ Deno.test("parseMessageContent() rejects blank required strings", () => {
     invalid("buttons", "buttons.0.id is required"),
   );
   assertRejected("card", JSON.stringify({ title: "\u00a0" }), invalid("card", "title is required"));
+  // Invisible characters render as a blank button: zero-width space, word joiner, soft hyphen,
+  // Hangul filler.
+  assertRejected(
+    "buttons",
+    JSON.stringify({ text: "t", buttons: [{ id: "a", title: "\u200b\u2060\u00ad\u3164" }] }),
+    invalid("buttons", "buttons.0.title is required"),
+  );
+  assertRejected(
+    "buttons",
+    JSON.stringify({ text: "\u200b", buttons: buttons(1) }),
+    invalid("buttons", "text is required"),
+  );
   assertRejected(
     "form",
     JSON.stringify({ title: "t", fields: [{ name: "n", label: " ", type: "text" }] }),

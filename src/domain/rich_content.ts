@@ -29,8 +29,13 @@ const MAX_FORM_FIELDS = 10;
 /** Form field input types. */
 const FORM_FIELD_TYPES = ["text", "email", "number"] as const;
 
-/** Matches a string that is not blank after trim (`\s` is exactly the set `trim()` removes). */
-export const NOT_BLANK = /\S/;
+/**
+ * Matches a string with something visible in it: not only white space (`\s`, what `trim()`
+ * removes) and invisible characters — format characters (`\p{Cf}`: zero-width space and joiners,
+ * the soft hyphen, the byte order mark) and the Hangul fillers — which render as a blank button or
+ * title on Slack and WhatsApp.
+ */
+export const NOT_BLANK = /[^\s\p{Cf}\u115F\u1160\u3164\uFFA0]/u;
 
 /** A required string: present, not blank after trim, at most `max` characters. */
 function requiredString(max: number) {

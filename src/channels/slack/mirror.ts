@@ -173,12 +173,19 @@ export async function sendMirror(deps: MirrorDeps, send: ClaimedMirror): Promise
       // and a message already there (or typed in Slack) is not posted again.
       let first = message.firstTs;
       for (let index = message.postedParts; index < parts.length; index++) {
-        const posted = await client.chat.postMessage({
+        const post = {
           channel: thread.channelId,
           thread_ts: thread.ts,
           username: senderLabel(message, visitor),
           ...(message.senderType === "visitor" ? { icon_emoji: VISITOR_ICON } : {}),
           ...parts[index],
+        };
+        const posted = await client.chat.postMessage(post).catch((error) => {
+          // Blocks Slack refuses though they passed our checks (an image it could not download,
+          // say): the part goes as its plain-text fallback rather than not at all (CONTRACT §4.2).
+          if (slackErrorOf(error).code !== "invalid_blocks" || !post.blocks) throw error;
+          const { blocks: _refused, ...plain } = post;
+          return client.chat.postMessage(plain);
         });
         first ??= posted.ts ?? null;
         if (first === null) continue;
