@@ -555,9 +555,34 @@ Deno.test("plainTextOf() renders media with neither caption nor file name as its
   assert.equal(plainTextOf("file", payload, ""), "https://example.com/a.pdf");
 });
 
-Deno.test("plainTextOf() renders a template as its name", () => {
-  const payload = { name: "order_update", language: "en_US", components: [{ type: "body" }] };
-  assert.equal(plainTextOf("template", payload, ""), "order_update");
+Deno.test("plainTextOf() renders a template as its name, the texts it fills in and its quick replies", () => {
+  const bare = { name: "order_update", language: "en_US", components: [{ type: "body" }] };
+  assert.equal(plainTextOf("template", bare, ""), "Template order_update (en_US)");
+  const filled = {
+    name: "order_update",
+    language: "en_US",
+    components: [
+      { type: "header", parameters: [{ type: "text", text: "Ana" }] },
+      {
+        type: "body",
+        parameters: [
+          { type: "text", text: "#1234" },
+          { type: "currency", currency: { fallback_value: "$10", code: "USD", amount_1000: 10 } },
+          { type: "image", image: { link: "https://example.com/a.png" } },
+        ],
+      },
+      {
+        type: "button",
+        sub_type: "quick_reply",
+        index: "0",
+        parameters: [{ type: "payload", payload: "yes" }],
+      },
+    ],
+  };
+  assert.equal(
+    plainTextOf("template", filled, ""),
+    "Template order_update (en_US)\nAna · #1234 · $10\n• yes",
+  );
 });
 
 Deno.test("plainTextOf() falls back to the content when the payload does not fit its type", () => {

@@ -4,7 +4,7 @@
  */
 
 import type { z } from "zod";
-import type { MessageType } from "./message_kinds.ts";
+import { buttonsOffered, type MessageType } from "./message_kinds.ts";
 import {
   type Button,
   BUTTONS_CONTENT,
@@ -15,6 +15,7 @@ import {
   NOT_BLANK,
   STORED_MEDIA_CONTENT,
   TEMPLATE_CONTENT,
+  type TemplateContent,
 } from "./rich_content.ts";
 
 /** Whether `value` is a string with something other than whitespace in it. */
@@ -53,8 +54,9 @@ function renderWith<T>(
  * natively (degrade to plain text, never drop). `text` and `markdown` yield `content`; `buttons`
  * the text then a `• Title` line per button; `card` the title, subtitle, image URL and button
  * lines; `carousel` its cards separated by blank lines; `form` the title then a `Label:` line per
- * field; `image` and `file` the caption (else the file name) then the URL; `template` the
- * template name. A payload that does not fit its type falls back to `content`.
+ * field; `image` and `file` the caption (else the file name) then the URL; `template` its name
+ * and language, the texts it fills in, then a `• payload` line per quick reply (the template's own
+ * wording is at Meta). A payload that does not fit its type falls back to `content`.
  */
 export function plainTextOf(messageType: MessageType, payload: unknown, content: string): string {
   switch (messageType) {
@@ -95,6 +97,42 @@ export function plainTextOf(messageType: MessageType, payload: unknown, content:
         return label === undefined ? doc.url : `${label}\n${doc.url}`;
       });
     case "template":
-      return renderWith(TEMPLATE_CONTENT, payload, content, (doc) => doc.name);
+      return renderWith(
+        TEMPLATE_CONTENT,
+        payload,
+        content,
+        (doc) =>
+          [...templateLines(doc), ...buttonLines(buttonsOffered("template", doc))].join("\n"),
+      );
   }
+}
+
+/**
+ * A template as lines, its quick replies aside: `Template {name} ({language})`, then the texts
+ * it fills in, joined by ` · `.
+ */
+export function templateLines(doc: TemplateContent): string[] {
+  const filled = templateTexts(doc.components ?? []);
+  return [
+    `Template ${doc.name} (${doc.language})`,
+    ...(filled.length > 0 ? [filled.join(" · ")] : []),
+  ];
+}
+
+/**
+ * The texts a template's header and body parameters fill in (`text`, and the `fallback_value` of
+ * a currency or date), in order.
+ */
+function templateTexts(components: Record<string, unknown>[]): string[] {
+  return components.flatMap((component) => {
+    if (component.type !== "header" && component.type !== "body") return [];
+    const parameters = Array.isArray(component.parameters) ? component.parameters : [];
+    return parameters.flatMap((parameter: Record<string, unknown> | null) => {
+      const text = parameter?.type === "text"
+        ? parameter.text
+        : (parameter?.[String(parameter?.type)] as { fallback_value?: unknown } | undefined)
+          ?.fallback_value;
+      return typeof text === "string" && isPresent(text) ? [text] : [];
+    });
+  });
 }

@@ -1,15 +1,16 @@
 /**
  * Renders a Parley message as Slack Block Kit (CONTRACT §4.2): card and buttons become section
  * and actions blocks, a carousel a series of cards between dividers, markdown mrkdwn sections,
- * text an escaped section, image an image block, file a link; form, template and any payload
- * that does not fit its schema degrade to plain text. Slack's limits are met by splitting (text
+ * text an escaped section, image an image block, file a link, a WhatsApp template its name and
+ * filled-in texts with its quick replies as buttons; form and any payload that does not fit its
+ * schema degrade to plain text. Slack's limits are met by splitting (text
  * across sections, blocks across several `chat.postMessage` bodies) or by visible truncation
  * ending in "…", never by failing or dropping content. Button clicks are routed back through
  * the `block_id` and `value` this module writes ({@linkcode parseSlackAction}). Pure: no I/O.
  */
 
-import type { MessageType } from "./message_kinds.ts";
-import { plainTextOf } from "./plain_text.ts";
+import { buttonsOffered, type MessageType } from "./message_kinds.ts";
+import { plainTextOf, templateLines } from "./plain_text.ts";
 import {
   type Button,
   BUTTONS_CONTENT,
@@ -18,6 +19,7 @@ import {
   CAROUSEL_CONTENT,
   MEDIA_CONTENT,
   type MediaContent,
+  TEMPLATE_CONTENT,
 } from "./rich_content.ts";
 import {
   escapeMrkdwn,
@@ -269,6 +271,16 @@ function renderGroups(message: SlackMessageSource, state: RenderState): Piece[][
       // Not native (an http link of a development setup, say): as text, never as its JSON.
       if (!doc.success) return plain(plainTextOf(type, payload, content));
       return [type === "image" ? image(doc.data) : file(doc.data)];
+    }
+    case "template": {
+      // The template's own wording is at Meta: its name and filled-in texts, and its quick
+      // replies as buttons, so that an agent can drive a Flow waiting on them.
+      const doc = TEMPLATE_CONTENT.safeParse(payload);
+      if (!doc.success) return plain(content);
+      return [[
+        ...sections(textToMrkdwn(templateLines(doc.data).join("\n"))),
+        ...actions(buttonsOffered("template", doc.data), state),
+      ]];
     }
     default:
       return plain(plainTextOf(type, payload, content));

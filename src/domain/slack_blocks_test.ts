@@ -296,10 +296,22 @@ Deno.test("renderSlackMessage() shows media stored with an http link as its capt
   assert.equal(rendered.text.includes("{"), false, rendered.text);
 });
 
-Deno.test("renderSlackMessage() renders a template as plain text", async () => {
+Deno.test("renderSlackMessage() renders a template as its name, filled-in texts and quick-reply buttons", async () => {
   await assertRendersAs(
     "template",
-    message("template", { name: "order_update", language: "en_US", components: [] }),
+    message("template", {
+      name: "order_update",
+      language: "en_US",
+      components: [
+        { type: "body", parameters: [{ type: "text", text: "Ana" }] },
+        {
+          type: "button",
+          sub_type: "quick_reply",
+          index: "0",
+          parameters: [{ type: "payload", payload: "yes" }],
+        },
+      ],
+    }),
   );
 });
 

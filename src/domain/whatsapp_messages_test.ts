@@ -97,10 +97,14 @@ function assertWithinLimits(messages: WhatsAppMessage[]): void {
   assert.equal(new Set(ids).size, ids.length, "reply ids are not unique within the message");
 }
 
-/** The words (runs of letters and digits) of a message's input text, fence info strings aside. */
+/**
+ * The words (runs of letters and digits) of a message's input text, fence info strings aside (a
+ * template's plain-text heading too: it goes as itself).
+ */
 function inputWords(message: Rendered): string[] {
   const text = plainTextOf(message.message_type, message.payload, message.content)
-    .replace(/^\s*(```|~~~).*$/gm, "");
+    .replace(/^\s*(```|~~~).*$/gm, "")
+    .replace(/^Template /, "");
   return text.split(/[^\p{L}\p{N}]+/u).filter((word) => word !== "");
 }
 
