@@ -26,13 +26,25 @@ Deno.test("sweepChannelRecords deletes only what has outlived its use", async ()
     INSERT INTO slack_install_tickets (token_hash, app_id, expires_at) VALUES
       (${new Uint8Array([1])}, ${app.id}, clock_timestamp() - interval '2 days'),
       (${new Uint8Array([2])}, ${app.id}, clock_timestamp())`;
-  assert.equal(await sweepChannelRecords(db.sql), 5);
+  await db.sql`
+    INSERT INTO whatsapp_sent_parts (app_id, wamid, message_id, part, sent_at) VALUES
+      (${app.id}, 'wamid.old', 1, 0, clock_timestamp() - interval '31 days'),
+      (${app.id}, 'wamid.new', 2, 0, clock_timestamp() - interval '29 days')`;
+  assert.equal(await sweepChannelRecords(db.sql), 6);
   const [left] = await db.sql`
     SELECT (SELECT count(*) FROM outbox) AS outbox,
       (SELECT count(*) FROM whatsapp_deliveries) AS whatsapp,
       (SELECT count(*) FROM slack_deliveries) AS slack,
       (SELECT count(*) FROM slack_events) AS events,
-      (SELECT count(*) FROM slack_install_tickets) AS tickets`;
-  assert.deepEqual({ ...left }, { outbox: 2, whatsapp: 2, slack: 0, events: 1, tickets: 1 });
+      (SELECT count(*) FROM slack_install_tickets) AS tickets,
+      (SELECT string_agg(wamid, ',') FROM whatsapp_sent_parts) AS parts`;
+  assert.deepEqual({ ...left }, {
+    outbox: 2,
+    whatsapp: 2,
+    slack: 0,
+    events: 1,
+    tickets: 1,
+    parts: "wamid.new",
+  });
   assert.equal(await sweepChannelRecords(db.sql), 0);
 });

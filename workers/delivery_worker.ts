@@ -75,7 +75,11 @@ let sender: DeliveryLoop | null = null;
 let keeper: LeaseKeeper<unknown> | null = null;
 /** The Slack mirror's sender. */
 let mirror: DeliveryLoop | null = null;
+/** When the first sweep of old records runs after start, and then how often. */
+const FIRST_SWEEP_MS = 60_000;
+const SWEEP_EVERY_MS = 3_600_000;
 let sweep: ReturnType<typeof setInterval> | undefined;
+let firstSweep: ReturnType<typeof setTimeout> | undefined;
 /** Keep-alive connections to receivers, shared by every attempt of this worker. */
 const connections = createConnectionPool();
 
@@ -191,16 +195,19 @@ self.onmessage = async (event: MessageEvent<DeliveryWorkerMessage>) => {
         onError: (error) => log("error", "slack mirror failed", describeError(error)),
         batchSize: 16,
       });
-      // Attempts are kept 14 days; any instance may sweep them.
+      // Attempts are kept 14 days; any instance may sweep them: a minute after start (an
+      // instance restarted more often than hourly would never sweep), then every hour.
       if (message.sweeps) {
-        sweep = setInterval(() => {
+        const sweepOnce = () => {
           deleteOldAttempts(pool).catch((error) =>
             log("warn", "delivery log sweep failed", describeError(error))
           );
           sweepChannelRecords(pool).catch((error) =>
             log("warn", "channel sweep failed", describeError(error))
           );
-        }, 3_600_000);
+        };
+        firstSweep = setTimeout(sweepOnce, FIRST_SWEEP_MS);
+        sweep = setInterval(sweepOnce, SWEEP_EVERY_MS);
       }
       self.postMessage({ type: "ready" });
       break;
@@ -211,6 +218,7 @@ self.onmessage = async (event: MessageEvent<DeliveryWorkerMessage>) => {
       mirror?.wake();
       break;
     case "stop":
+      clearTimeout(firstSweep);
       clearInterval(sweep);
       await Promise.all([loop?.stop(), sender?.stop(), mirror?.stop()]);
       await keeper?.stop();

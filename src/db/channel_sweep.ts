@@ -1,7 +1,8 @@
 /**
  * The channels' housekeeping: what is kept only as long as it can matter. Finished channel sends
  * and applied raw requests go after 14 days (like webhook attempts), Slack event ids after 2 days
- * (Slack retries for an hour), expired install tickets and OAuth states after a day.
+ * (Slack retries for an hour), expired install tickets and OAuth states after a day, the
+ * WhatsApp parts sent (which map status receipts to messages) after 30 days.
  */
 import type { Tx } from "./client.ts";
 
@@ -30,9 +31,13 @@ export async function sweepChannelRecords(sql: Tx): Promise<number> {
     ), states AS (
       DELETE FROM slack_oauth_states WHERE expires_at < statement_timestamp() - interval '1 day'
       RETURNING 1
+    ), parts AS (
+      DELETE FROM whatsapp_sent_parts WHERE sent_at < statement_timestamp() - interval '30 days'
+      RETURNING 1
     )
     SELECT ((SELECT count(*) FROM sends) + (SELECT count(*) FROM whatsapp)
       + (SELECT count(*) FROM slack) + (SELECT count(*) FROM events)
-      + (SELECT count(*) FROM tickets) + (SELECT count(*) FROM states))::int AS deleted`;
+      + (SELECT count(*) FROM tickets) + (SELECT count(*) FROM states)
+      + (SELECT count(*) FROM parts))::int AS deleted`;
   return row.deleted;
 }

@@ -66,7 +66,9 @@ export function apiKeyAuth(
     cache.delete(key);
     cache.set(key, { caller, expiresAt: now + cacheMs });
     caller.catch(() => cache.delete(key));
-    if (cache.size > cacheSize) sweep(now);
+    // Expired entries go as new ones come (revoked keys' lookups among them), not only once the
+    // cache is full: it stays as small as the keys used in the last second.
+    sweep(now);
     return caller;
   }
 
