@@ -467,6 +467,14 @@ Deno.test("a delivery that cannot be handed to its actor counts an attempt, so r
 });
 
 /** An inbound processor over `ask`, its retries as `retry` says (the actor is the test's). */
+/** A delivery of one text message stored for application `appId`, as the webhook stores it. */
+async function storedDelivery(sql: TestDatabase["sql"], appId: number, text: string) {
+  const body = new TextEncoder().encode(JSON.stringify(webhookBody([textMessage(text)])));
+  const [{ id }] = await sql`
+    INSERT INTO whatsapp_deliveries (app_id, body) VALUES (${appId}, ${body}) RETURNING id`;
+  return { id: Number(id), body };
+}
+
 function processorAsking(
   sql: TestDatabase["sql"],
   ask: Parameters<typeof createWhatsAppInboundProcessor>[0]["ask"],
@@ -487,12 +495,7 @@ function processorAsking(
 Deno.test("a delivery failing while the database is unreachable is retried before those behind it", async () => {
   await using db = await createTestDatabase();
   const app = await createKeyedApp(db.sql);
-  const stored = async (text: string) => {
-    const body = new TextEncoder().encode(JSON.stringify(webhookBody([textMessage(text)])));
-    const [{ id }] = await db.sql`
-      INSERT INTO whatsapp_deliveries (app_id, body) VALUES (${app.appId}, ${body}) RETURNING id`;
-    return { id: Number(id), body };
-  };
+  const stored = (text: string) => storedDelivery(db.sql, app.appId, text);
   const first = await stored("first");
   const second = await stored("second");
   const asked: string[] = [];
@@ -544,12 +547,7 @@ Deno.test("a delivery failing while the database is unreachable is retried befor
 Deno.test("a delivery handed over behind one that fails is not applied before its retry", async () => {
   await using db = await createTestDatabase();
   const app = await createKeyedApp(db.sql);
-  const stored = async (text: string) => {
-    const body = new TextEncoder().encode(JSON.stringify(webhookBody([textMessage(text)])));
-    const [{ id }] = await db.sql`
-      INSERT INTO whatsapp_deliveries (app_id, body) VALUES (${app.appId}, ${body}) RETURNING id`;
-    return { id: Number(id), body };
-  };
+  const stored = (text: string) => storedDelivery(db.sql, app.appId, text);
   const textOf = (command: AppCommand) => {
     const entry = command.kind === "whatsapp.inbound" ? command.entries[0] : null;
     return entry?.kind === "message" ? entry.content : "?";
