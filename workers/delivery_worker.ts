@@ -30,7 +30,7 @@ import {
   recordSentPart,
 } from "../src/db/channel_sends.ts";
 import { markWhatsAppChannelAttention } from "../src/db/whatsapp_channels.ts";
-import { sendClaimed } from "../src/channels/whatsapp/sender.ts";
+import { sendToWhatsApp } from "../src/channels/whatsapp/sender.ts";
 import {
   type ClaimedMirror,
   claimMirrorSends,
@@ -138,7 +138,7 @@ self.onmessage = async (event: MessageEvent<DeliveryWorkerMessage>) => {
         keyOf: (send) => send.appId,
         attempt: (send) =>
           leases.holding(send, () =>
-            sendClaimed({
+            sendToWhatsApp({
               graphUrl: message.whatsappGraphUrl,
               openSecret: (sealed) => secretBox.open(sealed),
               recordPart: (claimed, part, wamid) =>

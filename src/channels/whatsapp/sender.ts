@@ -43,7 +43,7 @@ function describe(failure: GraphFailure): string {
 }
 
 /** Sends `send` and records how it went. */
-export async function sendClaimed(deps: SenderDeps, send: ClaimedSend): Promise<void> {
+export async function sendToWhatsApp(deps: SenderDeps, send: ClaimedSend): Promise<void> {
   const record = (outcome: SendOutcome) => deps.recordOutcome(send, outcome);
   if (!send.message) {
     return record({ state: "failed", error: "the message no longer exists", code: null });
