@@ -9,13 +9,13 @@ import ipaddr from "ipaddr.js";
 /** A parsed IPv4 or IPv6 address. */
 export type Address = ipaddr.IPv4 | ipaddr.IPv6;
 
-let listed: { addresses: string[]; at: number } | null = null;
+let listed: { addresses: readonly string[]; at: number } | null = null;
 
 /**
  * The addresses of this machine's network interfaces (none where they cannot be listed), listed
  * again at most every 10 s: every delivery attempt checks them.
  */
-export function machineAddresses(): string[] {
+export function machineAddresses(): readonly string[] {
   const now = performance.now();
   if (listed && now - listed.at < 10_000) return listed.addresses;
   let addresses: string[] = [];
@@ -24,8 +24,9 @@ export function machineAddresses(): string[] {
   } catch {
     // Not allowed to list them: only the configured ranges apply.
   }
-  listed = { addresses, at: now };
-  return addresses;
+  // Frozen: the SSRF guard keeps its canonical forms while the same list comes back.
+  listed = { addresses: Object.freeze(addresses), at: now };
+  return listed.addresses;
 }
 
 /** `address` in canonical form, IPv4-mapped IPv6 as IPv4; null when it is no IP address. */

@@ -81,6 +81,13 @@ interface Idle {
 interface PoolAccess extends ConnectionPool {
   take(key: string): TlsConnection | undefined;
   give(key: string, conn: TlsConnection): void;
+  /**
+   * An idle connection to the endpoint, or null: the caller opens one and calls `opened` once it
+   * is open or failed. Waits while `maxOpeningPerKey` are being opened, for one of them or for a
+   * connection given back; rejects with `timeout` when `waitMs` pass first.
+   */
+  acquire(key: string, waitMs: number, timeout: () => Error): Promise<TlsConnection | null>;
+  opened(key: string): void;
 }
 
 /**
@@ -89,10 +96,20 @@ interface PoolAccess extends ConnectionPool {
  * the checked address, port, server name and trusted roots, so reuse never skips a check.
  */
 export function createConnectionPool(
-  options: { idleMs?: number; maxIdlePerKey?: number } = {},
+  options: { idleMs?: number; maxIdlePerKey?: number; maxOpeningPerKey?: number } = {},
 ): ConnectionPool {
-  const { idleMs = 4_000, maxIdlePerKey = 64 } = options;
+  const { idleMs = 4_000, maxIdlePerKey = 64, maxOpeningPerKey = 4 } = options;
   const idle = new Map<string, Idle[]>();
+  /** Connections being opened per endpoint, and the requests waiting for one. */
+  const opening = new Map<string, number>();
+  const waiting = new Map<string, (() => void)[]>();
+  /** The endpoint's first waiter tries again (a connection was given back, or an opening ended). */
+  function wakeOne(key: string): void {
+    const queue = waiting.get(key);
+    const next = queue?.shift();
+    if (queue?.length === 0) waiting.delete(key);
+    next?.();
+  }
   let sweeper: ReturnType<typeof setInterval> | undefined;
   /** Closes what idled too long, so endpoints nobody calls any more hold no sockets. */
   function sweep(): void {
@@ -132,12 +149,54 @@ export function createConnectionPool(
         Deno.unrefTimer(timer);
         sweeper = timer;
       }
+      wakeOne(key);
+    },
+    async acquire(key, waitMs, timeout) {
+      const until = performance.now() + waitMs;
+      while (true) {
+        const conn = pool.take(key);
+        if (conn) return conn;
+        const count = opening.get(key) ?? 0;
+        if (count < maxOpeningPerKey) {
+          opening.set(key, count + 1);
+          return null;
+        }
+        // A burst to a cold endpoint opened a connection per request at once: their handshakes
+        // (hundreds of ms each at saturation, on both ends) held every slot. A few at a time,
+        // reused as soon as each is open, serve the burst sooner.
+        await new Promise<void>((resolve, reject) => {
+          const queue = waiting.get(key) ?? [];
+          waiting.set(key, queue);
+          const wake = () => {
+            clearTimeout(timer);
+            resolve();
+          };
+          const timer = setTimeout(() => {
+            const at = queue.indexOf(wake);
+            if (at >= 0) queue.splice(at, 1);
+            if (queue.length === 0 && waiting.get(key) === queue) waiting.delete(key);
+            reject(timeout());
+          }, Math.max(0, until - performance.now()));
+          queue.push(wake);
+        });
+      }
+    },
+    opened(key) {
+      const count = (opening.get(key) ?? 1) - 1;
+      if (count === 0) opening.delete(key);
+      else opening.set(key, count);
+      wakeOne(key);
     },
     close() {
       clearInterval(sweeper);
       sweeper = undefined;
       for (const list of idle.values()) for (const entry of list) entry.conn.close();
       idle.clear();
+      // Whoever waits opens a connection of their own.
+      const woken = [...waiting.values()].flat();
+      waiting.clear();
+      opening.clear();
+      for (const wake of woken) wake();
     },
   };
   return pool;
@@ -152,19 +211,33 @@ export function createConnectionPool(
  */
 export async function postPinned(request: PinnedRequest): Promise<PinnedResponse> {
   const pool = request.pool as PoolAccess | undefined;
-  if (pool) {
-    const key = endpointKey(request);
-    const reused = pool.take(key);
-    if (reused) {
-      try {
-        return await exchange(request, reused);
-      } catch (error) {
-        // The receiver closed the idle connection before reading the request: one fresh try.
-        if (!(error instanceof StaleConnection)) throw error;
-      }
+  if (!pool) return await exchange(request);
+  const key = endpointKey(request);
+  const start = performance.now();
+  const timeout = () => failure(`timeout after ${request.timeoutMs} ms`);
+  const left = () => request.timeoutMs - (performance.now() - start);
+  const reused = await pool.acquire(key, left(), timeout);
+  if (reused === null) {
+    // Told once the connection is open (others may then open theirs), or at the latest here
+    // (it failed, or the request was refused before it was opened).
+    let counted = true;
+    const opened = () => {
+      if (counted) pool.opened(key);
+      counted = false;
+    };
+    try {
+      return await exchange(request, undefined, { budgetMs: left(), opened });
+    } finally {
+      opened();
     }
   }
-  return await exchange(request);
+  try {
+    return await exchange(request, reused, { budgetMs: left() });
+  } catch (error) {
+    // The receiver closed the idle connection before reading the request: one fresh try.
+    if (!(error instanceof StaleConnection)) throw error;
+  }
+  return await exchange(request, undefined, { budgetMs: left() });
 }
 
 /** An idle connection the peer had closed: nothing was sent or answered on it. */
@@ -177,8 +250,18 @@ function endpointKey(request: PinnedRequest): string {
 }
 
 /** One request and response, on `reused` or on a new connection. */
-async function exchange(request: PinnedRequest, reused?: TlsConnection): Promise<PinnedResponse> {
+async function exchange(
+  request: PinnedRequest,
+  reused?: TlsConnection,
+  /** `budgetMs`: what is left of the deadline; `opened`: told once a new connection is open or failed. */
+  options: { budgetMs?: number; opened?: () => void } = {},
+): Promise<PinnedResponse> {
   const start = performance.now();
+  let opened = options.opened;
+  const openEnded = () => {
+    opened?.();
+    opened = undefined;
+  };
   const { url, timeoutMs } = request;
   const pool = request.pool as PoolAccess | undefined;
   if (url.protocol !== "https:") throw failure("not an https URL");
@@ -200,7 +283,7 @@ async function exchange(request: PinnedRequest, reused?: TlsConnection): Promise
     timedOut = true;
     expire(failure(`timeout after ${timeoutMs} ms`));
     conn?.close();
-  }, timeoutMs);
+  }, Math.max(0, options.budgetMs ?? timeoutMs));
   /** Awaits `op` until the deadline. */
   const step = <T>(op: Promise<T>): Promise<T> => Promise.race([op, expired]);
 
@@ -212,6 +295,7 @@ async function exchange(request: PinnedRequest, reused?: TlsConnection): Promise
       await step(conn.connected);
       phase = "TLS";
       await step(conn.secured);
+      openEnded();
     }
     phase = "write";
     await step(conn.write(head));
@@ -229,6 +313,7 @@ async function exchange(request: PinnedRequest, reused?: TlsConnection): Promise
     throw describe(error, phase);
   } finally {
     clearTimeout(timer);
+    openEnded();
     if (keep && pool && conn !== undefined) pool.give(endpointKey(request), conn);
     else conn?.close();
   }

@@ -471,3 +471,84 @@ Deno.test("postPinned() with a pool never reads what an idle connection received
     release.resolve();
   }
 });
+
+Deno.test("postPinned() with a pool opens at most maxOpeningPerKey connections to an endpoint at once", async () => {
+  // Handshakes that never complete: every connection accepted stays in its opening.
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const held: Deno.Conn[] = [];
+  const accepting = (async () => {
+    for await (const conn of listener) held.push(conn);
+  })();
+  const pool = createConnectionPool({ maxOpeningPerKey: 2 });
+  try {
+    const port = (listener.addr as Deno.NetAddr).port;
+    const burst = Array.from(
+      { length: 5 },
+      () => rejection(postPinned(hookRequest(port, { pool, timeoutMs: 400 }))),
+    );
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    assert.equal(held.length, 2);
+    assert.deepEqual(await Promise.all(burst), Array(5).fill("timeout after 400 ms"));
+  } finally {
+    pool.close();
+    listener.close();
+    for (const conn of held) conn.close();
+    await accepting.catch(() => {});
+  }
+});
+
+Deno.test("postPinned() with a pool serves a burst to an endpoint", async () => {
+  const server = Deno.serve(
+    { port: 0, hostname: "127.0.0.1", ...HOOKS, onListen() {} },
+    () => new Response("ok"),
+  );
+  const pool = createConnectionPool({ maxOpeningPerKey: 2 });
+  try {
+    const burst = await Promise.all(
+      Array.from({ length: 20 }, () => postPinned(hookRequest(server.addr.port, { pool }))),
+    );
+    assert.deepEqual(burst.map((response) => response.bodyExcerpt), Array(20).fill("ok"));
+  } finally {
+    pool.close();
+    await server.shutdown();
+  }
+});
+
+Deno.test("postPinned() waiting for a connection of a pool keeps the request's deadline", async () => {
+  // The handshake never completes: the first request holds the only opening until its timeout.
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const held: Deno.Conn[] = [];
+  const accepting = (async () => {
+    for await (const conn of listener) held.push(conn);
+  })();
+  const pool = createConnectionPool({ maxOpeningPerKey: 1 });
+  try {
+    const port = (listener.addr as Deno.NetAddr).port;
+    const started = performance.now();
+    const messages = await Promise.all(
+      [0, 1].map(() => rejection(postPinned(hookRequest(port, { pool, timeoutMs: 200 })))),
+    );
+    assert.deepEqual(messages, ["timeout after 200 ms", "timeout after 200 ms"]);
+    assert.ok(performance.now() - started < 1_000);
+  } finally {
+    pool.close();
+    listener.close();
+    for (const conn of held) conn.close();
+    await accepting.catch(() => {});
+  }
+});
+
+Deno.test("postPinned() with a pool gives back its opening when a request is refused before it connects", async () => {
+  const pool = createConnectionPool({ maxOpeningPerKey: 1 });
+  try {
+    const plain = hookRequest(9, { pool, timeoutMs: 300, url: new URL("http://hooks.test:9/in") });
+    for (let i = 0; i < 3; i++) {
+      // Refused at once each time: the first one's opening did not stay counted.
+      const started = performance.now();
+      assert.equal(await rejection(postPinned(plain)), "not an https URL");
+      assert.ok(performance.now() - started < 200);
+    }
+  } finally {
+    pool.close();
+  }
+});
