@@ -1,5 +1,11 @@
 import assert from "node:assert/strict";
-import { pingDatabase, reserveWithin, splitSocketHost, type Sql } from "./client.ts";
+import {
+  pingDatabase,
+  reconnectDelaySeconds,
+  reserveWithin,
+  splitSocketHost,
+  type Sql,
+} from "./client.ts";
 import { isTransientDatabaseError } from "./transient_retry.ts";
 
 Deno.test("splitSocketHost turns libpq's ?host=/dir into a socket path", () => {
@@ -50,4 +56,11 @@ Deno.test("pingDatabase fails after timeoutMs, or when the query fails", async (
   await pingDatabase(answers, 10);
   const refuses = (() => Promise.reject(new Error("refused"))) as unknown as Sql;
   await assert.rejects(() => pingDatabase(refuses, 1_000), /refused/);
+});
+
+Deno.test("reconnectDelaySeconds grows like postgres.js's but never past 2 s", () => {
+  assert.equal(reconnectDelaySeconds(1, () => 1), 0.03);
+  assert.equal(reconnectDelaySeconds(4, () => 1), 0.81);
+  assert.equal(reconnectDelaySeconds(6, () => 1), 2, "postgres.js: 7.29");
+  assert.equal(reconnectDelaySeconds(40, () => 0), 1);
 });
