@@ -397,17 +397,10 @@ Deno.test("Close on the root message closes the conversation; a Flow button in S
   const [flowMessage] = await env.db.sql`
     SELECT id FROM messages WHERE conversation_id = ${chat.chatId} AND sender_type = 'flow'`;
   const actionsUrl = `${env.server.baseUrl}/api/v1/slack/actions`;
-  const clicked = await env.slack.postAction(actionsUrl, {
-    type: "block_actions",
-    team: { id: TEAM },
-    user: { id: "U1", team_id: TEAM },
-    actions: [{
-      type: "button",
-      action_id: "parley_button:0",
-      block_id: `parley_message:${flowMessage.id}:0`,
-      value: "yes",
-    }],
-  });
+  const clicked = await env.slack.postAction(
+    actionsUrl,
+    blockActions([buttonAction(flowMessage.id, "yes")]),
+  );
   assert.equal(clicked.status, 200);
   await clicked.body?.cancel();
   await waitUntil(
@@ -416,17 +409,10 @@ Deno.test("Close on the root message closes the conversation; a Flow button in S
     5_000,
   );
 
-  const closed = await env.slack.postAction(actionsUrl, {
-    type: "block_actions",
-    team: { id: TEAM },
-    user: { id: "U1", team_id: TEAM },
-    actions: [{
-      type: "button",
-      action_id: "parley_close",
-      block_id: `parley_chat:${chat.chatId}`,
-      value: String(chat.chatId),
-    }],
-  });
+  const closed = await env.slack.postAction(
+    actionsUrl,
+    blockActions([closeAction(chat.chatId, String(chat.chatId))]),
+  );
   await closed.body?.cancel();
   const [row] = await eventually(
     () => env.db.sql`SELECT status FROM conversations WHERE id = ${chat.chatId}`,
@@ -459,13 +445,8 @@ Deno.test("a click whose apply failed stays unprocessed; one failing for a reaso
     retry: { retryDelaysMs: [10] },
   });
   const closeClick = async () => {
-    const payload = {
-      type: "block_actions",
-      team: { id: TEAM },
-      user: { id: "U1", team_id: TEAM },
-      actions: [{ action_id: "parley_close", block_id: "parley_chat:42", value: "42" }],
-    };
-    const body = new TextEncoder().encode(`payload=${encodeURIComponent(JSON.stringify(payload))}`);
+    const payload = blockActions([closeAction(42, "42")]);
+    const body = actionBody(payload);
     const [{ id }] = await env.db.sql`
       INSERT INTO slack_deliveries (kind, body) VALUES ('action', ${body}) RETURNING id`;
     return { id: Number(id), body, payload };
@@ -528,15 +509,7 @@ Deno.test("live Slack requests wait until the recovery at start has handed over 
     mediaLinks: createMediaLinks({ encryptionKey: new Uint8Array(32), publicBaseUrl: "http://x" }),
     applyWindowMs: 1,
   });
-  const closeClick = (chatId: number) => {
-    const payload = {
-      type: "block_actions",
-      team: { id: TEAM },
-      user: { id: "U1", team_id: TEAM },
-      actions: [{ action_id: "parley_close", block_id: `parley_chat:${chatId}`, value: "" }],
-    };
-    return new TextEncoder().encode(`payload=${encodeURIComponent(JSON.stringify(payload))}`);
-  };
+  const closeClick = (chatId: number) => actionBody(blockActions([closeAction(chatId)]));
   for (const chatId of [1, 2, 3]) {
     await env.db.sql`INSERT INTO slack_deliveries (kind, body) VALUES ('action', ${
       closeClick(chatId)
@@ -566,17 +539,8 @@ Deno.test("a click with several actions hands them all to the actor at once, in 
     mediaLinks: createMediaLinks({ encryptionKey: new Uint8Array(32), publicBaseUrl: "http://x" }),
     applyWindowMs: 1,
   });
-  const payload = {
-    type: "block_actions",
-    team: { id: TEAM },
-    user: { id: "U1", team_id: TEAM },
-    actions: [41, 42].map((chatId) => ({
-      action_id: "parley_close",
-      block_id: `parley_chat:${chatId}`,
-      value: "",
-    })),
-  };
-  const body = new TextEncoder().encode(`payload=${encodeURIComponent(JSON.stringify(payload))}`);
+  const payload = blockActions([closeAction(41), closeAction(42)]);
+  const body = actionBody(payload);
   const [{ id }] = await env.db.sql`
     INSERT INTO slack_deliveries (kind, body) VALUES ('action', ${body}) RETURNING id`;
   const applying = processor.process("action", Number(id), body, payload);
@@ -624,17 +588,10 @@ Deno.test("a Slack click on a WhatsApp conversation's Flow step does not reopen 
     RETURNING id`;
   await sql`UPDATE conversations SET action_message_id = ${step.id}, flow_node = 'ask'
     WHERE id = ${chat.id}`;
-  const clicked = await env.slack.postAction(`${env.server.baseUrl}/api/v1/slack/actions`, {
-    type: "block_actions",
-    team: { id: TEAM },
-    user: { id: "U_AGENT", team_id: TEAM },
-    actions: [{
-      type: "button",
-      action_id: "parley_button:0",
-      block_id: `parley_message:${step.id}:0`,
-      value: "yes",
-    }],
-  });
+  const clicked = await env.slack.postAction(
+    `${env.server.baseUrl}/api/v1/slack/actions`,
+    blockActions([buttonAction(step.id, "yes")], "U_AGENT"),
+  );
   await clicked.body?.cancel();
   // The click is accepted, but it is not the customer writing: the Flow's next step, free-form,
   // may not go out (as Meta would refuse it), and the window stays closed.
@@ -696,6 +653,31 @@ Deno.test("a part whose blocks Slack refuses is posted as its plain-text fallbac
   );
   assert.equal(row.state, "succeeded");
 });
+
+/** A `block_actions` payload from member `user` of the workspace, as Slack posts it to /actions. */
+function blockActions(actions: unknown[], user = "U1") {
+  return { type: "block_actions", team: { id: TEAM }, user: { id: user, team_id: TEAM }, actions };
+}
+
+/** A click on the Close button of conversation `chatId`'s root message. */
+function closeAction(chatId: number, value = "") {
+  return { type: "button", action_id: "parley_close", block_id: `parley_chat:${chatId}`, value };
+}
+
+/** A click on the first button (id `buttonId`) of message `messageId`. */
+function buttonAction(messageId: number, buttonId: string) {
+  return {
+    type: "button",
+    action_id: "parley_button:0",
+    block_id: `parley_message:${messageId}:0`,
+    value: buttonId,
+  };
+}
+
+/** An /actions body: the payload form-encoded, as Slack sends it. */
+function actionBody(payload: unknown): Uint8Array {
+  return new TextEncoder().encode(`payload=${encodeURIComponent(JSON.stringify(payload))}`);
+}
 
 /** A member's message in the conversation's thread, as Slack sends it. */
 function threadEvent(id: string, thread: string, event: Record<string, unknown>) {

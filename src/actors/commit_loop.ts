@@ -241,14 +241,18 @@ export function createCommitLoop(options: CommitLoopOptions): CommitLoop {
    * before the failure was known, and would otherwise be applied ahead of its retry.
    */
   function fenceFailedStreams(actor: Actor, entries: Entry[], results: CommandResult[]): void {
+    let fenced = false;
     entries.forEach(({ command }, index) => {
       const place = placeOf(command);
       const result = results[index];
       if (!place || result.ok || !result.retryable) return;
       actor.fences ??= new Map();
       actor.fences.set(place.stream, Math.max(place.epoch, actor.fences.get(place.stream) ?? 0));
+      fenced = true;
     });
-    if (!actor.fences) return;
+    // Only a batch that fenced something scans the mailbox: what arrived since an earlier fence
+    // was checked on its way in (submit).
+    if (!fenced) return;
     const kept: Entry[] = [];
     for (const entry of actor.mailbox) {
       if (isFenced(actor, entry.command)) entry.answer(UNAVAILABLE);

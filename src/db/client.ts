@@ -138,38 +138,40 @@ export async function reserveWithin(
   timeoutMs: number = RESERVE_TIMEOUT_MS,
 ): Promise<postgres.ReservedSql> {
   const reserving = sql.reserve();
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const late = new Promise<never>((_, reject) => {
-    timer = setTimeout(
-      () =>
-        reject(
-          // The code postgres.js gives a connection that could not be made in time: the database
-          // was not reached, so a retry may succeed (see transient_retry.ts).
-          Object.assign(new Error(`No database connection came within ${timeoutMs} ms`), {
-            code: "CONNECT_TIMEOUT",
-          }),
-        ),
-      timeoutMs,
-    );
-  });
   try {
-    return await Promise.race([reserving, late]);
+    return await settledWithin(
+      reserving,
+      timeoutMs,
+      // The code postgres.js gives a connection that could not be made in time: the database
+      // was not reached, so a retry may succeed (see transient_retry.ts).
+      () =>
+        Object.assign(new Error(`No database connection came within ${timeoutMs} ms`), {
+          code: "CONNECT_TIMEOUT",
+        }),
+    );
   } catch (error) {
     reserving.then((conn) => conn.release(), () => {});
     throw error;
-  } finally {
-    clearTimeout(timer);
   }
 }
 
 /** Resolves once the database answers a trivial query; rejects if it fails or takes `timeoutMs`. */
 export async function pingDatabase(sql: Sql, timeoutMs: number): Promise<void> {
+  await settledWithin(sql`SELECT 1`, timeoutMs, () => new Error("Database did not answer in time"));
+}
+
+/** `promise`, or a rejection with `late()` once `timeoutMs` passed first. */
+async function settledWithin<T>(
+  promise: Promise<T>,
+  timeoutMs: number,
+  late: () => Error,
+): Promise<T> {
   let timer: ReturnType<typeof setTimeout> | undefined;
-  const late = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error("Database did not answer in time")), timeoutMs);
+  const deadline = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(late()), timeoutMs);
   });
   try {
-    await Promise.race([sql`SELECT 1`, late]);
+    return await Promise.race([promise, deadline]);
   } finally {
     clearTimeout(timer);
   }

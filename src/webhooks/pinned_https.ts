@@ -253,15 +253,10 @@ function endpointKey(request: PinnedRequest): string {
 async function exchange(
   request: PinnedRequest,
   reused?: TlsConnection,
-  /** `budgetMs`: what is left of the deadline; `opened`: told once a new connection is open or failed. */
+  /** `budgetMs`: what is left of the deadline; `opened`: told once a new connection is open. */
   options: { budgetMs?: number; opened?: () => void } = {},
 ): Promise<PinnedResponse> {
   const start = performance.now();
-  let opened = options.opened;
-  const openEnded = () => {
-    opened?.();
-    opened = undefined;
-  };
   const { url, timeoutMs } = request;
   const pool = request.pool as PoolAccess | undefined;
   if (url.protocol !== "https:") throw failure("not an https URL");
@@ -295,7 +290,7 @@ async function exchange(
       await step(conn.connected);
       phase = "TLS";
       await step(conn.secured);
-      openEnded();
+      options.opened?.();
     }
     phase = "write";
     await step(conn.write(head));
@@ -313,7 +308,6 @@ async function exchange(
     throw describe(error, phase);
   } finally {
     clearTimeout(timer);
-    openEnded();
     if (keep && pool && conn !== undefined) pool.give(endpointKey(request), conn);
     else conn?.close();
   }

@@ -474,26 +474,19 @@ Deno.test("postPinned() with a pool never reads what an idle connection received
 
 Deno.test("postPinned() with a pool opens at most maxOpeningPerKey connections to an endpoint at once", async () => {
   // Handshakes that never complete: every connection accepted stays in its opening.
-  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const held: Deno.Conn[] = [];
-  const accepting = (async () => {
-    for await (const conn of listener) held.push(conn);
-  })();
+  const silent = silentListener();
   const pool = createConnectionPool({ maxOpeningPerKey: 2 });
   try {
-    const port = (listener.addr as Deno.NetAddr).port;
     const burst = Array.from(
       { length: 5 },
-      () => rejection(postPinned(hookRequest(port, { pool, timeoutMs: 400 }))),
+      () => rejection(postPinned(hookRequest(silent.port, { pool, timeoutMs: 400 }))),
     );
     await new Promise((resolve) => setTimeout(resolve, 200));
-    assert.equal(held.length, 2);
+    assert.equal(silent.accepted.length, 2);
     assert.deepEqual(await Promise.all(burst), Array(5).fill("timeout after 400 ms"));
   } finally {
     pool.close();
-    listener.close();
-    for (const conn of held) conn.close();
-    await accepting.catch(() => {});
+    await silent.release();
   }
 });
 
@@ -516,25 +509,18 @@ Deno.test("postPinned() with a pool serves a burst to an endpoint", async () => 
 
 Deno.test("postPinned() waiting for a connection of a pool keeps the request's deadline", async () => {
   // The handshake never completes: the first request holds the only opening until its timeout.
-  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const held: Deno.Conn[] = [];
-  const accepting = (async () => {
-    for await (const conn of listener) held.push(conn);
-  })();
+  const silent = silentListener();
   const pool = createConnectionPool({ maxOpeningPerKey: 1 });
   try {
-    const port = (listener.addr as Deno.NetAddr).port;
     const started = performance.now();
     const messages = await Promise.all(
-      [0, 1].map(() => rejection(postPinned(hookRequest(port, { pool, timeoutMs: 200 })))),
+      [0, 1].map(() => rejection(postPinned(hookRequest(silent.port, { pool, timeoutMs: 200 })))),
     );
     assert.deepEqual(messages, ["timeout after 200 ms", "timeout after 200 ms"]);
     assert.ok(performance.now() - started < 1_000);
   } finally {
     pool.close();
-    listener.close();
-    for (const conn of held) conn.close();
-    await accepting.catch(() => {});
+    await silent.release();
   }
 });
 
