@@ -551,7 +551,7 @@ Deno.test("a click with several actions hands them all to the actor at once, in 
   await applying;
 });
 
-Deno.test("a Slack click on a WhatsApp conversation's Flow step does not reopen its 24-hour window", async () => {
+Deno.test("a Slack click on a WhatsApp conversation's Flow step does not reopen its 24-hour window; the step is kept failed", async () => {
   await using env = await setUp();
   await install(env);
   const ask = {
@@ -573,6 +573,8 @@ Deno.test("a Slack click on a WhatsApp conversation's Flow step does not reopen 
   assert.equal(put.status, 200);
   const { sql } = env.db;
   const appId = env.app.appId;
+  await sql`INSERT INTO webhooks (app_id, url, events, enabled, secret_encrypted)
+    VALUES (${appId}, 'https://example.com/h', '{message.sent,message.failed}', true, 'x')`;
   // A WhatsApp customer who last wrote 25 hours ago, their conversation waiting on the step.
   const [client] = await sql<{ id: number }[]>`
     INSERT INTO clients (app_id, name) VALUES (${appId}, 'Ana') RETURNING id`;
@@ -594,17 +596,47 @@ Deno.test("a Slack click on a WhatsApp conversation's Flow step does not reopen 
   );
   await clicked.body?.cancel();
   // The click is accepted, but it is not the customer writing: the Flow's next step, free-form,
-  // may not go out (as Meta would refuse it), and the window stays closed.
+  // may not go out (as Meta would refuse it): it is kept failed, for the business to see, and
+  // the window stays closed.
   await eventually(
     () => sql`SELECT 1 FROM slack_deliveries WHERE processed_at IS NOT NULL`,
     (rows) => rows.length > 0,
     "the click applied",
   );
   const stored = await sql`
-    SELECT sender_type, content FROM messages WHERE conversation_id = ${chat.id} ORDER BY id`;
-  assert.deepEqual(stored.map((row) => `${row.sender_type}: ${row.content}`).slice(1), [
-    "visitor: Yes",
-  ]);
+    SELECT id, sender_type, content, status, failure_title FROM messages
+    WHERE conversation_id = ${chat.id} ORDER BY id`;
+  assert.deepEqual(
+    stored.slice(1).map((row) =>
+      `${row.sender_type}: ${row.content} (${row.status}${
+        row.failure_title ? `: ${row.failure_title}` : ""
+      })`
+    ),
+    [
+      "visitor: Yes (null)",
+      "flow: Connecting you. (failed: Outside the 24-hour window: only template messages can be sent)",
+    ],
+  );
+  const failedId = String(stored[2].id);
+  const queued = await sql`
+    SELECT kind, topic, payload ->> 'message_id' AS message_id FROM outbox
+    WHERE app_id = ${appId} AND kind IN ('webhook', 'whatsapp') ORDER BY id`;
+  assert.deepEqual(
+    queued.filter((row) => row.message_id === failedId).map((row) => `${row.kind} ${row.topic}`),
+    ["webhook message.failed"],
+    "announced as failed, never sent to WhatsApp",
+  );
+  await eventually(
+    () => Promise.resolve(posts(env.slack)),
+    (calls) => calls.some((call) => String(call.params.text).includes("Not delivered")),
+    "the thread says the step was not delivered",
+  );
+  const mirrored = posts(env.slack).map((call) => String(call.params.text));
+  const stepPost = mirrored.findIndex((text) => text.includes("Connecting you."));
+  assert.equal(
+    mirrored[stepPost + 1],
+    ":warning: Not delivered: Outside the 24-hour window: only template messages can be sent",
+  );
   const [after] = await sql`
     SELECT now() - last_inbound_at > interval '24 hours' AS closed FROM conversations
     WHERE id = ${chat.id}`;

@@ -8,7 +8,6 @@ import type { Tx } from "./client.ts";
 import { appendReplies, type ReplyInput } from "./replies.ts";
 import { closeConversation } from "./conversations.ts";
 import { advanceFlow, type Flow, type FlowStep, startFlow } from "../domain/flow.ts";
-import { log } from "../log.ts";
 
 /** Why a Flow moves in a conversation: it started, or a click on a Flow message was accepted. */
 export type FlowTrigger =
@@ -58,6 +57,8 @@ export async function runFlowSteps(
         content: send.content,
         payload: send.payload,
         flowNode: send.node,
+        // Outside WhatsApp's window the step is kept failed (`message.failed`), not dropped.
+        keepOutsideWindow: true,
       });
     }
     if (step.stop === "close") closes.push({ appId: trigger.appId, chatId: trigger.chatId });
@@ -67,21 +68,12 @@ export async function runFlowSteps(
     const { replies: stored, queuedEvents } = await appendReplies(sql, replies);
     effects.push({ appId: replies[0].appId, queuedEvents });
     stored.forEach((reply, index) => {
-      if (reply.kind === "outside_window") {
-        // Not sent, as Meta would refuse it; the operator learns why the Flow went silent.
-        const { appId, chatId, flowNode } = replies[index];
-        log("warn", "Flow step not sent: outside the WhatsApp 24-hour window", {
-          app_id: appId,
-          chat_id: chatId,
-          node: flowNode,
-        });
-      }
-      if (reply.kind === "stored") {
+      if (reply.kind === "stored" || reply.kind === "failed") {
         effects.push({
           appId: replies[index].appId,
           messageId: reply.messageId,
           chatId: reply.chatId,
-          chatChanged: reply.reopened ? reply.chatId : undefined,
+          chatChanged: reply.kind === "stored" && reply.reopened ? reply.chatId : undefined,
         });
       }
     });

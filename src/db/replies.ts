@@ -9,21 +9,33 @@ import { REPLY_WINDOW_HOURS } from "../domain/conversation.ts";
 import { buttonsOffered } from "../domain/message_kinds.ts";
 
 /**
- * A reply to store: the command without its kind, the Flow node that sends it if any, and
- * whether it is an internal note (kept from the visitor, their channel and `message.sent`).
+ * A reply to store: the command without its kind, the Flow node that sends it if any, whether it
+ * is an internal note (kept from the visitor, their channel and `message.sent`), and whether,
+ * outside WhatsApp's window, it is kept as a failed message (a Flow's step: nobody to answer a
+ * refusal) rather than refused.
  */
-export type ReplyInput = Omit<SendReplyCommand, "kind"> & { flowNode?: string; internal?: boolean };
+export type ReplyInput = Omit<SendReplyCommand, "kind"> & {
+  flowNode?: string;
+  internal?: boolean;
+  keepOutsideWindow?: boolean;
+};
+
+/** Why a reply kept outside WhatsApp's window failed (its `failure_title`, and the 422's message). */
+export const OUTSIDE_WINDOW = "Outside the 24-hour window: only template messages can be sent";
 
 /** What became of one reply. */
 export type AppendedReply =
   | { kind: "stored"; messageId: number; chatId: number; reopened: boolean }
   | { kind: "not_found" }
-  | { kind: "outside_window" };
+  | { kind: "outside_window" }
+  /** Kept outside the window (`keepOutsideWindow`): stored `failed`, `message.failed` queued. */
+  | { kind: "failed"; messageId: number; chatId: number };
 
 /**
  * Stores replies in input order, in one statement: each must name a conversation of its
  * application; a free-form reply to a WhatsApp conversation whose customer last wrote more
- * than {@linkcode REPLY_WINDOW_HOURS} hours ago is refused; the conversation is reopened and
+ * than {@linkcode REPLY_WINDOW_HOURS} hours ago is refused, or with `keepOutsideWindow` stored
+ * `failed` (not sent, not moving the conversation, `message.failed` queued); the conversation is reopened and
  * its activity time moves to the statement's timestamp; `message.sent` is queued for a
  * subscribed webhook; a reply to a WhatsApp conversation is stored `pending` and queued for the
  * channel's sender. A reply that offers buttons becomes a message the conversation waits on for a
@@ -58,9 +70,10 @@ export async function appendReplies(
         ${inputs.map((i) => i.payload === null ? null : JSON.stringify(i.payload))}::text[],
         ${inputs.map((i) => i.flowNode ?? null)}::text[],
         ${actionable}::text[]::boolean[],
-        ${inputs.map((i) => i.internal ? "t" : "f")}::text[]::boolean[]
+        ${inputs.map((i) => i.internal ? "t" : "f")}::text[]::boolean[],
+        ${inputs.map((i) => i.keepOutsideWindow ? "t" : "f")}::text[]::boolean[]
       ) WITH ORDINALITY AS input (app_id, chat_id, sender_type, sender_name, message_type,
-        content, payload, flow_node, actionable, internal, n)
+        content, payload, flow_node, actionable, internal, keep_outside_window, n)
     ), target AS (
       SELECT i.*, c.status,
         -- Where the reply goes: an internal note stays in Parley (and Slack).
@@ -75,12 +88,15 @@ export async function appendReplies(
         WHERE c.app_id = i.app_id AND c.id = i.chat_id
       ) c
     ), accepted AS (
-      SELECT *, row_number() OVER (ORDER BY n) AS k FROM target WHERE NOT outside_window
+      SELECT *, row_number() OVER (ORDER BY n) AS k FROM target
+      WHERE NOT outside_window OR keep_outside_window
     ), message AS (
       INSERT INTO messages (app_id, conversation_id, sender_type, sender_name, message_type,
-        content, payload, internal, status, created_at)
+        content, payload, internal, status, failure_title, created_at)
       SELECT a.app_id, a.chat_id, a.sender_type, a.sender_name, a.message_type, a.content,
-        a.payload::jsonb, a.internal, CASE WHEN a.route = 'whatsapp' THEN 'pending' END, stamp.at
+        a.payload::jsonb, a.internal,
+        CASE WHEN a.outside_window THEN 'failed' WHEN a.route = 'whatsapp' THEN 'pending' END,
+        CASE WHEN a.outside_window THEN ${OUTSIDE_WINDOW}::text END, stamp.at
       FROM accepted a CROSS JOIN stamp
       ORDER BY a.k
       RETURNING id
@@ -92,8 +108,10 @@ export async function appendReplies(
         ARRAY(SELECT chat_id FROM accepted ORDER BY k),
         ARRAY(SELECT flow_node FROM accepted ORDER BY k),
         ARRAY(SELECT actionable FROM accepted ORDER BY k),
-        ARRAY(SELECT route FROM accepted ORDER BY k), ARRAY(SELECT id FROM message ORDER BY id)
-      ) AS result (n, app_id, chat_id, flow_node, actionable, route, message_id)
+        ARRAY(SELECT route FROM accepted ORDER BY k),
+        ARRAY(SELECT outside_window FROM accepted ORDER BY k),
+        ARRAY(SELECT id FROM message ORDER BY id)
+      ) AS result (n, app_id, chat_id, flow_node, actionable, route, failed, message_id)
     ), waiting AS (
       -- The Flow's newest step with buttons, and apart from it the bot's or an agent's.
       SELECT app_id, chat_id,
@@ -103,8 +121,9 @@ export async function appendReplies(
           FILTER (WHERE actionable AND flow_node IS NOT NULL))[1] AS flow_node,
         (array_agg(message_id ORDER BY n DESC)
           FILTER (WHERE actionable AND flow_node IS NULL))[1] AS reply_message_id
-      -- Internal notes leave the conversation as the visitor sees it: neither reopened nor moved.
-      FROM result WHERE route <> 'internal' GROUP BY app_id, chat_id
+      -- Internal notes leave the conversation as the visitor sees it: neither reopened nor moved;
+      -- so do the replies that failed, which the visitor never saw.
+      FROM result WHERE route <> 'internal' AND NOT failed GROUP BY app_id, chat_id
     ), touched AS (
       UPDATE conversations c
       SET last_message_at = stamp.at, status = 'open', closed_at = NULL,
@@ -115,12 +134,15 @@ export async function appendReplies(
       WHERE c.app_id = w.app_id AND c.id = w.chat_id
     ), events AS (
       INSERT INTO outbox (app_id, kind, topic, payload)
-      SELECT r.app_id, 'webhook', 'message.sent',
+      SELECT r.app_id, 'webhook', event.topic,
         jsonb_build_object('conversation_id', r.chat_id, 'message_id', r.message_id)
       FROM result r
       CROSS JOIN LATERAL (
+        SELECT CASE WHEN r.failed THEN 'message.failed' ELSE 'message.sent' END AS topic
+      ) event
+      CROSS JOIN LATERAL (
         SELECT 1 FROM webhooks w
-        WHERE w.app_id = r.app_id AND w.enabled AND 'message.sent' = ANY (w.events) LIMIT 1
+        WHERE w.app_id = r.app_id AND w.enabled AND event.topic = ANY (w.events) LIMIT 1
       ) subscribed
       WHERE r.route <> 'internal'
       ORDER BY r.n
@@ -130,7 +152,7 @@ export async function appendReplies(
       INSERT INTO outbox (app_id, kind, topic, payload)
       SELECT r.app_id, 'whatsapp', 'send',
         jsonb_build_object('conversation_id', r.chat_id, 'message_id', r.message_id)
-      FROM result r WHERE r.route = 'whatsapp'
+      FROM result r WHERE r.route = 'whatsapp' AND NOT r.failed
       ORDER BY r.n
       RETURNING 1
     )
@@ -142,7 +164,10 @@ export async function appendReplies(
   const replies = inputs.map((input, index): AppendedReply => {
     const row = byInput.get(index + 1);
     if (!row) return { kind: "not_found" };
-    if (row.outside_window || row.message_id === null) return { kind: "outside_window" };
+    if (row.message_id === null) return { kind: "outside_window" };
+    if (row.outside_window) {
+      return { kind: "failed", messageId: row.message_id, chatId: input.chatId };
+    }
     const chat = `${input.appId}:${input.chatId}`;
     const first = row.status === "closed" && !input.internal && !reopened.has(chat);
     if (first) reopened.add(chat);

@@ -35,6 +35,8 @@ export interface ClaimedMirror {
     content: string;
     payload: unknown;
     internal: boolean;
+    /** Why the message was not delivered, when it failed before its mirror was posted. */
+    failure: string | null;
     /** How many of its Slack posts are already there (by earlier attempts, or typed there). */
     postedParts: number;
     /** The `ts` of its first post, once there is one. */
@@ -66,7 +68,9 @@ export async function claimMirrorSends(
       conv.id AS chat_id, conv.status, conv.channel, cl.name AS visitor_name,
       cl.email AS visitor_email,
       m.id AS message_id, m.sender_type, m.sender_name, m.message_type, m.content, m.payload,
-      m.internal, coalesce(sm.parts, 0) AS posted_parts, sm.ts AS first_ts,
+      m.internal, CASE WHEN m.status = 'failed' THEN coalesce(m.failure_title, 'failed') END
+        AS failure,
+      coalesce(sm.parts, 0) AS posted_parts, sm.ts AS first_ts,
       s.team_id, s.channel_id, s.bot_token_sealed,
       greatest(0, ceil(extract(epoch FROM s.rate_limited_until - clock_timestamp()) * 1000))::float8
         AS rate_limited_for_ms,
@@ -103,6 +107,7 @@ export async function claimMirrorSends(
       content: row.content,
       payload: row.payload,
       internal: row.internal,
+      failure: row.failure,
       postedParts: row.posted_parts,
       firstTs: row.first_ts,
     },

@@ -22,7 +22,7 @@ import type {
 } from "../actors/protocol.ts";
 import { insertVisitor } from "./visitors.ts";
 import { appendVisitorMessages } from "./messages.ts";
-import { type AppendedReply, appendReplies } from "./replies.ts";
+import { type AppendedReply, appendReplies, OUTSIDE_WINDOW } from "./replies.ts";
 import { closeConversation } from "./conversations.ts";
 import { replaceWebhook } from "./webhooks.ts";
 import { replaceFlow } from "./flows.ts";
@@ -380,14 +380,14 @@ function replyOutcome(reply: AppendedReply): Outcome {
       };
     case "not_found":
       return { result: { ok: false, status: 404, message: "Conversation not found" } };
-    case "outside_window":
+    case "failed": // kept failed: a Flow's step (the commands' replies are refused instead)
       return {
-        result: {
-          ok: false,
-          status: 422,
-          message: "Outside the 24-hour window: only template messages can be sent",
-        },
+        result: { ok: true, value: { message_id: reply.messageId } },
+        messageId: reply.messageId,
+        chatId: reply.chatId,
       };
+    case "outside_window":
+      return { result: { ok: false, status: 422, message: OUTSIDE_WINDOW } };
   }
 }
 

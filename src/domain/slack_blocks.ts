@@ -360,3 +360,16 @@ export function renderSlackMessage(message: SlackMessageSource): SlackMessage[] 
     blocks: pieces.map((one) => one.block),
   }));
 }
+
+/**
+ * The post that follows a message a channel did not deliver (a Flow's step outside WhatsApp's
+ * window, a send refused for good): small print with the reason, so that the thread does not
+ * pass the message off as seen by the customer.
+ */
+export function renderNotDelivered(reason: string): SlackMessage {
+  const text = `:warning: Not delivered: ${escapeMrkdwn(reason)}`;
+  return {
+    text,
+    blocks: [{ type: "context", elements: [{ type: "mrkdwn", text, verbatim: true }] }],
+  };
+}

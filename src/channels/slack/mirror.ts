@@ -15,7 +15,11 @@ import {
   MAX_SEND_RETRY_AFTER_MS,
   nextSendRetryDelayMs,
 } from "../../domain/channel_send_schedule.ts";
-import { renderSlackMessage, type SlackBlock } from "../../domain/slack_blocks.ts";
+import {
+  renderNotDelivered,
+  renderSlackMessage,
+  type SlackBlock,
+} from "../../domain/slack_blocks.ts";
 import { escapeMrkdwn } from "../../domain/slack_mrkdwn.ts";
 import { slackErrorOf } from "./web_client.ts";
 
@@ -169,6 +173,7 @@ export async function sendMirror(deps: MirrorDeps, send: ClaimedMirror): Promise
         content: message.content,
         payload: message.payload,
       });
+      if (message.failure !== null) parts.push(renderNotDelivered(message.failure));
       // Each part is remembered as it lands: a retry goes on from the first part not posted,
       // and a message already there (or typed in Slack) is not posted again.
       let first = message.firstTs;
