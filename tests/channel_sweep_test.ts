@@ -7,6 +7,7 @@ Deno.test("sweepChannelRecords deletes only what has outlived its use", async ()
   await using db = await createTestDatabase();
   const app = await insertApplication(db.sql, "Acme");
   const old = new Date(Date.now() - 15 * 86_400_000).toISOString();
+  const daysAgo = (days: number) => new Date(Date.now() - days * 86_400_000).toISOString();
   const body = new Uint8Array([123, 125]);
   await db.sql`
     INSERT INTO outbox (app_id, kind, topic, payload, state, created_at) VALUES
@@ -15,10 +16,11 @@ Deno.test("sweepChannelRecords deletes only what has outlived its use", async ()
       (${app.id}, 'slack', 'message', '{}', 'failed', clock_timestamp())`;
   await db.sql`
     INSERT INTO whatsapp_deliveries (app_id, body, processed_at) VALUES
-      (${app.id}, ${body}, ${old}), (${app.id}, ${body}, NULL),
-      (${app.id}, ${body}, clock_timestamp())`;
+      (${app.id}, ${body}, ${daysAgo(3.1)}), (${app.id}, ${body}, NULL),
+      (${app.id}, ${body}, ${daysAgo(2.9)})`;
   await db.sql`
-    INSERT INTO slack_deliveries (kind, body, processed_at) VALUES ('event', ${body}, ${old})`;
+    INSERT INTO slack_deliveries (kind, body, processed_at) VALUES
+      ('event', ${body}, ${daysAgo(3.1)}), ('action', ${body}, ${daysAgo(2.9)})`;
   await db.sql`
     INSERT INTO slack_events (team_id, event_id, received_at) VALUES
       ('T', 'E1', clock_timestamp() - interval '3 days'), ('T', 'E2', clock_timestamp())`;
@@ -41,7 +43,7 @@ Deno.test("sweepChannelRecords deletes only what has outlived its use", async ()
   assert.deepEqual({ ...left }, {
     outbox: 2,
     whatsapp: 2,
-    slack: 0,
+    slack: 1,
     events: 1,
     tickets: 1,
     parts: "wamid.new",

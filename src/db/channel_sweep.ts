@@ -1,7 +1,8 @@
 /**
  * The channels' housekeeping: what is kept only as long as it can matter. Finished channel sends
- * and applied raw requests go after 14 days (like webhook attempts), Slack event ids after 2 days
- * (Slack retries for an hour), expired install tickets and OAuth states after a day, the
+ * go after 14 days (like webhook attempts); applied raw requests after 3 days (their messages are
+ * stored, duplicates are found by message id, and at load they are most of what grows), Slack
+ * event ids after 2 days (Slack retries for an hour), expired install tickets and OAuth states after a day, the
  * WhatsApp parts sent (which map status receipts to messages) after 30 days.
  */
 import type { Tx } from "./client.ts";
@@ -17,10 +18,10 @@ export async function sweepChannelRecords(sql: Tx): Promise<number> {
         AND created_at < statement_timestamp() - interval '14 days'
       RETURNING 1
     ), whatsapp AS (
-      DELETE FROM whatsapp_deliveries WHERE processed_at < statement_timestamp() - interval '14 days'
+      DELETE FROM whatsapp_deliveries WHERE processed_at < statement_timestamp() - interval '3 days'
       RETURNING 1
     ), slack AS (
-      DELETE FROM slack_deliveries WHERE processed_at < statement_timestamp() - interval '14 days'
+      DELETE FROM slack_deliveries WHERE processed_at < statement_timestamp() - interval '3 days'
       RETURNING 1
     ), events AS (
       DELETE FROM slack_events WHERE received_at < statement_timestamp() - interval '2 days'
