@@ -45,6 +45,8 @@ export interface SpawnedServer extends AsyncDisposable {
   process: Deno.ChildProcess;
   /** Every stdout line printed so far (the JSON log). */
   lines: string[];
+  /** Everything printed on stderr, once the process has ended. */
+  stderr: Promise<string>;
   /** Sends SIGTERM and waits for the exit status. */
   stop(): Promise<Deno.CommandStatus>;
 }
@@ -116,6 +118,7 @@ export async function spawnServer(
     baseUrl: `http://127.0.0.1:${port}`,
     process: child,
     lines: printed,
+    stderr,
     stop,
     [Symbol.asyncDispose]: async () => {
       await stop();

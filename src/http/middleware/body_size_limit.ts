@@ -43,7 +43,10 @@ export function bodySizeLimit(
     }
     if (!c.req.raw.body || streamed === "route") return await next();
     const body = await readWithin(c.req.raw.body, { maxBytes });
-    c.req.raw = new Request(c.req.raw, { body });
+    // Not `new Request(c.req.raw, …)`: copying the request reads its `signal`, which Deno then
+    // aborts on success and warns about (legacy request abort), once per worker.
+    const { url, method } = c.req.raw;
+    c.req.raw = new Request(url, { method, headers, body });
     await next();
   };
 }

@@ -50,6 +50,20 @@ Deno.test("bodySizeLimit() counts a streamed body and hands it on whole", async 
   assert.equal(over.status, 413);
 });
 
+Deno.test("bodySizeLimit() hands a streamed body on with the request's method and headers", async () => {
+  const app = appWithLimit(10);
+  app.put(
+    "/echo",
+    async (c) => c.text(`${c.req.method} ${c.req.header("x-one")} ${await c.req.text()}`),
+  );
+  const answer = await app.request("/echo", {
+    method: "PUT",
+    headers: { "x-one": "1" },
+    body: streamOf("ab", "c"),
+  });
+  assert.equal(await answer.text(), "PUT 1 abc");
+});
+
 Deno.test("bodySizeLimit() lets bodiless requests through and refuses a bad limit", async () => {
   const app = appWithLimit(0);
   app.get("/", (c) => c.text("fine"));
