@@ -332,11 +332,22 @@ async function initCluster(
     const out = await new Deno.Command(command, { args, stdout: "piped", stderr: "piped" })
       .output();
     if (!out.success) {
-      throw new Error(`initdb failed: ${new TextDecoder().decode(out.stderr).trim()}`);
+      throw new Error(initdbFailure(new TextDecoder().decode(out.stderr).trim(), runAs !== null));
     }
   } finally {
     await Deno.remove(pwFile).catch(() => {});
   }
+}
+
+/**
+ * What a failed `initdb` says: its own words, and when it ran as nobody (we are root) and was
+ * denied, where to look.
+ */
+export function initdbFailure(detail: string, asNobody: boolean): string {
+  const hint = asNobody && detail.includes("Permission denied")
+    ? " (as root, PostgreSQL runs as nobody: DATA_DIR and every directory above it must let nobody through)"
+    : "";
+  return `initdb failed: ${detail}${hint}`;
 }
 
 /**

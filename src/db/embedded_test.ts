@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { waitForPreviousPostmaster } from "./embedded.ts";
+import { initdbFailure, waitForPreviousPostmaster } from "./embedded.ts";
 
 /** A data directory whose `postmaster.pid` names `pid` with `status` (and port `port`). */
 async function pgDataWith(pid: number, status: string, port = 1): Promise<string> {
@@ -68,4 +68,17 @@ Deno.test("waitForPreviousPostmaster gives up on a postmaster that neither stops
     await postmaster.status;
     await Deno.remove(pgData, { recursive: true });
   }
+});
+
+Deno.test("initdbFailure points a root start denied by DATA_DIR's parents at nobody", () => {
+  const denied = 'initdb: error: could not open file "/x/.pwfile" for reading: Permission denied';
+  assert.equal(
+    initdbFailure(denied, true),
+    `initdb failed: ${denied} (as root, PostgreSQL runs as nobody: DATA_DIR and every directory above it must let nobody through)`,
+  );
+  assert.equal(initdbFailure(denied, false), `initdb failed: ${denied}`);
+  assert.equal(
+    initdbFailure("initdb: error: disk full", true),
+    "initdb failed: initdb: error: disk full",
+  );
 });
