@@ -36,6 +36,7 @@ import { machineAddresses } from "./webhooks/address_policy.ts";
 import { parseAllowList } from "./webhooks/allow_list.ts";
 import { AppError } from "./domain/app_error.ts";
 import { startDeliveryWorkers } from "./webhooks/delivery_worker_host.ts";
+import { DEFAULT_SWEEPS, type SweepSchedule } from "./webhooks/delivery_protocol.ts";
 import { createMediaLinks } from "./channels/media_links.ts";
 import { createWhatsAppInboundProcessor } from "./channels/whatsapp/inbound_processor.ts";
 import { createSlackClients } from "./channels/slack/clients.ts";
@@ -74,6 +75,8 @@ export interface StartOptions {
    * milliseconds. @default 10_000
    */
   shutdownGraceMs?: number;
+  /** When old records are swept. @default DEFAULT_SWEEPS (a minute after start, then hourly) */
+  sweeps?: SweepSchedule;
 }
 
 /** Starts an instance with `config`; resolves once it accepts requests. */
@@ -133,6 +136,7 @@ export async function startParley(
     staticHosts: options.deliveryHosts,
     whatsappGraphUrl: config.whatsappGraphUrl,
     slackApiUrl: config.slack.apiUrl,
+    sweeps: options.sweeps ?? DEFAULT_SWEEPS,
   });
   const listener = await listenForChanges({
     sql,

@@ -2,6 +2,8 @@ import assert from "node:assert/strict";
 import { createTestDatabase } from "./support/database.ts";
 import { insertApplication } from "../src/db/applications.ts";
 import { sweepChannelRecords } from "../src/db/channel_sweep.ts";
+import { startTestServer } from "./support/server.ts";
+import { eventually } from "./support/eventually.ts";
 
 Deno.test("sweepChannelRecords deletes only what has outlived its use", async () => {
   await using db = await createTestDatabase();
@@ -49,4 +51,22 @@ Deno.test("sweepChannelRecords deletes only what has outlived its use", async ()
     parts: "wamid.new",
   });
   assert.equal(await sweepChannelRecords(db.sql), 0);
+});
+
+Deno.test("an instance sweeps once soon after it starts, not only after its first hour", async () => {
+  await using db = await createTestDatabase();
+  const app = await insertApplication(db.sql, "Acme");
+  const body = new Uint8Array([123, 125]);
+  await db.sql`
+    INSERT INTO whatsapp_deliveries (app_id, body, processed_at) VALUES
+      (${app.id}, ${body}, clock_timestamp() - interval '4 days'),
+      (${app.id}, ${body}, clock_timestamp() - interval '1 day')`;
+  await using _server = await startTestServer(db.url, {}, {
+    sweeps: { firstInMs: 50, everyMs: 3_600_000 },
+  });
+  await eventually(
+    () => db.sql<{ n: number }[]>`SELECT count(*)::int AS n FROM whatsapp_deliveries`,
+    (rows) => rows[0].n === 1,
+    "the first sweep",
+  );
 });

@@ -75,9 +75,6 @@ let sender: DeliveryLoop | null = null;
 let keeper: LeaseKeeper<unknown> | null = null;
 /** The Slack mirror's sender. */
 let mirror: DeliveryLoop | null = null;
-/** When the first sweep of old records runs after start, and then how often. */
-const FIRST_SWEEP_MS = 60_000;
-const SWEEP_EVERY_MS = 3_600_000;
 let sweep: ReturnType<typeof setInterval> | undefined;
 let firstSweep: ReturnType<typeof setTimeout> | undefined;
 /** Keep-alive connections to receivers, shared by every attempt of this worker. */
@@ -195,8 +192,7 @@ self.onmessage = async (event: MessageEvent<DeliveryWorkerMessage>) => {
         onError: (error) => log("error", "slack mirror failed", describeError(error)),
         batchSize: 16,
       });
-      // Attempts are kept 14 days; any instance may sweep them: a minute after start (an
-      // instance restarted more often than hourly would never sweep), then every hour.
+      // Attempts are kept 14 days; any instance may sweep them (see DEFAULT_SWEEPS).
       if (message.sweeps) {
         const sweepOnce = () => {
           deleteOldAttempts(pool).catch((error) =>
@@ -206,8 +202,8 @@ self.onmessage = async (event: MessageEvent<DeliveryWorkerMessage>) => {
             log("warn", "channel sweep failed", describeError(error))
           );
         };
-        firstSweep = setTimeout(sweepOnce, FIRST_SWEEP_MS);
-        sweep = setInterval(sweepOnce, SWEEP_EVERY_MS);
+        firstSweep = setTimeout(sweepOnce, message.sweeps.firstInMs);
+        sweep = setInterval(sweepOnce, message.sweeps.everyMs);
       }
       self.postMessage({ type: "ready" });
       break;

@@ -19,11 +19,23 @@ export type DeliveryWorkerMessage =
     whatsappGraphUrl: string;
     /** The Slack Web API base (SLACK_API_URL): this worker also mirrors to Slack. */
     slackApiUrl: string;
-    /** Whether this worker sweeps attempts older than 14 days (one worker per instance does). */
-    sweeps: boolean;
+    /** When this worker sweeps old attempts and channel records (one worker per instance does). */
+    sweeps: SweepSchedule | null;
   }
   | { type: "wake" }
   | { type: "stop" };
+
+/** When the sweeps of old records run: once `firstInMs` after start, then every `everyMs`. */
+export interface SweepSchedule {
+  firstInMs: number;
+  everyMs: number;
+}
+
+/**
+ * A minute after start (an instance restarted more often than hourly would never sweep), then
+ * every hour.
+ */
+export const DEFAULT_SWEEPS: SweepSchedule = { firstInMs: 60_000, everyMs: 3_600_000 };
 
 /** Delivery worker → main thread. */
 export type DeliveryWorkerReply = { type: "ready" } | { type: "stopped" };

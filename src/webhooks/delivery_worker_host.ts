@@ -16,15 +16,18 @@ export interface DeliveryWorker {
   stop(): Promise<void>;
 }
 
-/** Starts `count` workers (the first one sweeps old attempts); resolves once all are ready. */
+/**
+ * Starts `count` workers (the first one sweeps old records, as `init.sweeps` says); resolves once
+ * all are ready.
+ */
 export async function startDeliveryWorkers(
   count: number,
-  init: Omit<Extract<DeliveryWorkerMessage, { type: "init" }>, "sweeps">,
+  init: Extract<DeliveryWorkerMessage, { type: "init" }>,
 ): Promise<DeliveryWorker> {
   const started = await Promise.allSettled(
     Array.from(
       { length: count },
-      (_, index) => startDeliveryWorker({ ...init, sweeps: index === 0 }),
+      (_, index) => startDeliveryWorker({ ...init, sweeps: index === 0 ? init.sweeps : null }),
     ),
   );
   const workers = started.flatMap((result) => result.status === "fulfilled" ? [result.value] : []);
