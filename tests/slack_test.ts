@@ -848,6 +848,52 @@ Deno.test("edits and deletions in Slack follow the mirrored message; the bot's o
   assert.deepEqual(seen, ["Hello"]);
 });
 
+Deno.test("deleting a reply in Slack deletes every message it made, also when the event has no previous_message", async () => {
+  await using env = await setUp();
+  await install(env);
+  const chat = await createVisitorChat(env.server.baseUrl, env.app.publicId, "Can I see it?");
+  const thread = await threadTs(env);
+  const file = {
+    id: "F0INVOICE",
+    name: "invoice.pdf",
+    mimetype: "application/pdf",
+    bytes: new TextEncoder().encode("%PDF someone else's invoice"),
+  };
+  env.slack.addFile(file);
+  const send = eventPoster(env);
+  const ts = "1800000003.000001";
+  await send(threadEvent("Ev30", thread, {
+    subtype: "file_share",
+    user: "U3",
+    text: "Here is your invoice",
+    ts,
+    files: [{ id: file.id, name: file.name, mimetype: file.mimetype }],
+  }));
+  await agentMessages(env, chat.chatId, (rows) => rows.length === 2, "the text and the file");
+  // The wrong file: the agent deletes the whole reply. The event as Slack documents it
+  // (docs.slack.dev/reference/events/message/message_deleted) has no previous_message.
+  const deletion = threadEvent("Ev31", thread, {
+    subtype: "message_deleted",
+    hidden: true,
+    deleted_ts: ts,
+    ts: "1800000003.000009",
+  });
+  delete (deletion.event as { thread_ts?: string }).thread_ts;
+  await send(deletion);
+  await agentMessages(
+    env,
+    chat.chatId,
+    (rows) => rows.every((row) => row.deleted === true),
+    "the text and the file deleted",
+  );
+  const history = await fetch(
+    `${env.server.baseUrl}/api/v1/widget/messages?chat_id=${chat.chatId}`,
+    { headers: { authorization: `Bearer ${chat.token}` } },
+  );
+  const seen = (await history.json()).data.map((m: { sender_type: string }) => m.sender_type);
+  assert.deepEqual(seen, ["visitor"]);
+});
+
 Deno.test("deleting the bot's copy of a visitor's message erases nothing; a reply edited into a note leaves the visitor", async () => {
   await using env = await setUp();
   await install(env);

@@ -25,6 +25,7 @@ import {
   markSlackDeliveriesProcessed,
   slackEventKey,
   slackMessageKey,
+  slackReplyKeys,
 } from "./slack_inbound.ts";
 
 type ReplyChange = Extract<SlackChange, { kind: "reply" }>;
@@ -88,10 +89,11 @@ export async function applySlackEvents(
           ts: change.ts,
         });
         // A note was never the visitor's, so its deletion is not announced to them.
-        if (deleted && !deleted.internal) {
+        for (const one of deleted) {
+          if (one.internal) continue;
           changes[index].push({
             appId,
-            edited: { chatId: deleted.chatId, messageId: deleted.messageId, deleted: true },
+            edited: { chatId: one.chatId, messageId: one.messageId, deleted: true },
           });
         }
       });
@@ -176,7 +178,7 @@ async function storeReplies(
         messageId: one.messageId,
         teamId: pending.teamId,
         channelId: pending.change.channelId,
-        ts: index === 0 ? pending.change.ts : `${pending.change.ts}#${index}`,
+        ts: slackReplyKeys(pending.change.ts)[index],
       });
       changes[pending.command].push(storedChange(pending.appId, one, queued));
       queued = 0;

@@ -173,21 +173,37 @@ export async function editSlackMessage(
     : null;
 }
 
+/** Most files of one Slack reply that become messages. */
+export const MAX_SLACK_REPLY_FILES = 20;
+
 /**
- * Deletes the member's reply mirrored as (channel, ts); resolves to it — with whether it was an
- * internal note, which the visitor never had and so must not hear of — or null.
+ * The keys a member's reply posted as `ts` is stored under: its first message's `ts`, the others'
+ * `ts#n` (a reply with files makes a message per file; Slack attaches at most 10 to a message, and
+ * at most {@linkcode MAX_SLACK_REPLY_FILES} are taken).
+ */
+export function slackReplyKeys(ts: string): string[] {
+  return [ts, ...Array.from({ length: MAX_SLACK_REPLY_FILES }, (_, index) => `${ts}#${index + 1}`)];
+}
+
+/**
+ * Deletes the member's reply mirrored as (channel, ts), every message it made (its text and its
+ * files); resolves to them — each with whether it was an internal note, which the visitor never
+ * had and so must not hear of.
  */
 export async function deleteSlackMessage(
   sql: Tx,
   appId: number,
   link: { teamId: string; channelId: string; ts: string },
-): Promise<{ messageId: number; chatId: number; internal: boolean } | null> {
-  const [row] = await sql<{ id: number; conversation_id: number; internal: boolean }[]>`
+): Promise<{ messageId: number; chatId: number; internal: boolean }[]> {
+  const rows = await sql<{ id: number; conversation_id: number; internal: boolean }[]>`
     UPDATE messages m SET deleted_at = clock_timestamp()
     FROM slack_messages s
-    WHERE s.team_id = ${link.teamId} AND s.channel_id = ${link.channelId} AND s.ts = ${link.ts}
+    WHERE s.team_id = ${link.teamId} AND s.channel_id = ${link.channelId}
+      AND s.ts = ANY (${slackReplyKeys(link.ts)}::text[])
       AND s.app_id = ${appId} AND m.app_id = s.app_id AND m.id = s.message_id
       AND m.sender_type = 'agent' AND m.deleted_at IS NULL
     RETURNING m.id, m.conversation_id, m.internal`;
-  return row ? { messageId: row.id, chatId: row.conversation_id, internal: row.internal } : null;
+  return rows
+    .map((row) => ({ messageId: row.id, chatId: row.conversation_id, internal: row.internal }))
+    .sort((a, b) => a.messageId - b.messageId);
 }

@@ -24,6 +24,7 @@ import {
   findMessageConversation,
   findThreadConversation,
   markSlackDeliveryProcessed,
+  MAX_SLACK_REPLY_FILES,
   recordSlackDeliveryFailure,
 } from "../../db/slack_inbound.ts";
 import { parseSlackAction } from "../../domain/slack_blocks.ts";
@@ -153,9 +154,11 @@ export function createSlackInboundProcessor(deps: SlackInboundDeps): SlackInboun
     }
     if (event.subtype === "message_deleted") {
       // Removing the bot's copy of a visitor's message from Slack must not erase the visitor's
-      // words: like edits, only deletions of members' own replies count.
+      // words: like edits, only deletions of members' own replies count (the deletion applies
+      // to agents' messages alone, so an event without `previous_message`, as Slack's own
+      // example shows it, is safe to apply).
       const previous = event.previous_message;
-      if (!previous || isOwn(installation, previous)) return null;
+      if (previous && isOwn(installation, previous)) return null;
       return typeof event.deleted_ts === "string"
         ? { kind: "delete", channelId, ts: event.deleted_ts }
         : null;
@@ -170,7 +173,8 @@ export function createSlackInboundProcessor(deps: SlackInboundDeps): SlackInboun
     if (typeof event.ts !== "string" || typeof event.thread_ts !== "string") return null;
     if (event.thread_ts === event.ts) return null;
     const text = storable(await readable(installation, String(event.text ?? "")));
-    const files = (Array.isArray(event.files) ? event.files : []).flatMap((file: Json) =>
+    const attached = Array.isArray(event.files) ? event.files.slice(0, MAX_SLACK_REPLY_FILES) : [];
+    const files = attached.flatMap((file: Json) =>
       typeof file?.id === "string"
         ? [{
           id: file.id,
