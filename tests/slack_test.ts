@@ -649,7 +649,7 @@ Deno.test("a Slack click on a WhatsApp conversation's Flow step does not reopen 
   assert.equal(reply.status, 422);
 });
 
-Deno.test("a part whose blocks Slack refuses is posted as its plain-text fallback", async () => {
+Deno.test("a part whose blocks Slack refuses is posted as its whole plain text", async () => {
   await using env = await setUp();
   await install(env);
   const chat = await createVisitorChat(env.server.baseUrl, env.app.publicId, "Hi");
@@ -662,8 +662,11 @@ Deno.test("a part whose blocks Slack refuses is posted as its plain-text fallbac
       errors: ["downloading image failed [json-pointer:/blocks/0/accessory/image_url]"],
     },
   });
+  // A subtitle longer than the 3,000 characters a post's `text` carries beside its blocks.
+  const subtitle = Array.from({ length: 500 }, (_, n) => `word${n}`).join(" ");
   const card = {
     title: "Your order #1234",
+    subtitle,
     image_url: "https://example.com/missing.png",
     buttons: [{ id: "track", title: "Track" }],
   };
@@ -677,7 +680,9 @@ Deno.test("a part whose blocks Slack refuses is posted as its plain-text fallbac
   const [refused, fallback] = posts(env.slack).slice(2);
   assert.ok(refused.params.blocks, "first with its blocks");
   assert.equal(fallback.params.blocks, undefined);
-  assert.match(String(fallback.params.text), /Your order #1234/);
+  const text = String(fallback.params.text);
+  assert.ok(text.startsWith("*Your order #1234*\nword0 word1"), text.slice(0, 40));
+  assert.ok(text.endsWith("word499\n• Track"), text.slice(-40));
   const [row] = await eventually(
     () => env.db.sql`SELECT state FROM outbox WHERE kind = 'slack' ORDER BY id DESC LIMIT 1`,
     ([last]) => last?.state === "succeeded",

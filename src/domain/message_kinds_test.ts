@@ -11,6 +11,7 @@ import {
   RICH_CONTENT_SCHEMAS,
 } from "./message_kinds.ts";
 import { plainTextOf } from "./plain_text.ts";
+import { TEMPLATE_CONTENT } from "./rich_content.ts";
 
 const UNKNOWN_TYPE =
   "message_type must be one of: text, markdown, card, buttons, carousel, form, image, file, template";
@@ -664,4 +665,25 @@ Deno.test("characterCount() counts code points: a surrogate pair is one, a lone 
   assert.equal(characterCount("\uDE00\uD83D"), 2);
   assert.equal(characterCount("\uD83Dx"), 2);
   assert.equal(characterCount("é"), 1);
+});
+
+Deno.test("a template quick reply's payload is held to a button id's 256 characters", () => {
+  const template = (payload: string) => ({
+    name: "order_update",
+    language: "en_US",
+    components: [{
+      type: "button",
+      sub_type: "quick_reply",
+      index: "0",
+      parameters: [{ type: "payload", payload }],
+    }],
+  });
+  assert.equal(TEMPLATE_CONTENT.safeParse(template("x".repeat(256))).success, true);
+  const long = TEMPLATE_CONTENT.safeParse(template("x".repeat(257)));
+  assert.equal(long.success, false);
+  assert.deepEqual(long.error?.issues.map((issue) => [issue.path.join("."), issue.message]), [
+    ["components.0.parameters.0.payload", "must be at most 256 characters"],
+  ]);
+  // One stored before the bound offers no button: no channel could route its click back.
+  assert.deepEqual(buttonsOffered("template", template("x".repeat(257))), []);
 });

@@ -5,8 +5,8 @@
  */
 
 import { z } from "zod";
-/** Longest id (button id, form field name), in characters. */
-const MAX_ID_LENGTH = 256;
+/** Longest id (button id, form field name, a template quick reply's payload), in characters. */
+export const MAX_ID_LENGTH = 256;
 /** Longest title (button, card, form, field label, file name), in characters. */
 const MAX_TITLE_LENGTH = 256;
 /** Longest free text inside a document (buttons text, card subtitle, caption), in characters. */
@@ -241,12 +241,29 @@ export const STORED_MEDIA_CONTENT = MEDIA_CONTENT.extend({
  * `name` is required (≤ 512 characters), `language` is the required language code (≤ 32
  * characters, e.g. `en_US`; the WhatsApp adapter sends it as `{"code": language}`), and
  * `components` are passed through to the WhatsApp Cloud API as given, checked only to be an
- * array of objects.
+ * array of objects whose quick-reply payloads are at most 256 characters (a button id's bound).
  */
 export const TEMPLATE_CONTENT = z.object({
   name: requiredString(MAX_TEMPLATE_NAME_LENGTH),
   language: requiredString(MAX_LANGUAGE_LENGTH),
   components: z.array(z.looseObject({})).optional(),
+}).superRefine((template, ctx) => {
+  // A quick reply's payload comes back as the id of the button clicked, on every channel: it is
+  // held to a button id's length.
+  template.components?.forEach((component, index) => {
+    if (component.type !== "button" || component.sub_type !== "quick_reply") return;
+    const parameters = Array.isArray(component.parameters) ? component.parameters : [];
+    parameters.forEach((parameter: { payload?: unknown }, at: number) => {
+      const payload = parameter?.payload;
+      if (typeof payload === "string" && payload.length > MAX_ID_LENGTH) {
+        ctx.addIssue({
+          code: "custom",
+          message: `must be at most ${MAX_ID_LENGTH} characters`,
+          path: ["components", index, "parameters", at, "payload"],
+        });
+      }
+    });
+  });
 });
 
 /** A WhatsApp template message (see {@linkcode TEMPLATE_CONTENT}). */

@@ -348,6 +348,25 @@ function fallbackText(pieces: readonly Piece[]): string {
  * blocks with `block_id` `parley_message:<message id>:<n>`.
  */
 export function renderSlackMessage(message: SlackMessageSource): SlackMessage[] {
+  return renderPieces(message).map((pieces) => ({
+    text: fallbackText(pieces),
+    blocks: pieces.map((one) => one.block),
+  }));
+}
+
+/**
+ * The whole text of each post of {@linkcode renderSlackMessage} (its `text` is cut at 3,000
+ * characters), for when Slack refuses a post's blocks: then the post goes as this text alone,
+ * which stays within Slack's 40,000 as a post carries at most 10,000 characters of blocks.
+ */
+export function renderSlackPlainText(message: SlackMessageSource): string[] {
+  return renderPieces(message).map((pieces) =>
+    pieces.map((one) => one.fallback).filter((one) => one !== "").join("\n") || EMPTY_MESSAGE
+  );
+}
+
+/** The pieces of each post of a message. */
+function renderPieces(message: SlackMessageSource): Piece[][] {
   const state: RenderState = { messageId: message.id, buttons: 0, actionsBlocks: 0 };
   const messages = packMessages(renderGroups(message, state));
   // Content that renders to nothing (Markdown that is only a rule, say) is shown as written.
@@ -355,10 +374,7 @@ export function renderSlackMessage(message: SlackMessageSource): SlackMessage[] 
     messages.push(sections(escapeMrkdwn(message.content)));
   }
   if (messages.length === 0) messages.push(sections(`_${EMPTY_MESSAGE}_`));
-  return messages.map((pieces) => ({
-    text: fallbackText(pieces),
-    blocks: pieces.map((one) => one.block),
-  }));
+  return messages;
 }
 
 /**

@@ -18,6 +18,7 @@ import {
 import {
   renderNotDelivered,
   renderSlackMessage,
+  renderSlackPlainText,
   type SlackBlock,
 } from "../../domain/slack_blocks.ts";
 import { escapeMrkdwn } from "../../domain/slack_mrkdwn.ts";
@@ -167,12 +168,13 @@ export async function sendMirror(deps: MirrorDeps, send: ClaimedMirror): Promise
       // of their own, so that a visitor who calls themselves "Parley" or "Flow" does not pass for
       // one of ours, whose posts show the app's icon.
       const visitor = conversation.visitorName ?? `Visitor #${conversation.id}`;
-      const parts = renderSlackMessage({
+      const source = {
         id: message.id,
         message_type: message.messageType,
         content: message.content,
         payload: message.payload,
-      });
+      };
+      const parts = renderSlackMessage(source);
       if (message.failure !== null) parts.push(renderNotDelivered(message.failure));
       // Each part is remembered as it lands: a retry goes on from the first part not posted,
       // and a message already there (or typed in Slack) is not posted again.
@@ -187,10 +189,11 @@ export async function sendMirror(deps: MirrorDeps, send: ClaimedMirror): Promise
         };
         const posted = await client.chat.postMessage(post).catch((error) => {
           // Blocks Slack refuses though they passed our checks (an image it could not download,
-          // say): the part goes as its plain-text fallback rather than not at all (CONTRACT §4.2).
+          // say): the part goes as its whole plain text rather than not at all (CONTRACT §4.2).
           if (slackErrorOf(error).code !== "invalid_blocks" || !post.blocks) throw error;
           const { blocks: _refused, ...plain } = post;
-          return client.chat.postMessage(plain);
+          const text = renderSlackPlainText(source)[index] ?? plain.text;
+          return client.chat.postMessage({ ...plain, text });
         });
         first ??= posted.ts ?? null;
         if (first === null) continue;
