@@ -621,3 +621,14 @@ Deno.test("renderSlackMessage shows Markdown that renders to nothing as written,
     assert.equal(message.text, content);
   }
 });
+
+Deno.test("renderSlackMessage() links a markdown destination holding balanced parentheses whole", () => {
+  const [rendered] = renderSlackMessage(
+    message("markdown", "See [Mercury](https://en.wikipedia.org/wiki/Mercury_(planet)) now."),
+  );
+  const section = rendered.blocks[0];
+  assert.equal(
+    section.type === "section" && section.text.text,
+    "See <https://en.wikipedia.org/wiki/Mercury_(planet)|Mercury> now.",
+  );
+});

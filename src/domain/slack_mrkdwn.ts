@@ -30,7 +30,8 @@ const TRAILING_PUNCTUATION = /[.,;:!?'")\]}*_~]+$/u;
 const INLINE_MARKDOWN = new RegExp(
   [
     "(?<tick>`+)(?<code>.+?)\\k<tick>",
-    "!?\\[(?<label>[^\\]]*)\\]\\((?<href>[^()\\s]*)\\)",
+    // A destination may hold balanced parentheses, one level deep (`…/Mercury_(planet)`).
+    "!?\\[(?<label>[^\\]]*)\\]\\((?<href>(?:[^()\\s]|\\([^()\\s]*\\))*)\\)",
     `(?<url>${BARE_URL.source})`,
     "\\*\\*(?<strong>\\S(?:.*?\\S)?)\\*\\*",
     "(?<![\\p{L}\\p{N}])__(?<strong2>\\S(?:.*?\\S)?)__(?![\\p{L}\\p{N}])",

@@ -206,7 +206,9 @@ const INLINE = new RegExp(
   [
     String.raw`\\(?<escaped>[!-/:-@[-\x60{-~])`,
     String.raw`(?<code>(?<ticks>\x60+)[\s\S]+?\k<ticks>(?!\x60))`,
-    String.raw`!?\[(?<label>[^\]]*)\]\(\s*<?(?<href>[^\s()<>]+)>?(?:\s+(?:"[^"]*"|'[^']*'))?\s*\)`,
+    // A destination may hold balanced parentheses, one level deep (`…/Mercury_(planet)`).
+    String
+      .raw`!?\[(?<label>[^\]]*)\]\(\s*<?(?<href>(?:[^\s()<>]|\([^\s()<>]*\))+)>?(?:\s+(?:"[^"]*"|'[^']*'))?\s*\)`,
     String.raw`<(?<autolink>https?:\/\/[^\s<>]+)>`,
     String.raw`(?<url>https?:\/\/[^\s<>]*[^\s<>.,;:!?)\]'"])`,
     String.raw`(?<d3>\*\*\*|___)(?=\S)(?<strongEm>[\s\S]*?\S)\k<d3>`,

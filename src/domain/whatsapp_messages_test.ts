@@ -3,6 +3,7 @@ import fc from "fast-check";
 import { assertGolden } from "../../tests/support/golden.ts";
 import { type MessageType, parseMessageContent } from "./message_kinds.ts";
 import { plainTextOf } from "./plain_text.ts";
+import { toWhatsAppFormatting } from "./whatsapp_formatting.ts";
 import {
   buttonIdOfReply,
   renderWhatsAppMessages,
@@ -555,4 +556,11 @@ Deno.test("renderWhatsAppMessages sends Markdown with an empty heading as writte
     type: "text",
     text: { body: "*Title*\n#\n\nbody" },
   }]);
+});
+
+Deno.test("toWhatsAppFormatting() keeps a link destination holding balanced parentheses whole", () => {
+  assert.equal(
+    toWhatsAppFormatting("See [Mercury](https://en.wikipedia.org/wiki/Mercury_(planet)) now."),
+    "See Mercury (https://en.wikipedia.org/wiki/Mercury_(planet)) now.",
+  );
 });
