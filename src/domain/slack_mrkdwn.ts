@@ -247,15 +247,24 @@ export function splitMrkdwn(text: string, max: number): string[] {
   return chunks;
 }
 
-/** The index at most `cut` where plain text can be cut without splitting a surrogate pair. */
+const GRAPHEMES = new Intl.Segmenter(undefined, { granularity: "grapheme" });
+
+/**
+ * The index at most `cut` where plain text can be cut without splitting a grapheme (a flag, a
+ * family emoji, a letter and its accents), or where one grapheme is longer than `cut` (a run of
+ * combining marks), without splitting a surrogate pair.
+ */
 function plainCut(text: string, cut: number): number {
+  if (cut <= 0 || cut >= text.length) return cut;
+  const start = GRAPHEMES.segment(text).containing(cut)?.index ?? cut;
+  if (start > 0) return start;
   const code = text.charCodeAt(cut);
   return code >= 0xdc00 && code <= 0xdfff ? cut - 1 : cut;
 }
 
 /**
  * Plain text cut to at most `max` characters, ending in "…" if it was cut (for `plain_text`
- * fields such as button labels). The cut never splits a surrogate pair.
+ * fields such as button labels). The cut never splits a grapheme.
  */
 export function truncatePlain(text: string, max: number): string {
   if (text.length <= max) return text;
@@ -264,7 +273,7 @@ export function truncatePlain(text: string, max: number): string {
 
 /**
  * Mrkdwn cut to at most `max` characters, ending in "…" if it was cut. The cut never splits a
- * surrogate pair, an entity or a link, so the result is still valid mrkdwn.
+ * grapheme, an entity or a link, so the result is still valid mrkdwn.
  */
 export function truncateMrkdwn(text: string, max: number): string {
   if (text.length <= max) return text;
