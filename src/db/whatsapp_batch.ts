@@ -125,6 +125,7 @@ async function applyClick(
     const text: MessageEntry = {
       kind: "message",
       waId: entry.waId,
+      userId: entry.userId,
       name: entry.name,
       wamid: entry.wamid,
       timestamp: entry.timestamp,

@@ -11,9 +11,14 @@ import { z } from "zod";
 import { describeIssue } from "../../domain/message_kinds.ts";
 import { MAX_JSON_DEPTH } from "../../domain/json_document.ts";
 
-/** The WhatsApp user who wrote: their WhatsApp id and profile name, if Meta sent one. */
+/**
+ * The WhatsApp user who wrote: their WhatsApp id (phone number) when Meta shares it, their
+ * business-scoped user id (BSUID, e.g. `US.13491208655302741918`) when Meta sends one — at least
+ * one of the two is set — and their profile name, if Meta sent one.
+ */
 export interface InboundCustomer {
-  waId: string;
+  waId: string | null;
+  userId: string | null;
   name: string | null;
 }
 
@@ -57,6 +62,7 @@ export type InboundItem =
     wamid: string;
     status: "sent" | "delivered" | "read" | "failed";
     timestamp: string;
+    /** The customer's WhatsApp id, or else their BSUID, when Meta named one. */
     recipientId: string | null;
     error: { code: number; title: string } | null;
   };
@@ -90,7 +96,11 @@ const CHANGE_VALUE = z.object({
   statuses: LIST,
   errors: LIST,
 });
-const CONTACT = z.object({ wa_id: z.string(), profile: z.object({ name: OPTIONAL }).optional() });
+const CONTACT = z.object({
+  wa_id: OPTIONAL,
+  user_id: OPTIONAL,
+  profile: z.object({ name: OPTIONAL }).optional(),
+});
 /** Meta's error codes are 32-bit integers (the column too); any other number is unreadable. */
 const META_ERROR = z.object({
   code: z.int().min(-(2 ** 31)).max(2 ** 31 - 1),
@@ -99,7 +109,8 @@ const META_ERROR = z.object({
 });
 const MESSAGE = z.object({
   id: ID,
-  from: ID,
+  from: ID.optional(),
+  from_user_id: ID.optional(),
   timestamp: TIMESTAMP,
   type: ID,
   context: z.object({ id: OPTIONAL }).optional(),
@@ -130,6 +141,7 @@ const STATUS = z.object({
   status: z.enum(["sent", "delivered", "read", "failed"]),
   timestamp: TIMESTAMP,
   recipient_id: OPTIONAL,
+  recipient_user_id: OPTIONAL,
   errors: LIST,
 });
 
@@ -281,16 +293,23 @@ function messageBody(message: Record<string, unknown>, type: string): MessageBod
   }
 }
 
-/** A customer's message or click; throws when it cannot be read. */
+/**
+ * A customer's message or click; throws when it cannot be read. A user who hides their phone
+ * number behind a username is named only by `from_user_id`; one of the two ids must be there.
+ */
 function messageItem(
   raw: unknown,
   phoneNumberId: string,
-  names: Map<string, string | null>,
+  contacts: Contacts,
 ): InboundItem {
   const message = read(MESSAGE, raw, "", "message");
   const timestamp = isoTimestamp(message.timestamp);
-  const name = names.get(message.from) ?? null;
-  const customer = { waId: message.from, name };
+  const contact = (message.from === undefined ? undefined : contacts.byWaId.get(message.from)) ??
+    (message.from_user_id === undefined ? undefined : contacts.byUserId.get(message.from_user_id));
+  const waId = message.from ?? contact?.waId ?? null;
+  const userId = message.from_user_id ?? contact?.userId ?? null;
+  if (waId === null && userId === null) throw new SkippedPart("from or from_user_id is required");
+  const customer = { waId, userId, name: contact?.name ?? null };
   const body = messageBody(raw as Record<string, unknown>, message.type);
   const common = { phoneNumberId, customer, wamid: message.id, timestamp };
   if (body.kind === "content") return { kind: "message", ...common, content: body.content };
@@ -306,20 +325,44 @@ function statusItem(raw: unknown, phoneNumberId: string): InboundItem {
   const error = status.status === "failed" && first !== undefined
     ? { code: first.code, title: [first.title, first.message].find(isPresent) ?? "Unknown error" }
     : null;
-  const { id: wamid, status: state, recipient_id: recipientId = null } = status;
+  const { id: wamid, status: state } = status;
+  const recipientId = status.recipient_id ?? status.recipient_user_id ?? null;
   return { kind: "status", phoneNumberId, wamid, status: state, timestamp, recipientId, error };
 }
 
-/** The profile names of a change's `contacts`, by WhatsApp id (the first entry wins). */
-function profileNames(contacts: unknown[]): Map<string, string | null> {
-  const names = new Map<string, string | null>();
-  for (const contact of contacts) {
-    const parsed = CONTACT.safeParse(contact).data;
-    if (parsed === undefined || names.has(parsed.wa_id)) continue;
+/** One `contacts` entry: a user's ids (either may be missing) and profile name. */
+interface Contact {
+  waId: string | null;
+  userId: string | null;
+  name: string | null;
+}
+
+/** A change's `contacts`, by WhatsApp id and by BSUID. */
+interface Contacts {
+  byWaId: Map<string, Contact>;
+  byUserId: Map<string, Contact>;
+}
+
+/** A change's `contacts` entries, by each id they carry (the first entry of an id wins). */
+function contactsOf(entries: unknown[]): Contacts {
+  const contacts: Contacts = { byWaId: new Map(), byUserId: new Map() };
+  for (const entry of entries) {
+    const parsed = CONTACT.safeParse(entry).data;
+    if (parsed === undefined) continue;
     const name = parsed.profile?.name;
-    names.set(parsed.wa_id, isPresent(name) ? name : null);
+    const contact = {
+      waId: isPresent(parsed.wa_id) ? parsed.wa_id : null,
+      userId: isPresent(parsed.user_id) ? parsed.user_id : null,
+      name: isPresent(name) ? name : null,
+    };
+    if (contact.waId !== null && !contacts.byWaId.has(contact.waId)) {
+      contacts.byWaId.set(contact.waId, contact);
+    }
+    if (contact.userId !== null && !contacts.byUserId.has(contact.userId)) {
+      contacts.byUserId.set(contact.userId, contact);
+    }
   }
-  return names;
+  return contacts;
 }
 
 /** Adds the messages and statuses of the `entry[].changes[]` element at `path` to `result`. */
@@ -331,9 +374,9 @@ function collectChange(result: ParsedWebhook, path: string, change: unknown): vo
     }
     const value = read(CHANGE_VALUE, raw, "value");
     const phoneNumberId = value.metadata.phone_number_id;
-    const names = profileNames(value.contacts ?? []);
+    const contacts = contactsOf(value.contacts ?? []);
     value.messages?.forEach((message, i) => {
-      const item = () => messageItem(message, phoneNumberId, names);
+      const item = () => messageItem(message, phoneNumberId, contacts);
       guarded(result, `${path}.value.messages.${i}`, () => result.items.push(item()));
     });
     value.statuses?.forEach((status, i) => {
@@ -355,8 +398,9 @@ function collectChange(result: ParsedWebhook, path: string, change: unknown): vo
  * `statuses`. What cannot be read — a message or status missing fields or with a timestamp that is
  * not Unix seconds, a status Parley does not track (`played`), a change of another field, an error
  * Meta reports in a change, a body whose `object` is not `whatsapp_business_account` — is listed in
- * `skipped`. A customer's name is the `profile.name` of the `contacts` entry whose `wa_id` is the
- * message's `from`. Images and stickers become `image`, audio, video and documents `file`;
+ * `skipped`. A message names its customer by `from` (their phone number) or, for a user who hides
+ * it behind a username, only by `from_user_id` (their BSUID); the `contacts` entry whose `wa_id`
+ * or `user_id` matches gives their profile name and the other id. Images and stickers become `image`, audio, video and documents `file`;
  * anything else that is not text becomes readable text (`[Unsupported message type: <type>]`).
  */
 export function parseWhatsAppWebhook(raw: unknown): ParsedWebhook {

@@ -13,7 +13,7 @@ const PHONE_NUMBER_ID = "106540352242922";
 const WA_ID = "16505551234";
 const SENT_AT = "1739321024";
 const SENT_AT_ISO = "2025-02-12T00:43:44.000Z";
-const CUSTOMER = { waId: WA_ID, name: "Sheena Nelson" };
+const CUSTOMER = { waId: WA_ID, userId: null, name: "Sheena Nelson" };
 
 /** The `value` of a `messages` change, as Meta sends it. */
 function changeValue(parts: { messages?: unknown[]; statuses?: unknown[]; waId?: string }) {
@@ -94,7 +94,7 @@ Deno.test("parseWhatsAppWebhook() reads Meta's reply button sample as a click", 
     items: [{
       kind: "click",
       phoneNumberId: PHONE_NUMBER_ID,
-      customer: { waId: WA_ID, name: "Pablo Morales" },
+      customer: { waId: WA_ID, userId: null, name: "Pablo Morales" },
       wamid: "wamid.HBgLMTY0NjcwNDM1OTUVAgASGBQzQThBREYwNzc2RDc2QjA1QTIwMgA=",
       timestamp: "2024-04-30T20:46:43.000Z",
       contextWamid: "wamid.HBgLMTY0NjcwNDM1OTUVAgARGBJBM0Y4RUU0RUNFQkFDMjYzQUMA",
@@ -339,7 +339,61 @@ Deno.test("parseWhatsAppWebhook() gives a customer without a contacts entry no n
     contacts: [],
   };
   const [item] = parseWhatsAppWebhook(webhook([value])).items;
-  assert.deepEqual(item.kind === "message" && item.customer, { waId: WA_ID, name: null });
+  assert.deepEqual(item.kind === "message" && item.customer, {
+    waId: WA_ID,
+    userId: null,
+    name: null,
+  });
+});
+
+const BSUID = "US.13491208655302741918";
+
+Deno.test("parseWhatsAppWebhook() reads a username user's message, named only by from_user_id", () => {
+  const value = changeValue({
+    messages: [{
+      from_user_id: BSUID,
+      id: "wamid.BSUID1",
+      timestamp: SENT_AT,
+      type: "text",
+      text: { body: "Where is my order?" },
+    }],
+  });
+  value.contacts = [{ profile: { name: "Maria", username: "@maria" }, user_id: BSUID }] as never;
+  const parsed = parseWhatsAppWebhook(webhook([value]));
+  assert.deepEqual(parsed.skipped, []);
+  assert.deepEqual(parsed.items.map((item) => item.kind === "message" && item.customer), [
+    { waId: null, userId: BSUID, name: "Maria" },
+  ]);
+});
+
+Deno.test("parseWhatsAppWebhook() keeps both ids of a user who shares their phone number", () => {
+  const value = changeValue({
+    messages: [
+      { ...message("text", { text: { body: "a" } }, "m1"), from_user_id: BSUID },
+      // Only the contacts entry names the BSUID of this one.
+      message("text", { text: { body: "b" } }, "m2"),
+    ],
+  });
+  value.contacts = [{ profile: { name: "Sheena Nelson" }, wa_id: WA_ID, user_id: BSUID }] as never;
+  const parsed = parseWhatsAppWebhook(webhook([value]));
+  assert.deepEqual(parsed.items.map((item) => item.kind === "message" && item.customer), [
+    { waId: WA_ID, userId: BSUID, name: "Sheena Nelson" },
+    { waId: WA_ID, userId: BSUID, name: "Sheena Nelson" },
+  ]);
+});
+
+Deno.test("parseWhatsAppWebhook() skips a message naming no user, and reads a status's BSUID", () => {
+  const { from: _, ...anonymous } = message("text", { text: { body: "hi" } }) as { from: string };
+  const { recipient_id: __, ...toUser } = status("wamid.OUT1") as { recipient_id: string };
+  const parsed = parseWhatsAppWebhook(webhook([changeValue({
+    messages: [anonymous],
+    statuses: [{ ...toUser, recipient_user_id: BSUID }],
+  })]));
+  assert.deepEqual(parsed.skipped, [{
+    path: "entry.0.changes.0.value.messages.0",
+    reason: "from or from_user_id is required",
+  }]);
+  assert.deepEqual(parsed.items.map((item) => item.kind === "status" && item.recipientId), [BSUID]);
 });
 
 Deno.test("parseWhatsAppWebhook() skips untracked statuses, other fields and reported errors", () => {
