@@ -1000,3 +1000,45 @@ Deno.test("a phone customer's first message naming their BSUID too adds it to th
       (SELECT count(*) FROM messages)::int AS messages`;
   assert.deepEqual({ ...counts }, { clients: 1, conversations: 1, messages: 3 });
 });
+
+Deno.test("a customer's changed number (a system message) continues their client and conversation", async () => {
+  await using env = await setUp();
+  const ts = Math.floor(Date.now() / 1000);
+  assert.equal(await post(env, webhookBody([textMessage("Hi, old phone", ts)])), 200);
+  await processed(env);
+  const NEW_NUMBER = "16505559999";
+  // Meta sends no contacts with system messages.
+  const system = {
+    from: CUSTOMER,
+    id: `wamid.system.${crypto.randomUUID()}`,
+    timestamp: String(ts + 1),
+    type: "system",
+    system: {
+      body: `User Kerry Fisher changed from ${CUSTOMER} to ${NEW_NUMBER}`,
+      wa_id: NEW_NUMBER,
+      type: "user_changed_number",
+    },
+  };
+  assert.equal(await post(env, webhookBody([system], [], [])), 200);
+  await processed(env);
+  const next = webhookBody([textMessage("Hi, new phone", ts + 2, NEW_NUMBER)], [], [{
+    profile: { name: "Kerry Fisher" },
+    wa_id: NEW_NUMBER,
+  }]);
+  assert.equal(await post(env, next), 200);
+  await processed(env);
+  const rows = await env.db.sql`
+    SELECT c.client_id, c.id AS chat, m.content FROM messages m
+    JOIN conversations c ON c.app_id = m.app_id AND c.id = m.conversation_id
+    WHERE m.sender_type = 'visitor' ORDER BY m.id`;
+  assert.deepEqual(rows.map((r) => r.content), ["Hi, old phone", "Hi, new phone"]);
+  assert.equal(new Set(rows.map((r) => `${r.client_id}/${r.chat}`)).size, 1);
+  // Replies go to the new number.
+  const reply = await apiCall(env.server.baseUrl, "/messages", {
+    key: env.app.key,
+    json: { chat_id: rows[0].chat, content: "Noted" },
+  });
+  assert.equal(reply.status, 200);
+  await waitUntil(() => sends(env.graph).length === 1, "the reply sent");
+  assert.equal((sends(env.graph)[0].body as { to: string }).to, NEW_NUMBER);
+});

@@ -122,6 +122,19 @@ export type WhatsAppInboundEntry =
     title: string;
   }
   | {
+    /**
+     * The customer known by `waId` or `userId` changed their number or BSUID: the new ones
+     * become identities of the same client.
+     */
+    kind: "identity";
+    /** The notice's message id. */
+    wamid: string;
+    waId: string | null;
+    userId: string | null;
+    newWaId: string | null;
+    newUserId: string | null;
+  }
+  | {
     kind: "status";
     /** A WhatsApp message id of one of Parley's outbound messages. */
     wamid: string;

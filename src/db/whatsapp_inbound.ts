@@ -12,6 +12,7 @@ import type { WhatsAppInboundEntry } from "../actors/protocol.ts";
 type MessageEntry = Extract<WhatsAppInboundEntry, { kind: "message" }>;
 type ClickEntry = Extract<WhatsAppInboundEntry, { kind: "click" }>;
 type StatusEntry = Extract<WhatsAppInboundEntry, { kind: "status" }>;
+type IdentityEntry = Extract<WhatsAppInboundEntry, { kind: "identity" }>;
 
 /** What storing a customer's message did; null when its wamid was already stored. */
 export interface StoredInbound {
@@ -310,6 +311,38 @@ export async function storeWhatsAppClick(
       queuedEvents: row.queued,
     }
     : null;
+}
+
+/**
+ * Adds a customer's new number and BSUID (Meta's `system` notice) to the client known by their
+ * old ones, so that their next message continues that client and its open conversation, and
+ * replies go to the new number (the newest). The old ids stay: a message sent before the change
+ * may still arrive. An id already another client's is left to it. Resolves to how many ids were
+ * added (0 for an unknown customer or a notice applied before).
+ */
+export async function addWhatsAppIdentities(
+  sql: Tx,
+  appId: number,
+  entry: IdentityEntry,
+): Promise<number> {
+  const rows = await sql`
+    WITH client AS (
+      SELECT client_id FROM client_identities
+      WHERE app_id = ${appId}
+        AND (channel = 'whatsapp' AND external_id = ${entry.waId}::text
+          OR channel = 'whatsapp_user' AND external_id = ${entry.userId}::text)
+      ORDER BY channel = 'whatsapp' DESC
+      LIMIT 1
+    )
+    INSERT INTO client_identities (app_id, channel, external_id, client_id)
+    SELECT ${appId}, id.channel, id.external_id, client.client_id
+    FROM client
+    CROSS JOIN (VALUES ('whatsapp', ${entry.newWaId}::text), ('whatsapp_user', ${entry.newUserId}::text))
+      AS id (channel, external_id)
+    WHERE id.external_id IS NOT NULL
+    ON CONFLICT DO NOTHING
+    RETURNING 1`;
+  return rows.length;
 }
 
 /** What a status receipt changed; null when it moved nothing (unknown id, or not forward). */

@@ -51,11 +51,19 @@ interface CustomerUpdate {
 /**
  * One update of a webhook batch. A `click` is an interactive `button_reply`/`list_reply`
  * (`replyId` is the id Parley sent) or a template quick-reply `button` (`replyId` is its
- * payload); `contextWamid` names the message clicked in. A `failed` status carries Meta's error.
+ * payload); `contextWamid` names the message clicked in. An `identity` is a `system` message
+ * (`user_changed_number`, `user_changed_user_id`): not the customer's words, but ids of theirs.
+ * A `failed` status carries Meta's error.
  */
 export type InboundItem =
   | CustomerUpdate & { kind: "message"; content: InboundContent }
   | CustomerUpdate & { kind: "click"; contextWamid: string | null; replyId: string; title: string }
+  | CustomerUpdate & {
+    /** Meta's notice that the user changed their number or BSUID: the new ones, if named. */
+    kind: "identity";
+    newWaId: string | null;
+    newUserId: string | null;
+  }
   | {
     kind: "status";
     phoneNumberId: string;
@@ -135,6 +143,15 @@ const REPLY = z.object({ id: z.string(), title: z.string() });
 const INTERACTIVE = z.object({ type: z.string() });
 const BUTTON = z.object({ payload: z.string(), text: z.string() });
 const UNSUPPORTED = z.object({ type: OPTIONAL }).optional();
+const SYSTEM = z.object({
+  type: OPTIONAL,
+  wa_id: OPTIONAL,
+  new_wa_id: OPTIONAL,
+  user_id: OPTIONAL,
+  previous_user_id: OPTIONAL,
+});
+/** The `system` messages that name a user's new ids. */
+const IDENTITY_CHANGES = ["user_changed_number", "user_changed_user_id"];
 const ERROR_TITLES = z.array(z.object({ title: OPTIONAL })).optional();
 const STATUS = z.object({
   id: ID,
@@ -304,6 +321,9 @@ function messageItem(
 ): InboundItem {
   const message = read(MESSAGE, raw, "", "message");
   const timestamp = isoTimestamp(message.timestamp);
+  if (message.type === "system") {
+    return identityItem(raw as Record<string, unknown>, message, phoneNumberId, timestamp);
+  }
   const contact = (message.from === undefined ? undefined : contacts.byWaId.get(message.from)) ??
     (message.from_user_id === undefined ? undefined : contacts.byUserId.get(message.from_user_id));
   const waId = message.from ?? contact?.waId ?? null;
@@ -315,6 +335,42 @@ function messageItem(
   if (body.kind === "content") return { kind: "message", ...common, content: body.content };
   const contextWamid = message.context?.id ?? null;
   return { kind: "click", ...common, contextWamid, replyId: body.replyId, title: body.title };
+}
+
+/**
+ * A `system` message naming the user's new number or BSUID (Meta sends no `contacts` with it);
+ * throws for any other system message, which carries nothing of the customer's to keep.
+ */
+function identityItem(
+  raw: Record<string, unknown>,
+  message: z.infer<typeof MESSAGE>,
+  phoneNumberId: string,
+  timestamp: string,
+): InboundItem {
+  const system = read(SYSTEM, raw.system, "system");
+  const type = system.type ?? "";
+  if (!IDENTITY_CHANGES.includes(type)) {
+    throw new SkippedPart(`system message ${JSON.stringify(type)} is not handled`);
+  }
+  const present = (value: string | undefined) => isPresent(value) ? value : null;
+  const waId = message.from ?? null;
+  const userId = present(system.previous_user_id) ?? message.from_user_id ?? null;
+  if (waId === null && userId === null) {
+    throw new SkippedPart("from or system.previous_user_id is required");
+  }
+  const newWaId = type === "user_changed_number"
+    ? present(system.wa_id) ?? present(system.new_wa_id)
+    : null;
+  const newUserId = present(system.user_id);
+  return {
+    kind: "identity",
+    phoneNumberId,
+    customer: { waId, userId, name: null },
+    wamid: message.id,
+    timestamp,
+    newWaId: newWaId === waId ? null : newWaId,
+    newUserId: newUserId === userId ? null : newUserId,
+  };
 }
 
 /** A status update; a failure carries Meta's first error. Throws when it cannot be read. */
@@ -402,6 +458,8 @@ function collectChange(result: ParsedWebhook, path: string, change: unknown): vo
  * it behind a username, only by `from_user_id` (their BSUID); the `contacts` entry whose `wa_id`
  * or `user_id` matches gives their profile name and the other id. Images and stickers become `image`, audio, video and documents `file`;
  * anything else that is not text becomes readable text (`[Unsupported message type: <type>]`).
+ * A `system` message becomes an `identity` when it names the user's new number or BSUID, and is
+ * skipped otherwise.
  */
 export function parseWhatsAppWebhook(raw: unknown): ParsedWebhook {
   const result: ParsedWebhook = { items: [], skipped: [] };

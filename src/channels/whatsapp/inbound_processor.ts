@@ -119,6 +119,12 @@ export function createWhatsAppInboundProcessor(
         error: item.error,
       };
     }
+    if (item.kind === "identity") {
+      log("info", "whatsapp customer changed their number or user id", { app_id: appId });
+      const { waId, userId } = item.customer;
+      const { newWaId, newUserId } = item;
+      return { kind: "identity", wamid: item.wamid, waId, userId, newWaId, newUserId };
+    }
     const { waId, userId } = item.customer;
     const who = { waId, userId, name: storable(item.customer.name) };
     if (item.kind === "click") {

@@ -396,6 +396,39 @@ Deno.test("parseWhatsAppWebhook() skips a message naming no user, and reads a st
   assert.deepEqual(parsed.items.map((item) => item.kind === "status" && item.recipientId), [BSUID]);
 });
 
+Deno.test("parseWhatsAppWebhook() reads a changed number or BSUID as the customer's new ids, not their words", () => {
+  const system = (fields: object) => message("system", { system: fields });
+  const value = changeValue({
+    messages: [
+      system({
+        body: `User Kerry changed from ${WA_ID} to 16505559999`,
+        wa_id: "16505559999",
+        type: "user_changed_number",
+      }),
+      {
+        ...system({ type: "user_changed_user_id", user_id: "US.2", previous_user_id: "US.1" }),
+        from: undefined,
+      },
+      system({ body: "Something else", type: "customer_identity_changed" }),
+    ],
+  });
+  delete value.contacts; // Meta sends none with system messages.
+  const parsed = parseWhatsAppWebhook(webhook([value]));
+  assert.deepEqual(
+    parsed.items.map((item) =>
+      item.kind === "identity" && [item.customer, item.newWaId, item.newUserId]
+    ),
+    [
+      [{ waId: WA_ID, userId: null, name: null }, "16505559999", null],
+      [{ waId: null, userId: "US.1", name: null }, null, "US.2"],
+    ],
+  );
+  assert.deepEqual(parsed.skipped, [{
+    path: "entry.0.changes.0.value.messages.2",
+    reason: 'system message "customer_identity_changed" is not handled',
+  }]);
+});
+
 Deno.test("parseWhatsAppWebhook() skips untracked statuses, other fields and reported errors", () => {
   const played = status("wamid.OUT4", "played");
   const value = {
