@@ -1,6 +1,7 @@
 /**
  * WhatsApp Cloud API webhook bodies (CONTRACT §6.1) read into plain items: a customer's message
- * (text, or an `image`/`file` naming the Meta media id), a click on an interactive reply button,
+ * (text — locations, shared contacts, reactions, orders and WhatsApp Flow answers rendered as
+ * readable text — or an `image`/`file` naming the Meta media id), a click on an interactive reply button,
  * list row or template quick-reply button, or a status update of a message Parley sent. A batch
  * carries up to 1,000 updates from many customers, so every message and status is read on its
  * own and one that cannot be read is skipped with its JSON path and the reason, never failing
@@ -130,6 +131,7 @@ const LOCATION = z.object({
   longitude: z.number(),
   name: OPTIONAL,
   address: OPTIONAL,
+  url: OPTIONAL,
 });
 const CONTACT_NAME = z.object({
   formatted_name: OPTIONAL,
@@ -141,6 +143,16 @@ const SHARED_CONTACTS = z.array(z.object({ name: CONTACT_NAME.optional(), phones
 const REACTION = z.object({ emoji: OPTIONAL });
 const REPLY = z.object({ id: z.string(), title: z.string() });
 const INTERACTIVE = z.object({ type: z.string() });
+const FLOW_REPLY = z.object({ response_json: z.string() });
+const ORDER = z.object({
+  text: OPTIONAL,
+  product_items: z.array(z.object({
+    product_retailer_id: z.string(),
+    quantity: z.union([z.number(), z.string()]),
+    item_price: z.union([z.number(), z.string()]),
+    currency: z.string(),
+  })).optional(),
+});
 const BUTTON = z.object({ payload: z.string(), text: z.string() });
 const UNSUPPORTED = z.object({ type: OPTIONAL }).optional();
 const SYSTEM = z.object({
@@ -233,12 +245,45 @@ function textBody(text: string): MessageBody {
   return { kind: "content", content: { messageType: "text", text } };
 }
 
-/** `📍 Name, Address (lat, long) https://maps.google.com/?q=lat,long`. */
+/**
+ * `📍 Name, Address (lat, long) https://maps.google.com/?q=lat,long`, then the place's own `url`
+ * (its website) when it has one.
+ */
 function locationText(location: z.infer<typeof LOCATION>): string {
   const { latitude, longitude } = location;
   const label = [location.name, location.address].filter(isPresent).join(", ");
   const at = `(${latitude}, ${longitude}) https://maps.google.com/?q=${latitude},${longitude}`;
-  return `📍 ${label === "" ? at : `${label} ${at}`}`;
+  const place = `📍 ${label === "" ? at : `${label} ${at}`}`;
+  return isPresent(location.url) ? `${place}\n${location.url}` : place;
+}
+
+/**
+ * A WhatsApp Flow's answers (`response_json`): one `field: value` line per field, the Flow's own
+ * `flow_token` left out; a value that is no string is shown as JSON. Answers that are not a JSON
+ * object are shown as they came.
+ */
+function flowReplyText(responseJson: string): string {
+  let answers: unknown;
+  try {
+    answers = JSON.parse(responseJson);
+  } catch {
+    return responseJson;
+  }
+  if (typeof answers !== "object" || answers === null || Array.isArray(answers)) {
+    return responseJson;
+  }
+  const lines = Object.entries(answers).filter(([field]) => field !== "flow_token").map((
+    [field, value],
+  ) => `${field}: ${typeof value === "string" ? value : JSON.stringify(value)}`);
+  return lines.length === 0 ? "(empty form)" : lines.join("\n");
+}
+
+/** `🛒 Order`, the customer's note, then one `id × quantity @ price currency` line per item. */
+function orderText(order: z.infer<typeof ORDER>): string {
+  const items = (order.product_items ?? []).map((item) =>
+    `${item.product_retailer_id} × ${item.quantity} @ ${item.item_price} ${item.currency}`
+  );
+  return ["🛒 Order", ...(isPresent(order.text) ? [order.text] : []), ...items].join("\n");
 }
 
 /** One `👤 Name, +phone, …` line per shared contact. */
@@ -292,8 +337,15 @@ function messageBody(message: Record<string, unknown>, type: string): MessageBod
       const button = read(BUTTON, message.button, "button");
       return { kind: "click", replyId: button.payload, title: button.text };
     }
+    case "order":
+      return textBody(orderText(read(ORDER, message.order, "order")));
     case "interactive": {
       const replyType = read(INTERACTIVE, message.interactive, "interactive").type;
+      if (replyType === "nfm_reply") {
+        const interactive = message.interactive as Record<string, unknown>;
+        const reply = read(FLOW_REPLY, interactive.nfm_reply, "interactive.nfm_reply");
+        return textBody(flowReplyText(reply.response_json));
+      }
       if (replyType !== "button_reply" && replyType !== "list_reply") {
         return textBody(unsupportedText(`interactive ${replyType}`, message.errors));
       }

@@ -180,7 +180,7 @@ Deno.test("parseWhatsAppWebhook() renders a location as text with a map link", (
     messageType: "text",
     text:
       "📍 Philz Coffee, 101 Forest Ave, Palo Alto, CA 94301 (37.44221496582, -122.16167449951) " +
-      "https://maps.google.com/?q=37.44221496582,-122.16167449951",
+      "https://maps.google.com/?q=37.44221496582,-122.16167449951\nhttps://philzcoffee.com",
   });
   assert.deepEqual(
     onlyContent(message("location", { location: { latitude: 1.5, longitude: 2 } })),
@@ -189,6 +189,43 @@ Deno.test("parseWhatsAppWebhook() renders a location as text with a map link", (
       text: "📍 (1.5, 2) https://maps.google.com/?q=1.5,2",
     },
   );
+});
+
+Deno.test("parseWhatsAppWebhook() renders a WhatsApp Flow's answers one field a line, without its token", () => {
+  const reply = (response_json: string) =>
+    message("interactive", {
+      context: { from: "15550783881", id: "wamid.OUTFLOW" },
+      interactive: { type: "nfm_reply", nfm_reply: { name: "flow", body: "Sent", response_json } },
+    });
+  const answers = '{"flow_token":"t1","email":"kerry@example.com","date":"2026-12-01","count":2}';
+  assert.deepEqual(onlyContent(reply(answers)), {
+    messageType: "text",
+    text: "email: kerry@example.com\ndate: 2026-12-01\ncount: 2",
+  });
+  assert.deepEqual(onlyContent(reply("not json")), { messageType: "text", text: "not json" });
+  assert.deepEqual(onlyContent(reply('{"flow_token":"t1"}')), {
+    messageType: "text",
+    text: "(empty form)",
+  });
+});
+
+Deno.test("parseWhatsAppWebhook() renders an order with its note and one line per item", () => {
+  const order = {
+    catalog_id: "194836987003835",
+    text: "Please deliver after 5pm",
+    product_items: [
+      { product_retailer_id: "di9ozbzfi4", quantity: 2, item_price: 30, currency: "USD" },
+      { product_retailer_id: "nlg9qfpx3a", quantity: "1", item_price: "12.5", currency: "USD" },
+    ],
+  };
+  assert.deepEqual(onlyContent(message("order", { order })), {
+    messageType: "text",
+    text: "🛒 Order\nPlease deliver after 5pm\ndi9ozbzfi4 × 2 @ 30 USD\nnlg9qfpx3a × 1 @ 12.5 USD",
+  });
+  assert.deepEqual(onlyContent(message("order", { order: { catalog_id: "1" } })), {
+    messageType: "text",
+    text: "🛒 Order",
+  });
 });
 
 Deno.test("parseWhatsAppWebhook() renders shared contacts as one line each", () => {
@@ -262,11 +299,10 @@ Deno.test("parseWhatsAppWebhook() renders unsupported and unknown types as text"
       "[Unsupported message type: poll_update (Message type unknown)]",
     ],
     [message("unsupported", { unsupported: {} }), "[Unsupported message type: unsupported]"],
-    [message("order", { order: { catalog_id: "1" } }), "[Unsupported message type: order]"],
     [message("unknown", { errors }), "[Unsupported message type: unknown (Message type unknown)]"],
     [
-      message("interactive", { interactive: { type: "nfm_reply", nfm_reply: {} } }),
-      "[Unsupported message type: interactive nfm_reply]",
+      message("interactive", { interactive: { type: "call_permission_reply" } }),
+      "[Unsupported message type: interactive call_permission_reply]",
     ],
   ];
   for (const [raw, text] of cases) {
