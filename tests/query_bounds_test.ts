@@ -48,7 +48,7 @@ Deno.test("a WhatsApp send's claim finds its customer without reading the applic
   await db.sql`ANALYZE`;
   const read = await tuplesRead(db.sql, { table: "client_identities" }, async (sql) => {
     const claimed = await claimChannelSends(sql, { kind: "whatsapp", limit: 8, leaseSeconds: 60 });
-    assert.equal(claimed.rows[0]?.recipient, `4915${chat.clientId}`);
+    assert.deepEqual(claimed.rows[0]?.recipient, { kind: "phone", id: `4915${chat.clientId}` });
   });
   assert.ok(read < 50, `the claim read ${read} identities`);
 });

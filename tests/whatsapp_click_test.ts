@@ -31,6 +31,7 @@ async function waitingConversation(sql: Sql) {
   const click = (messageId: number, wamid: string): Click => ({
     kind: "click",
     waId: "4915",
+    userId: null,
     name: null,
     wamid,
     timestamp: SENT_AT,

@@ -911,3 +911,134 @@ Deno.test("a template's quick-reply button drives the Flow like a reply button",
   const [click] = await env.db.sql`SELECT content FROM messages WHERE external_id = ${reply.id}`;
   assert.equal(click.content, "Yes, please");
 });
+
+Deno.test("a username user is kept by their BSUID, linked to their number once shared, and answered by either", async () => {
+  await using env = await setUp();
+  const bsuid = "US.13491208655302741918";
+  const ts = Math.floor(Date.now() / 1000);
+  const hidden = whatsappWebhookBody(PHONE_NUMBER_ID, {
+    contacts: [{ profile: { name: "Maria", username: "@maria" }, user_id: bsuid }],
+    messages: [{
+      from_user_id: bsuid,
+      id: `wamid.bsuid.${crypto.randomUUID()}`,
+      timestamp: String(ts),
+      type: "text",
+      text: { body: "Where is my order?" },
+    }],
+  });
+  assert.equal(await post(env, hidden), 200);
+  await processed(env);
+  const [chat] = await env.db.sql`SELECT id FROM conversations`;
+  assert.ok(chat, "the customer's message was lost");
+  const reply = (content: string) =>
+    apiCall(env.server.baseUrl, "/messages", {
+      key: env.app.key,
+      json: { chat_id: chat.id, content },
+    });
+  assert.equal((await reply("Let me check")).status, 200);
+  await waitUntil(() => sends(env.graph).length === 1, "the reply sent to the BSUID");
+  assert.deepEqual(sends(env.graph)[0].body, {
+    messaging_product: "whatsapp",
+    recipient_type: "individual",
+    recipient: bsuid,
+    type: "text",
+    text: { body: "Let me check" },
+  });
+
+  // The same user, now with their phone number: one client, one conversation.
+  const shared = whatsappWebhookBody(PHONE_NUMBER_ID, {
+    contacts: [{ profile: { name: "Maria" }, wa_id: CUSTOMER, user_id: bsuid }],
+    messages: [{ ...textMessage("It's order 42", ts + 1), from_user_id: bsuid }],
+  });
+  assert.equal(await post(env, shared), 200);
+  await processed(env);
+  assert.equal(await post(env, webhookBody([textMessage("Any news?", ts + 2)])), 200);
+  await processed(env);
+  const rows = await env.db.sql`
+    SELECT cl.name, m.conversation_id, m.content FROM messages m
+    JOIN conversations c ON c.app_id = m.app_id AND c.id = m.conversation_id
+    JOIN clients cl ON cl.app_id = c.app_id AND cl.id = c.client_id
+    WHERE m.sender_type = 'visitor' ORDER BY m.id`;
+  assert.deepEqual(rows.map((r) => `${r.conversation_id} ${r.name}: ${r.content}`), [
+    `${chat.id} Maria: Where is my order?`,
+    `${chat.id} Maria: It's order 42`,
+    `${chat.id} Maria: Any news?`,
+  ]);
+  const identities = await env.db.sql`
+    SELECT channel, external_id FROM client_identities ORDER BY channel`;
+  assert.deepEqual(identities.map((r) => `${r.channel} ${r.external_id}`), [
+    `whatsapp ${CUSTOMER}`,
+    `whatsapp_user ${bsuid}`,
+  ]);
+  // Meta recommends the phone number where it is known.
+  assert.equal((await reply("Shipped today")).status, 200);
+  await waitUntil(() => sends(env.graph).length === 2, "the reply sent to the number");
+  const second = sends(env.graph)[1].body as Record<string, unknown>;
+  assert.equal(second.to, CUSTOMER);
+  assert.equal("recipient" in second, false);
+});
+
+Deno.test("a phone customer's first message naming their BSUID too adds it to the same client", async () => {
+  await using env = await setUp();
+  const bsuid = "US.13491208655302741918";
+  const ts = Math.floor(Date.now() / 1000);
+  assert.equal(await post(env, webhookBody([textMessage("Hi", ts)])), 200);
+  await processed(env);
+  // In one delivery: with both ids, then by the BSUID alone.
+  const body = whatsappWebhookBody(PHONE_NUMBER_ID, {
+    contacts: [{ profile: { name: "Kerry Fisher" }, wa_id: CUSTOMER, user_id: bsuid }],
+    messages: [
+      { ...textMessage("with both", ts + 1), from_user_id: bsuid },
+      { ...textMessage("hidden", ts + 2), from: undefined, from_user_id: bsuid },
+    ],
+  });
+  assert.equal(await post(env, body), 200);
+  await processed(env);
+  const [counts] = await env.db.sql`
+    SELECT (SELECT count(*) FROM clients)::int AS clients,
+      (SELECT count(*) FROM conversations)::int AS conversations,
+      (SELECT count(*) FROM messages)::int AS messages`;
+  assert.deepEqual({ ...counts }, { clients: 1, conversations: 1, messages: 3 });
+});
+
+Deno.test("a customer's changed number (a system message) continues their client and conversation", async () => {
+  await using env = await setUp();
+  const ts = Math.floor(Date.now() / 1000);
+  assert.equal(await post(env, webhookBody([textMessage("Hi, old phone", ts)])), 200);
+  await processed(env);
+  const NEW_NUMBER = "16505559999";
+  // Meta sends no contacts with system messages.
+  const system = {
+    from: CUSTOMER,
+    id: `wamid.system.${crypto.randomUUID()}`,
+    timestamp: String(ts + 1),
+    type: "system",
+    system: {
+      body: `User Kerry Fisher changed from ${CUSTOMER} to ${NEW_NUMBER}`,
+      wa_id: NEW_NUMBER,
+      type: "user_changed_number",
+    },
+  };
+  assert.equal(await post(env, webhookBody([system], [], [])), 200);
+  await processed(env);
+  const next = webhookBody([textMessage("Hi, new phone", ts + 2, NEW_NUMBER)], [], [{
+    profile: { name: "Kerry Fisher" },
+    wa_id: NEW_NUMBER,
+  }]);
+  assert.equal(await post(env, next), 200);
+  await processed(env);
+  const rows = await env.db.sql`
+    SELECT c.client_id, c.id AS chat, m.content FROM messages m
+    JOIN conversations c ON c.app_id = m.app_id AND c.id = m.conversation_id
+    WHERE m.sender_type = 'visitor' ORDER BY m.id`;
+  assert.deepEqual(rows.map((r) => r.content), ["Hi, old phone", "Hi, new phone"]);
+  assert.equal(new Set(rows.map((r) => `${r.client_id}/${r.chat}`)).size, 1);
+  // Replies go to the new number.
+  const reply = await apiCall(env.server.baseUrl, "/messages", {
+    key: env.app.key,
+    json: { chat_id: rows[0].chat, content: "Noted" },
+  });
+  assert.equal(reply.status, 200);
+  await waitUntil(() => sends(env.graph).length === 1, "the reply sent");
+  assert.equal((sends(env.graph)[0].body as { to: string }).to, NEW_NUMBER);
+});

@@ -231,6 +231,60 @@ Deno.test("commitBatch marks the notice of a batch that queued webhook events, a
   assert.deepEqual(notices.map((notice) => decodeChangeNotice(notice)?.w), [undefined, 1]);
 });
 
+Deno.test("commitBatch keeps a WhatsApp user met by phone number and by BSUID one client with one conversation", async () => {
+  await using db = await createTestDatabase();
+  const app = await insertApplication(db.sql, "A");
+  // A known customer, by number and BSUID, without an open conversation.
+  const [known] = await db.sql<{ id: number }[]>`
+    INSERT INTO clients (app_id, name) VALUES (${app.id}, 'Kim') RETURNING id`;
+  await db.sql`
+    INSERT INTO client_identities (app_id, channel, external_id, client_id)
+    VALUES (${app.id}, 'whatsapp', '333', ${known.id}),
+      (${app.id}, 'whatsapp_user', 'US.3', ${known.id})`;
+  const [delivery] = await db.sql<{ id: number }[]>`
+    INSERT INTO whatsapp_deliveries (app_id, body) VALUES (${app.id}, '\\x00') RETURNING id`;
+  const text = (waId: string | null, userId: string | null, wamid: string) => ({
+    kind: "message" as const,
+    waId,
+    userId,
+    name: null,
+    wamid,
+    timestamp: "2026-11-20T10:00:00Z",
+    messageType: "text" as const,
+    content: wamid,
+    payload: null,
+  });
+  const [result] = await commitBatch(db.sql, [{
+    kind: "whatsapp.inbound",
+    appId: app.id,
+    deliveryId: delivery.id,
+    entries: [
+      // A new user, with both ids and then by the BSUID alone.
+      text("111", "US.1", "w1"),
+      text(null, "US.1", "w2"),
+      // The known one, once by each id.
+      text("333", null, "w3"),
+      text(null, "US.3", "w4"),
+    ],
+  }]);
+  assert.equal(value<{ applied: number }>(result).applied, 4);
+  const rows = await db.sql<{ content: string; client_id: number; chat: number }[]>`
+    SELECT m.content, c.client_id, c.id AS chat FROM messages m
+    JOIN conversations c ON c.app_id = m.app_id AND c.id = m.conversation_id ORDER BY m.id`;
+  assert.equal(rows[0].chat, rows[1].chat);
+  assert.equal(rows[2].chat, rows[3].chat);
+  assert.notEqual(rows[0].chat, rows[2].chat);
+  assert.equal(rows[2].client_id, known.id);
+  const identities = await db.sql<{ channel: string; external_id: string; client_id: number }[]>`
+    SELECT channel, external_id, client_id FROM client_identities ORDER BY external_id`;
+  assert.deepEqual(identities.map((i) => [i.channel, i.external_id, i.client_id]), [
+    ["whatsapp", "111", rows[0].client_id],
+    ["whatsapp", "333", known.id],
+    ["whatsapp_user", "US.1", rows[0].client_id],
+    ["whatsapp_user", "US.3", known.id],
+  ]);
+});
+
 Deno.test("commitBatch applies consecutive WhatsApp deliveries together, each wamid once", async () => {
   await using db = await createTestDatabase();
   const a = await insertApplication(db.sql, "A");
@@ -250,6 +304,7 @@ Deno.test("commitBatch applies consecutive WhatsApp deliveries together, each wa
   const text = (waId: string, name: string | null, wamid: string, timestamp: string) => ({
     kind: "message" as const,
     waId,
+    userId: null,
     name,
     wamid,
     timestamp,
@@ -413,6 +468,7 @@ Deno.test("a batch whose statements fail after the first rolls back and leaves n
     entries: [{
       kind: "message",
       waId: "111",
+      userId: null,
       name: null,
       wamid: "w1",
       timestamp: "2026-11-20T10:00:00Z",
@@ -537,6 +593,7 @@ Deno.test("commitBatch applies a WhatsApp delivery's updates after the Flow step
   const text = (waId: string, wamid: string, content: string) => ({
     kind: "message" as const,
     waId,
+    userId: null,
     name: null,
     wamid,
     // Now: the Flow's answers are free-form messages, sent only within 24 hours.
@@ -589,6 +646,7 @@ Deno.test("commitBatch applies a WhatsApp delivery's updates after the Flow step
     {
       kind: "click",
       waId: "111",
+      userId: null,
       name: null,
       wamid: "w2",
       timestamp: new Date().toISOString(),
@@ -656,6 +714,7 @@ Deno.test("commitBatch cuts a batch once at every Flow step it must wait for, no
   const text = (waId: string, content: string) => ({
     kind: "message" as const,
     waId,
+    userId: null,
     name: null,
     wamid: `${waId}-${content}`,
     timestamp: new Date().toISOString(),

@@ -89,8 +89,12 @@ export interface VisitorActionCommand {
 export type WhatsAppInboundEntry =
   | {
     kind: "message";
-    /** The customer's WhatsApp id and profile name. */
-    waId: string;
+    /**
+     * The customer's WhatsApp id (phone number) and business-scoped user id (BSUID) — at least
+     * one is set — and profile name.
+     */
+    waId: string | null;
+    userId: string | null;
     name: string | null;
     /** WhatsApp's message id: a message already stored under it is not stored again. */
     wamid: string;
@@ -105,7 +109,8 @@ export type WhatsAppInboundEntry =
   | {
     /** A reply button or list row clicked on the message `messageId` of conversation `chatId`. */
     kind: "click";
-    waId: string;
+    waId: string | null;
+    userId: string | null;
     name: string | null;
     wamid: string;
     timestamp: string;
@@ -115,6 +120,19 @@ export type WhatsAppInboundEntry =
     actionId: string;
     /** What the customer saw on the button: stored as their message. */
     title: string;
+  }
+  | {
+    /**
+     * The customer known by `waId` or `userId` changed their number or BSUID: the new ones
+     * become identities of the same client.
+     */
+    kind: "identity";
+    /** The notice's message id. */
+    wamid: string;
+    waId: string | null;
+    userId: string | null;
+    newWaId: string | null;
+    newUserId: string | null;
   }
   | {
     kind: "status";

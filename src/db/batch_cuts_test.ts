@@ -6,6 +6,7 @@ import { UNAVAILABLE } from "../actors/commit_loop.ts";
 const entry = (wamid: string): WhatsAppInboundEntry => ({
   kind: "message",
   waId: "1",
+  userId: null,
   name: null,
   wamid,
   timestamp: "2026-11-24T10:00:00Z",

@@ -9,6 +9,7 @@ import type { Tx } from "./client.ts";
 import { type ChannelClaimOptions, claimedInConversationOrder } from "./channel_claims.ts";
 import { type ClaimRound, claimRound, roundOf } from "./application_round.ts";
 import type { MessageType } from "../domain/message_kinds.ts";
+import type { WhatsAppRecipient } from "../domain/whatsapp_recipient.ts";
 
 /** A claimed send and what it needs. */
 export interface ClaimedSend {
@@ -26,8 +27,11 @@ export interface ClaimedSend {
     content: string;
     payload: unknown;
   } | null;
-  /** The customer's WhatsApp id; null when the conversation has none. */
-  recipient: string | null;
+  /**
+   * The customer's newest WhatsApp id (phone number), else their newest business-scoped user id;
+   * null when the conversation has neither.
+   */
+  recipient: WhatsAppRecipient | null;
   /** The application's channel now; null when it has none. */
   channel: { phoneNumberId: string; accessTokenSealed: string } | null;
   /** How many parts of the message were already sent by earlier attempts. */
@@ -47,6 +51,7 @@ interface ClaimedSendRow {
   content: string | null;
   payload: unknown;
   recipient: string | null;
+  recipient_kind: string | null;
   phone_number_id: string | null;
   access_token_sealed: string | null;
   sent_parts: number;
@@ -64,7 +69,7 @@ export async function claimChannelSends(
     ${claimedInConversationOrder(sql, options)}
     SELECT round.walked_to, c.app_id, c.id, c.attempts, c.claimed_at, c.turn,
       m.id AS message_id, m.conversation_id AS chat_id, m.message_type, m.content, m.payload,
-      i.external_id AS recipient, w.phone_number_id, w.access_token_sealed,
+      i.external_id AS recipient, i.channel AS recipient_kind, w.phone_number_id, w.access_token_sealed,
       (SELECT count(*) FROM whatsapp_sent_parts p
         WHERE p.app_id = c.app_id AND p.message_id = m.id)::int AS sent_parts
     FROM ${claimRound(sql)}
@@ -73,9 +78,11 @@ export async function claimChannelSends(
       AND m.id = (c.payload ->> 'message_id')::bigint
     LEFT JOIN conversations conv ON conv.app_id = m.app_id AND conv.id = m.conversation_id
     LEFT JOIN LATERAL (
-      SELECT external_id FROM client_identities ci
-      WHERE ci.app_id = conv.app_id AND ci.client_id = conv.client_id AND ci.channel = 'whatsapp'
-      ORDER BY ci.created_at LIMIT 1
+      -- Meta recommends phone numbers where known; a number changed is the newest identity.
+      SELECT channel, external_id FROM client_identities ci
+      WHERE ci.app_id = conv.app_id AND ci.client_id = conv.client_id
+        AND ci.channel IN ('whatsapp', 'whatsapp_user')
+      ORDER BY ci.channel = 'whatsapp' DESC, ci.created_at DESC LIMIT 1
     ) i ON true
     LEFT JOIN whatsapp_channels w ON w.app_id = c.app_id`;
   return roundOf(rows, (row) => ({
@@ -91,7 +98,9 @@ export async function claimChannelSends(
       content: row.content!,
       payload: row.payload,
     },
-    recipient: row.recipient,
+    recipient: row.recipient === null
+      ? null
+      : { kind: row.recipient_kind === "whatsapp" ? "phone" : "user", id: row.recipient },
     channel: row.phone_number_id === null ? null : {
       phoneNumberId: row.phone_number_id,
       accessTokenSealed: row.access_token_sealed!,

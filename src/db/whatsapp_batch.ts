@@ -1,7 +1,8 @@
 /**
  * WhatsApp webhook deliveries inside the actors' write batch. A run of consecutive deliveries is
  * applied together: every run of customers' messages among their updates — across deliveries —
- * is one set-based statement, each click and status receipt one statement, all sent at once in
+ * is one set-based statement, each click, change of a customer's ids and status receipt one
+ * statement, all sent at once in
  * the deliveries' order (the server runs them in that order, each seeing the ones before),
  * followed by the statement that marks the deliveries processed. So deliveries are applied whole
  * in one transaction, and a replay of one finds every wamid already stored.
@@ -11,6 +12,7 @@ import type { Tx } from "./client.ts";
 import type { WhatsAppInboundCommand, WhatsAppInboundEntry } from "../actors/protocol.ts";
 import type { FlowEffect, FlowTrigger } from "./flow_runs.ts";
 import {
+  addWhatsAppIdentities,
   applyWhatsAppStatus,
   markWhatsAppDeliveriesProcessed,
   type StoredInbound,
@@ -77,7 +79,11 @@ export async function applyWhatsAppDeliveries(
       }
       flushRun();
       updates[index].push(
-        entry.kind === "click" ? applyClick(sql, appId, entry) : applyStatus(sql, appId, entry),
+        entry.kind === "click"
+          ? applyClick(sql, appId, entry)
+          : entry.kind === "identity"
+          ? applyIdentity(sql, appId, entry)
+          : applyStatus(sql, appId, entry),
       );
     }
   });
@@ -125,6 +131,7 @@ async function applyClick(
     const text: MessageEntry = {
       kind: "message",
       waId: entry.waId,
+      userId: entry.userId,
       name: entry.name,
       wamid: entry.wamid,
       timestamp: entry.timestamp,
@@ -154,6 +161,15 @@ async function applyClick(
       }]
       : [],
   };
+}
+
+async function applyIdentity(
+  sql: Tx,
+  appId: number,
+  entry: Extract<WhatsAppInboundEntry, { kind: "identity" }>,
+): Promise<UpdateResult> {
+  const added = await addWhatsAppIdentities(sql, appId, entry);
+  return added > 0 ? { applied: true, changes: [], flowTriggers: [] } : NOTHING;
 }
 
 async function applyStatus(

@@ -12,6 +12,7 @@ import type { WhatsAppInboundEntry } from "../actors/protocol.ts";
 type MessageEntry = Extract<WhatsAppInboundEntry, { kind: "message" }>;
 type ClickEntry = Extract<WhatsAppInboundEntry, { kind: "click" }>;
 type StatusEntry = Extract<WhatsAppInboundEntry, { kind: "status" }>;
+type IdentityEntry = Extract<WhatsAppInboundEntry, { kind: "identity" }>;
 
 /** What storing a customer's message did; null when its wamid was already stored. */
 export interface StoredInbound {
@@ -25,14 +26,36 @@ export interface StoredInbound {
 export type WhatsAppMessageInput = MessageEntry & { appId: number };
 
 /**
+ * The key that groups `inputs` by customer within one statement: the WhatsApp id, else the id a
+ * message of the same BSUID in `inputs` names, else the BSUID (prefixed, so that it never equals
+ * a phone number). So a user met both with and without their phone number in one run is one
+ * customer, never two new clients.
+ */
+function customerKeys(inputs: WhatsAppMessageInput[]): string[] {
+  const phoneOf = new Map<string, string>();
+  for (const input of inputs) {
+    const key = `${input.appId} ${input.userId}`;
+    if (input.waId !== null && input.userId !== null && !phoneOf.has(key)) {
+      phoneOf.set(key, input.waId);
+    }
+  }
+  return inputs.map((input) =>
+    input.waId ?? phoneOf.get(`${input.appId} ${input.userId}`) ?? `user:${input.userId}`
+  );
+}
+
+/**
  * Stores customers' messages, in input order, in one statement: each customer becomes (or is)
- * the client known by their `wa_id` (a profile name fills an empty name), each message goes into
- * its customer's open WhatsApp conversation or a new one (all messages of one customer share
- * it), keeps the platform's timestamp, moves the conversation's last inbound time (which the
- * 24-hour window counts from) and queues `chat.started` and `message.received` for a subscribed
- * webhook; a media id is recorded for the media proxy. A wamid already stored, or met earlier in
- * the input, changes nothing: its result is null. One statement for a whole run of messages,
- * because PostgreSQL's cost is per statement far more than per row.
+ * the client known by their `wa_id` (identity `whatsapp`) or else by their BSUID (identity
+ * `whatsapp_user`); whichever of the two ids the client lacks is added to it, so a user who
+ * writes once without their phone number and once with it stays one client. A profile name
+ * fills an empty name. Each message goes into its client's open WhatsApp conversation or a new
+ * one (all messages of one client share it), keeps the platform's timestamp, moves the
+ * conversation's last inbound time (which the 24-hour window counts from) and queues
+ * `chat.started` and `message.received` for a subscribed webhook; a media id is recorded for the
+ * media proxy. A wamid already stored, or met earlier in the input, changes nothing: its result is
+ * null. One statement for a whole run of messages, because PostgreSQL's cost is per statement far
+ * more than per row.
  */
 export async function storeWhatsAppMessages(
   sql: Tx,
@@ -45,7 +68,8 @@ export async function storeWhatsAppMessages(
       SELECT clock_timestamp() AS at
     ), input AS (
       SELECT * FROM unnest(
-        ${inputs.map((i) => i.appId)}::bigint[], ${inputs.map((i) => i.waId)}::text[],
+        ${inputs.map((i) => i.appId)}::bigint[], ${customerKeys(inputs)}::text[],
+        ${inputs.map((i) => i.waId)}::text[], ${inputs.map((i) => i.userId)}::text[],
         ${inputs.map((i) => i.name)}::text[], ${inputs.map((i) => i.wamid)}::text[],
         ${inputs.map((i) => i.timestamp)}::timestamptz[], ${
     inputs.map((i) => i.messageType)
@@ -53,8 +77,8 @@ export async function storeWhatsAppMessages(
         ${inputs.map((i) => i.content)}::text[],
         ${inputs.map((i) => i.payload == null ? null : JSON.stringify(i.payload))}::text[],
         ${inputs.map((i) => i.mediaId ?? null)}::text[]
-      ) WITH ORDINALITY
-        AS input (app_id, wa_id, name, wamid, sent_at, message_type, content, payload, media_id, n)
+      ) WITH ORDINALITY AS input (app_id, key, wa_id, user_id, name, wamid, sent_at, message_type,
+        content, payload, media_id, n)
     ), fresh AS (
       -- The first of each wamid, unless it is stored. LATERAL keeps every lookup an index probe:
       -- a generic plan guesses 100 input rows and would otherwise hash whole tables.
@@ -67,24 +91,28 @@ export async function storeWhatsAppMessages(
       WHERE stored.found IS NULL
       ORDER BY i.app_id, i.wamid, i.n
     ), sender AS (
-      SELECT app_id, wa_id, max(sent_at) AS last_sent,
+      SELECT app_id, key, max(wa_id) AS wa_id, max(user_id) AS user_id, max(sent_at) AS last_sent,
         (array_agg(name ORDER BY n) FILTER (WHERE name IS NOT NULL))[1] AS name
-      FROM fresh GROUP BY app_id, wa_id
+      FROM fresh GROUP BY app_id, key
     ), known AS (
       -- Every step carries its sender's columns along: a join back to sender would be a
-      -- nested loop over both (a generic plan guesses one row each).
-      SELECT s.app_id, s.wa_id, s.name, s.last_sent, k.client_id
+      -- nested loop over both (a generic plan guesses one row each). The phone number wins over
+      -- a BSUID that names another client.
+      SELECT s.app_id, s.key, s.wa_id, s.user_id, s.name, s.last_sent, k.client_id
       FROM sender s
       CROSS JOIN LATERAL (
         SELECT client_id FROM client_identities ci
-        WHERE ci.app_id = s.app_id AND ci.channel = 'whatsapp' AND ci.external_id = s.wa_id
+        WHERE ci.app_id = s.app_id
+          AND (ci.channel = 'whatsapp' AND ci.external_id = s.wa_id
+            OR ci.channel = 'whatsapp_user' AND ci.external_id = s.user_id)
+        ORDER BY ci.channel = 'whatsapp' DESC
         LIMIT 1
       ) k
     ), missing AS (
-      SELECT s.app_id, s.wa_id, s.name, s.last_sent,
-        row_number() OVER (ORDER BY s.app_id, s.wa_id) AS k
+      SELECT s.app_id, s.key, s.wa_id, s.user_id, s.name, s.last_sent,
+        row_number() OVER (ORDER BY s.app_id, s.key) AS k
       FROM sender s
-      WHERE NOT EXISTS (SELECT 1 FROM known k WHERE k.app_id = s.app_id AND k.wa_id = s.wa_id)
+      WHERE NOT EXISTS (SELECT 1 FROM known k WHERE k.app_id = s.app_id AND k.key = s.key)
     ), new_client AS (
       INSERT INTO clients (app_id, name)
       SELECT app_id, name FROM missing ORDER BY k
@@ -92,22 +120,32 @@ export async function storeWhatsAppMessages(
     ), created AS (
       -- The k-th id drawn belongs to the k-th missing customer: zipped as arrays.
       SELECT * FROM unnest(
-        ARRAY(SELECT app_id FROM missing ORDER BY k), ARRAY(SELECT wa_id FROM missing ORDER BY k),
+        ARRAY(SELECT app_id FROM missing ORDER BY k), ARRAY(SELECT key FROM missing ORDER BY k),
+        ARRAY(SELECT wa_id FROM missing ORDER BY k), ARRAY(SELECT user_id FROM missing ORDER BY k),
         ARRAY(SELECT last_sent FROM missing ORDER BY k), ARRAY(SELECT id FROM new_client ORDER BY id)
-      ) AS created (app_id, wa_id, last_sent, client_id)
-    ), new_identity AS (
-      INSERT INTO client_identities (app_id, channel, external_id, client_id)
-      SELECT app_id, 'whatsapp', wa_id, client_id FROM created
+      ) AS created (app_id, key, wa_id, user_id, last_sent, client_id)
     ), named AS (
       UPDATE clients c SET name = k.name
       FROM known k
       WHERE c.app_id = k.app_id AND c.id = k.client_id AND c.name IS NULL AND k.name IS NOT NULL
     ), client AS (
-      SELECT app_id, wa_id, last_sent, client_id FROM known
+      SELECT app_id, key, wa_id, user_id, last_sent, client_id FROM known
       UNION ALL
-      SELECT app_id, wa_id, last_sent, client_id FROM created
+      SELECT app_id, key, wa_id, user_id, last_sent, client_id FROM created
+    ), new_identity AS (
+      -- Both ids of every customer: an id already known (to this client or, for a BSUID,
+      -- another) is left as it is.
+      INSERT INTO client_identities (app_id, channel, external_id, client_id)
+      SELECT DISTINCT ON (cl.app_id, id.channel, id.external_id)
+        cl.app_id, id.channel, id.external_id, cl.client_id
+      FROM client cl
+      CROSS JOIN LATERAL (VALUES ('whatsapp', cl.wa_id), ('whatsapp_user', cl.user_id))
+        AS id (channel, external_id)
+      WHERE id.external_id IS NOT NULL
+      ORDER BY cl.app_id, id.channel, id.external_id
+      ON CONFLICT DO NOTHING
     ), open_chat AS (
-      SELECT cl.app_id, cl.wa_id, cl.last_sent, c.id
+      SELECT cl.app_id, cl.key, cl.last_sent, c.id
       FROM client cl
       CROSS JOIN LATERAL (
         SELECT id FROM conversations c
@@ -116,26 +154,28 @@ export async function storeWhatsAppMessages(
         ORDER BY c.id DESC LIMIT 1
       ) c
     ), new_chat AS (
+      -- One per client: two senders may be one client (a phone number and a BSUID it knows).
       INSERT INTO conversations
         (app_id, client_id, channel, status, created_at, last_message_at, last_inbound_at)
-      SELECT cl.app_id, cl.client_id, 'whatsapp', 'open', stamp.at, stamp.at, cl.last_sent
+      SELECT cl.app_id, cl.client_id, 'whatsapp', 'open', stamp.at, stamp.at, max(cl.last_sent)
       FROM client cl CROSS JOIN stamp
       WHERE NOT EXISTS (
-        SELECT 1 FROM open_chat o WHERE o.app_id = cl.app_id AND o.wa_id = cl.wa_id
+        SELECT 1 FROM open_chat o WHERE o.app_id = cl.app_id AND o.key = cl.key
       )
+      GROUP BY cl.app_id, cl.client_id, stamp.at
       RETURNING app_id, client_id, id
     ), chat AS (
-      SELECT app_id, wa_id, id, false AS new FROM open_chat
+      SELECT app_id, key, id, false AS new FROM open_chat
       UNION ALL
-      SELECT n.app_id, cl.wa_id, n.id, true
+      SELECT n.app_id, cl.key, n.id, true
       FROM new_chat n JOIN client cl ON cl.app_id = n.app_id AND cl.client_id = n.client_id
     ), placed AS (
       -- Fresh inputs numbered in input order; message ids are drawn in this order.
       SELECT f.n, f.app_id, f.message_type, f.content, f.payload, f.wamid, f.sent_at, f.media_id,
         chat.id AS chat_id,
-        chat.new AND f.n = min(f.n) OVER (PARTITION BY f.app_id, f.wa_id) AS started,
+        chat.new AND f.n = min(f.n) OVER (PARTITION BY f.app_id, chat.id) AS started,
         row_number() OVER (ORDER BY f.n) AS k
-      FROM fresh f JOIN chat ON chat.app_id = f.app_id AND chat.wa_id = f.wa_id
+      FROM fresh f JOIN chat ON chat.app_id = f.app_id AND chat.key = f.key
     ), message AS (
       INSERT INTO messages (app_id, conversation_id, sender_type, message_type, content, payload,
         external_id, platform_timestamp, created_at)
@@ -153,7 +193,8 @@ export async function storeWhatsAppMessages(
     ), touched AS (
       UPDATE conversations c SET last_message_at = stamp.at,
         last_inbound_at = GREATEST(c.last_inbound_at, o.last_sent)
-      FROM open_chat o CROSS JOIN stamp
+      FROM (SELECT app_id, id, max(last_sent) AS last_sent FROM open_chat GROUP BY app_id, id) o
+      CROSS JOIN stamp
       WHERE c.app_id = o.app_id AND c.id = o.id
     ), media AS (
       INSERT INTO channel_media (channel, media_id, app_id)
@@ -214,9 +255,13 @@ export async function storeWhatsAppClick(
     ), chat AS (
       SELECT c.id, c.status, c.action_message_id, c.flow_node, c.reply_action_message_id
       FROM conversations c
-      JOIN client_identities i ON i.app_id = c.app_id AND i.client_id = c.client_id
-        AND i.channel = 'whatsapp' AND i.external_id = ${entry.waId}
       WHERE c.app_id = ${appId} AND c.id = ${entry.chatId} AND c.status = 'open'
+        AND EXISTS (
+          SELECT 1 FROM client_identities i
+          WHERE i.app_id = c.app_id AND i.client_id = c.client_id
+            AND (i.channel = 'whatsapp' AND i.external_id = ${entry.waId}::text
+              OR i.channel = 'whatsapp_user' AND i.external_id = ${entry.userId}::text)
+        )
         AND NOT EXISTS (
           SELECT 1 FROM messages WHERE app_id = ${appId} AND external_id = ${entry.wamid}
         )
@@ -266,6 +311,38 @@ export async function storeWhatsAppClick(
       queuedEvents: row.queued,
     }
     : null;
+}
+
+/**
+ * Adds a customer's new number and BSUID (Meta's `system` notice) to the client known by their
+ * old ones, so that their next message continues that client and its open conversation, and
+ * replies go to the new number (the newest). The old ids stay: a message sent before the change
+ * may still arrive. An id already another client's is left to it. Resolves to how many ids were
+ * added (0 for an unknown customer or a notice applied before).
+ */
+export async function addWhatsAppIdentities(
+  sql: Tx,
+  appId: number,
+  entry: IdentityEntry,
+): Promise<number> {
+  const rows = await sql`
+    WITH client AS (
+      SELECT client_id FROM client_identities
+      WHERE app_id = ${appId}
+        AND (channel = 'whatsapp' AND external_id = ${entry.waId}::text
+          OR channel = 'whatsapp_user' AND external_id = ${entry.userId}::text)
+      ORDER BY channel = 'whatsapp' DESC
+      LIMIT 1
+    )
+    INSERT INTO client_identities (app_id, channel, external_id, client_id)
+    SELECT ${appId}, id.channel, id.external_id, client.client_id
+    FROM client
+    CROSS JOIN (VALUES ('whatsapp', ${entry.newWaId}::text), ('whatsapp_user', ${entry.newUserId}::text))
+      AS id (channel, external_id)
+    WHERE id.external_id IS NOT NULL
+    ON CONFLICT DO NOTHING
+    RETURNING 1`;
+  return rows.length;
 }
 
 /** What a status receipt changed; null when it moved nothing (unknown id, or not forward). */
@@ -378,8 +455,10 @@ export interface ClickTarget {
   messageType: string;
   payload: unknown;
   chatOpen: boolean;
-  /** The customer the conversation is with. */
-  waId: string | null;
+  /** The WhatsApp ids (phone numbers) of the customer the conversation is with. */
+  waIds: string[];
+  /** Their business-scoped user ids. */
+  userIds: string[];
 }
 
 /** The messages that the wamids of clicked messages name, for resolving their button ids. */
@@ -397,17 +476,22 @@ export async function findClickTargets(
       message_type: string;
       payload: unknown;
       status: string;
-      wa_id: string | null;
+      wa_ids: string[];
+      user_ids: string[];
     }[]
   >`
     SELECT p.wamid, m.id AS message_id, m.conversation_id AS chat_id, m.message_type, m.payload,
-      c.status, i.external_id AS wa_id
+      c.status,
+      ARRAY(SELECT external_id FROM client_identities i
+        WHERE i.app_id = c.app_id AND i.client_id = c.client_id AND i.channel = 'whatsapp'
+        ORDER BY external_id) AS wa_ids,
+      ARRAY(SELECT external_id FROM client_identities i
+        WHERE i.app_id = c.app_id AND i.client_id = c.client_id AND i.channel = 'whatsapp_user'
+        ORDER BY external_id) AS user_ids
     FROM whatsapp_sent_parts p
     JOIN messages m ON m.app_id = p.app_id AND m.conversation_id = p.conversation_id
       AND m.id = p.message_id
     JOIN conversations c ON c.app_id = m.app_id AND c.id = m.conversation_id
-    LEFT JOIN client_identities i ON i.app_id = c.app_id AND i.client_id = c.client_id
-      AND i.channel = 'whatsapp'
     WHERE p.app_id = ${appId} AND p.wamid = ANY (${wamids}::text[])`;
   return rows.map((row) => ({
     wamid: row.wamid,
@@ -416,6 +500,7 @@ export async function findClickTargets(
     messageType: row.message_type,
     payload: row.payload,
     chatOpen: row.status === "open",
-    waId: row.wa_id,
+    waIds: row.wa_ids,
+    userIds: row.user_ids,
   }));
 }

@@ -43,7 +43,8 @@ export interface FakeGraphApi extends AsyncDisposable {
    * out; a call rejected for its token or body is answered 401/400 and does not take one. With
    * the queue empty a call succeeds:
    * `{"messaging_product":"whatsapp","contacts":[{"input":to,"wa_id":to}],"messages":[{"id":"wamid.…"}]}`
-   * with a `wamid` never given before.
+   * (`{"input":recipient,"user_id":recipient}` for a send to a BSUID) with a `wamid` never given
+   * before.
    */
   queueMessageResponses(...responses: FakeGraphResponse[]): void;
   /**
@@ -107,10 +108,14 @@ function recordedBody(text: string): unknown {
   }
 }
 
-/** Why a messages POST body is one Meta rejects with code 100, or null when it is not. */
+/**
+ * Why a messages POST body is one Meta rejects with code 100, or null when it is not. The user is
+ * named by `to` (a phone number) or `recipient` (a business-scoped user id).
+ */
 function invalidSend(body: unknown): string | null {
   const fields = typeof body === "object" && body !== null ? body as Record<string, unknown> : {};
-  for (const name of ["messaging_product", "to", "type"]) {
+  const addressee = typeof fields.to === "string" && fields.to !== "" ? "to" : "recipient";
+  for (const name of ["messaging_product", addressee, "type"]) {
     const value = fields[name];
     if (typeof value !== "string" || value === "") {
       return `(#100) The parameter ${name} is required.`;
@@ -152,9 +157,10 @@ export function startFakeGraphApi(options: FakeGraphApiOptions = {}): Promise<Fa
     if (invalid !== null) return reply(400, errorBody(100, invalid));
     const next = queued.shift();
     if (next !== undefined) return reply(next.status, next.body, next.headers);
-    const to = (body as { to: string }).to;
+    // As Meta answers: `to` wins over `recipient`; a BSUID comes back as `user_id`.
+    const { to, recipient } = body as { to?: string; recipient: string };
     const wamid = `wamid.${btoa(`${++sent}:${crypto.randomUUID()}`)}`;
-    const contacts = [{ input: to, wa_id: to }];
+    const contacts = [to ? { input: to, wa_id: to } : { input: recipient, user_id: recipient }];
     return reply(200, { messaging_product: "whatsapp", contacts, messages: [{ id: wamid }] });
   };
 

@@ -8,6 +8,7 @@ import { fetchMedia } from "../media_fetch.ts";
 import type { WhatsAppMessage } from "../../domain/whatsapp_messages.ts";
 import { parseRetryAfter } from "../../domain/delivery_schedule.ts";
 import { isMetaMediaHost } from "../../domain/media_hosts.ts";
+import { recipientFields, type WhatsAppRecipient } from "../../domain/whatsapp_recipient.ts";
 
 /** How long one Graph API call may take. */
 const TIMEOUT_MS = 15_000;
@@ -56,11 +57,14 @@ function networkFailure(error: unknown): GraphFailure {
   return { status: 0, code: null, subcode: null, message, retryAfterMs: null };
 }
 
-/** Sends one message to `to` from the business number `phoneNumberId`. */
+/**
+ * Sends one message to `recipient` (as `to` for a phone number, `recipient` for a BSUID) from the
+ * business number `phoneNumberId`.
+ */
 export async function sendWhatsAppMessage(
   access: GraphAccess,
   phoneNumberId: string,
-  to: string,
+  recipient: WhatsAppRecipient,
   message: WhatsAppMessage,
 ): Promise<SendResult> {
   let response: Response;
@@ -74,7 +78,7 @@ export async function sendWhatsAppMessage(
       body: JSON.stringify({
         messaging_product: "whatsapp",
         recipient_type: "individual",
-        to,
+        ...recipientFields(recipient),
         ...message,
       }),
       signal: AbortSignal.timeout(TIMEOUT_MS),

@@ -17,7 +17,7 @@ Deno.test("sendWhatsAppMessage() reads Retry-After in seconds and as an HTTP dat
   );
   const access = { graphUrl: `http://127.0.0.1:${graph.addr.port}`, accessToken: "token" };
   const retryAfter = async () => {
-    const result = await sendWhatsAppMessage(access, "1", "15550001111", {
+    const result = await sendWhatsAppMessage(access, "1", { kind: "phone", id: "15550001111" }, {
       type: "text",
       text: { body: "hi" },
     });

@@ -1,6 +1,7 @@
 /**
  * WhatsApp Cloud API webhook bodies (CONTRACT §6.1) read into plain items: a customer's message
- * (text, or an `image`/`file` naming the Meta media id), a click on an interactive reply button,
+ * (text — locations, shared contacts, reactions, orders and WhatsApp Flow answers rendered as
+ * readable text — or an `image`/`file` naming the Meta media id), a click on an interactive reply button,
  * list row or template quick-reply button, or a status update of a message Parley sent. A batch
  * carries up to 1,000 updates from many customers, so every message and status is read on its
  * own and one that cannot be read is skipped with its JSON path and the reason, never failing
@@ -11,9 +12,14 @@ import { z } from "zod";
 import { describeIssue } from "../../domain/message_kinds.ts";
 import { MAX_JSON_DEPTH } from "../../domain/json_document.ts";
 
-/** The WhatsApp user who wrote: their WhatsApp id and profile name, if Meta sent one. */
+/**
+ * The WhatsApp user who wrote: their WhatsApp id (phone number) when Meta shares it, their
+ * business-scoped user id (BSUID, e.g. `US.13491208655302741918`) when Meta sends one — at least
+ * one of the two is set — and their profile name, if Meta sent one.
+ */
 export interface InboundCustomer {
-  waId: string;
+  waId: string | null;
+  userId: string | null;
   name: string | null;
 }
 
@@ -46,17 +52,26 @@ interface CustomerUpdate {
 /**
  * One update of a webhook batch. A `click` is an interactive `button_reply`/`list_reply`
  * (`replyId` is the id Parley sent) or a template quick-reply `button` (`replyId` is its
- * payload); `contextWamid` names the message clicked in. A `failed` status carries Meta's error.
+ * payload); `contextWamid` names the message clicked in. An `identity` is a `system` message
+ * (`user_changed_number`, `user_changed_user_id`): not the customer's words, but ids of theirs.
+ * A `failed` status carries Meta's error.
  */
 export type InboundItem =
   | CustomerUpdate & { kind: "message"; content: InboundContent }
   | CustomerUpdate & { kind: "click"; contextWamid: string | null; replyId: string; title: string }
+  | CustomerUpdate & {
+    /** Meta's notice that the user changed their number or BSUID: the new ones, if named. */
+    kind: "identity";
+    newWaId: string | null;
+    newUserId: string | null;
+  }
   | {
     kind: "status";
     phoneNumberId: string;
     wamid: string;
     status: "sent" | "delivered" | "read" | "failed";
     timestamp: string;
+    /** The customer's WhatsApp id, or else their BSUID, when Meta named one. */
     recipientId: string | null;
     error: { code: number; title: string } | null;
   };
@@ -90,7 +105,11 @@ const CHANGE_VALUE = z.object({
   statuses: LIST,
   errors: LIST,
 });
-const CONTACT = z.object({ wa_id: z.string(), profile: z.object({ name: OPTIONAL }).optional() });
+const CONTACT = z.object({
+  wa_id: OPTIONAL,
+  user_id: OPTIONAL,
+  profile: z.object({ name: OPTIONAL }).optional(),
+});
 /** Meta's error codes are 32-bit integers (the column too); any other number is unreadable. */
 const META_ERROR = z.object({
   code: z.int().min(-(2 ** 31)).max(2 ** 31 - 1),
@@ -99,7 +118,8 @@ const META_ERROR = z.object({
 });
 const MESSAGE = z.object({
   id: ID,
-  from: ID,
+  from: ID.optional(),
+  from_user_id: ID.optional(),
   timestamp: TIMESTAMP,
   type: ID,
   context: z.object({ id: OPTIONAL }).optional(),
@@ -111,6 +131,7 @@ const LOCATION = z.object({
   longitude: z.number(),
   name: OPTIONAL,
   address: OPTIONAL,
+  url: OPTIONAL,
 });
 const CONTACT_NAME = z.object({
   formatted_name: OPTIONAL,
@@ -122,14 +143,34 @@ const SHARED_CONTACTS = z.array(z.object({ name: CONTACT_NAME.optional(), phones
 const REACTION = z.object({ emoji: OPTIONAL });
 const REPLY = z.object({ id: z.string(), title: z.string() });
 const INTERACTIVE = z.object({ type: z.string() });
+const FLOW_REPLY = z.object({ response_json: z.string() });
+const ORDER = z.object({
+  text: OPTIONAL,
+  product_items: z.array(z.object({
+    product_retailer_id: z.string(),
+    quantity: z.union([z.number(), z.string()]),
+    item_price: z.union([z.number(), z.string()]),
+    currency: z.string(),
+  })).optional(),
+});
 const BUTTON = z.object({ payload: z.string(), text: z.string() });
 const UNSUPPORTED = z.object({ type: OPTIONAL }).optional();
+const SYSTEM = z.object({
+  type: OPTIONAL,
+  wa_id: OPTIONAL,
+  new_wa_id: OPTIONAL,
+  user_id: OPTIONAL,
+  previous_user_id: OPTIONAL,
+});
+/** The `system` messages that name a user's new ids. */
+const IDENTITY_CHANGES = ["user_changed_number", "user_changed_user_id"];
 const ERROR_TITLES = z.array(z.object({ title: OPTIONAL })).optional();
 const STATUS = z.object({
   id: ID,
   status: z.enum(["sent", "delivered", "read", "failed"]),
   timestamp: TIMESTAMP,
   recipient_id: OPTIONAL,
+  recipient_user_id: OPTIONAL,
   errors: LIST,
 });
 
@@ -204,12 +245,45 @@ function textBody(text: string): MessageBody {
   return { kind: "content", content: { messageType: "text", text } };
 }
 
-/** `📍 Name, Address (lat, long) https://maps.google.com/?q=lat,long`. */
+/**
+ * `📍 Name, Address (lat, long) https://maps.google.com/?q=lat,long`, then the place's own `url`
+ * (its website) when it has one.
+ */
 function locationText(location: z.infer<typeof LOCATION>): string {
   const { latitude, longitude } = location;
   const label = [location.name, location.address].filter(isPresent).join(", ");
   const at = `(${latitude}, ${longitude}) https://maps.google.com/?q=${latitude},${longitude}`;
-  return `📍 ${label === "" ? at : `${label} ${at}`}`;
+  const place = `📍 ${label === "" ? at : `${label} ${at}`}`;
+  return isPresent(location.url) ? `${place}\n${location.url}` : place;
+}
+
+/**
+ * A WhatsApp Flow's answers (`response_json`): one `field: value` line per field, the Flow's own
+ * `flow_token` left out; a value that is no string is shown as JSON. Answers that are not a JSON
+ * object are shown as they came.
+ */
+function flowReplyText(responseJson: string): string {
+  let answers: unknown;
+  try {
+    answers = JSON.parse(responseJson);
+  } catch {
+    return responseJson;
+  }
+  if (typeof answers !== "object" || answers === null || Array.isArray(answers)) {
+    return responseJson;
+  }
+  const lines = Object.entries(answers).filter(([field]) => field !== "flow_token").map((
+    [field, value],
+  ) => `${field}: ${typeof value === "string" ? value : JSON.stringify(value)}`);
+  return lines.length === 0 ? "(empty form)" : lines.join("\n");
+}
+
+/** `🛒 Order`, the customer's note, then one `id × quantity @ price currency` line per item. */
+function orderText(order: z.infer<typeof ORDER>): string {
+  const items = (order.product_items ?? []).map((item) =>
+    `${item.product_retailer_id} × ${item.quantity} @ ${item.item_price} ${item.currency}`
+  );
+  return ["🛒 Order", ...(isPresent(order.text) ? [order.text] : []), ...items].join("\n");
 }
 
 /** One `👤 Name, +phone, …` line per shared contact. */
@@ -263,8 +337,15 @@ function messageBody(message: Record<string, unknown>, type: string): MessageBod
       const button = read(BUTTON, message.button, "button");
       return { kind: "click", replyId: button.payload, title: button.text };
     }
+    case "order":
+      return textBody(orderText(read(ORDER, message.order, "order")));
     case "interactive": {
       const replyType = read(INTERACTIVE, message.interactive, "interactive").type;
+      if (replyType === "nfm_reply") {
+        const interactive = message.interactive as Record<string, unknown>;
+        const reply = read(FLOW_REPLY, interactive.nfm_reply, "interactive.nfm_reply");
+        return textBody(flowReplyText(reply.response_json));
+      }
       if (replyType !== "button_reply" && replyType !== "list_reply") {
         return textBody(unsupportedText(`interactive ${replyType}`, message.errors));
       }
@@ -281,21 +362,67 @@ function messageBody(message: Record<string, unknown>, type: string): MessageBod
   }
 }
 
-/** A customer's message or click; throws when it cannot be read. */
+/**
+ * A customer's message or click; throws when it cannot be read. A user who hides their phone
+ * number behind a username is named only by `from_user_id`; one of the two ids must be there.
+ */
 function messageItem(
   raw: unknown,
   phoneNumberId: string,
-  names: Map<string, string | null>,
+  contacts: Contacts,
 ): InboundItem {
   const message = read(MESSAGE, raw, "", "message");
   const timestamp = isoTimestamp(message.timestamp);
-  const name = names.get(message.from) ?? null;
-  const customer = { waId: message.from, name };
+  if (message.type === "system") {
+    return identityItem(raw as Record<string, unknown>, message, phoneNumberId, timestamp);
+  }
+  const contact = (message.from === undefined ? undefined : contacts.byWaId.get(message.from)) ??
+    (message.from_user_id === undefined ? undefined : contacts.byUserId.get(message.from_user_id));
+  const waId = message.from ?? contact?.waId ?? null;
+  const userId = message.from_user_id ?? contact?.userId ?? null;
+  if (waId === null && userId === null) throw new SkippedPart("from or from_user_id is required");
+  const customer = { waId, userId, name: contact?.name ?? null };
   const body = messageBody(raw as Record<string, unknown>, message.type);
   const common = { phoneNumberId, customer, wamid: message.id, timestamp };
   if (body.kind === "content") return { kind: "message", ...common, content: body.content };
   const contextWamid = message.context?.id ?? null;
   return { kind: "click", ...common, contextWamid, replyId: body.replyId, title: body.title };
+}
+
+/**
+ * A `system` message naming the user's new number or BSUID (Meta sends no `contacts` with it);
+ * throws for any other system message, which carries nothing of the customer's to keep.
+ */
+function identityItem(
+  raw: Record<string, unknown>,
+  message: z.infer<typeof MESSAGE>,
+  phoneNumberId: string,
+  timestamp: string,
+): InboundItem {
+  const system = read(SYSTEM, raw.system, "system");
+  const type = system.type ?? "";
+  if (!IDENTITY_CHANGES.includes(type)) {
+    throw new SkippedPart(`system message ${JSON.stringify(type)} is not handled`);
+  }
+  const present = (value: string | undefined) => isPresent(value) ? value : null;
+  const waId = message.from ?? null;
+  const userId = present(system.previous_user_id) ?? message.from_user_id ?? null;
+  if (waId === null && userId === null) {
+    throw new SkippedPart("from or system.previous_user_id is required");
+  }
+  const newWaId = type === "user_changed_number"
+    ? present(system.wa_id) ?? present(system.new_wa_id)
+    : null;
+  const newUserId = present(system.user_id);
+  return {
+    kind: "identity",
+    phoneNumberId,
+    customer: { waId, userId, name: null },
+    wamid: message.id,
+    timestamp,
+    newWaId: newWaId === waId ? null : newWaId,
+    newUserId: newUserId === userId ? null : newUserId,
+  };
 }
 
 /** A status update; a failure carries Meta's first error. Throws when it cannot be read. */
@@ -306,20 +433,44 @@ function statusItem(raw: unknown, phoneNumberId: string): InboundItem {
   const error = status.status === "failed" && first !== undefined
     ? { code: first.code, title: [first.title, first.message].find(isPresent) ?? "Unknown error" }
     : null;
-  const { id: wamid, status: state, recipient_id: recipientId = null } = status;
+  const { id: wamid, status: state } = status;
+  const recipientId = status.recipient_id ?? status.recipient_user_id ?? null;
   return { kind: "status", phoneNumberId, wamid, status: state, timestamp, recipientId, error };
 }
 
-/** The profile names of a change's `contacts`, by WhatsApp id (the first entry wins). */
-function profileNames(contacts: unknown[]): Map<string, string | null> {
-  const names = new Map<string, string | null>();
-  for (const contact of contacts) {
-    const parsed = CONTACT.safeParse(contact).data;
-    if (parsed === undefined || names.has(parsed.wa_id)) continue;
+/** One `contacts` entry: a user's ids (either may be missing) and profile name. */
+interface Contact {
+  waId: string | null;
+  userId: string | null;
+  name: string | null;
+}
+
+/** A change's `contacts`, by WhatsApp id and by BSUID. */
+interface Contacts {
+  byWaId: Map<string, Contact>;
+  byUserId: Map<string, Contact>;
+}
+
+/** A change's `contacts` entries, by each id they carry (the first entry of an id wins). */
+function contactsOf(entries: unknown[]): Contacts {
+  const contacts: Contacts = { byWaId: new Map(), byUserId: new Map() };
+  for (const entry of entries) {
+    const parsed = CONTACT.safeParse(entry).data;
+    if (parsed === undefined) continue;
     const name = parsed.profile?.name;
-    names.set(parsed.wa_id, isPresent(name) ? name : null);
+    const contact = {
+      waId: isPresent(parsed.wa_id) ? parsed.wa_id : null,
+      userId: isPresent(parsed.user_id) ? parsed.user_id : null,
+      name: isPresent(name) ? name : null,
+    };
+    if (contact.waId !== null && !contacts.byWaId.has(contact.waId)) {
+      contacts.byWaId.set(contact.waId, contact);
+    }
+    if (contact.userId !== null && !contacts.byUserId.has(contact.userId)) {
+      contacts.byUserId.set(contact.userId, contact);
+    }
   }
-  return names;
+  return contacts;
 }
 
 /** Adds the messages and statuses of the `entry[].changes[]` element at `path` to `result`. */
@@ -331,9 +482,9 @@ function collectChange(result: ParsedWebhook, path: string, change: unknown): vo
     }
     const value = read(CHANGE_VALUE, raw, "value");
     const phoneNumberId = value.metadata.phone_number_id;
-    const names = profileNames(value.contacts ?? []);
+    const contacts = contactsOf(value.contacts ?? []);
     value.messages?.forEach((message, i) => {
-      const item = () => messageItem(message, phoneNumberId, names);
+      const item = () => messageItem(message, phoneNumberId, contacts);
       guarded(result, `${path}.value.messages.${i}`, () => result.items.push(item()));
     });
     value.statuses?.forEach((status, i) => {
@@ -355,9 +506,12 @@ function collectChange(result: ParsedWebhook, path: string, change: unknown): vo
  * `statuses`. What cannot be read — a message or status missing fields or with a timestamp that is
  * not Unix seconds, a status Parley does not track (`played`), a change of another field, an error
  * Meta reports in a change, a body whose `object` is not `whatsapp_business_account` — is listed in
- * `skipped`. A customer's name is the `profile.name` of the `contacts` entry whose `wa_id` is the
- * message's `from`. Images and stickers become `image`, audio, video and documents `file`;
+ * `skipped`. A message names its customer by `from` (their phone number) or, for a user who hides
+ * it behind a username, only by `from_user_id` (their BSUID); the `contacts` entry whose `wa_id`
+ * or `user_id` matches gives their profile name and the other id. Images and stickers become `image`, audio, video and documents `file`;
  * anything else that is not text becomes readable text (`[Unsupported message type: <type>]`).
+ * A `system` message becomes an `identity` when it names the user's new number or BSUID, and is
+ * skipped otherwise.
  */
 export function parseWhatsAppWebhook(raw: unknown): ParsedWebhook {
   const result: ParsedWebhook = { items: [], skipped: [] };

@@ -119,10 +119,20 @@ export function createWhatsAppInboundProcessor(
         error: item.error,
       };
     }
-    const who = { waId: item.customer.waId, name: storable(item.customer.name) };
+    if (item.kind === "identity") {
+      log("info", "whatsapp customer changed their number or user id", { app_id: appId });
+      const { waId, userId } = item.customer;
+      const { newWaId, newUserId } = item;
+      return { kind: "identity", wamid: item.wamid, waId, userId, newWaId, newUserId };
+    }
+    const { waId, userId } = item.customer;
+    const who = { waId, userId, name: storable(item.customer.name) };
     if (item.kind === "click") {
       const target = item.contextWamid === null ? undefined : targets.get(item.contextWamid);
-      const actionId = target && target.chatOpen && target.waId === item.customer.waId &&
+      const sameCustomer = target !== undefined &&
+        (waId !== null && target.waIds.includes(waId) ||
+          userId !== null && target.userIds.includes(userId));
+      const actionId = target && target.chatOpen && sameCustomer &&
           isMessageType(target.messageType)
         ? replyButtonId(target.messageType, target.payload, item.replyId)
         : null;
@@ -237,6 +247,7 @@ function textEntry(
   return {
     kind: "message",
     waId: item.customer.waId,
+    userId: item.customer.userId,
     name: storable(item.customer.name),
     wamid: item.wamid,
     timestamp: item.timestamp,

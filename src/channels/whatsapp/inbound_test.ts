@@ -13,7 +13,7 @@ const PHONE_NUMBER_ID = "106540352242922";
 const WA_ID = "16505551234";
 const SENT_AT = "1739321024";
 const SENT_AT_ISO = "2025-02-12T00:43:44.000Z";
-const CUSTOMER = { waId: WA_ID, name: "Sheena Nelson" };
+const CUSTOMER = { waId: WA_ID, userId: null, name: "Sheena Nelson" };
 
 /** The `value` of a `messages` change, as Meta sends it. */
 function changeValue(parts: { messages?: unknown[]; statuses?: unknown[]; waId?: string }) {
@@ -94,7 +94,7 @@ Deno.test("parseWhatsAppWebhook() reads Meta's reply button sample as a click", 
     items: [{
       kind: "click",
       phoneNumberId: PHONE_NUMBER_ID,
-      customer: { waId: WA_ID, name: "Pablo Morales" },
+      customer: { waId: WA_ID, userId: null, name: "Pablo Morales" },
       wamid: "wamid.HBgLMTY0NjcwNDM1OTUVAgASGBQzQThBREYwNzc2RDc2QjA1QTIwMgA=",
       timestamp: "2024-04-30T20:46:43.000Z",
       contextWamid: "wamid.HBgLMTY0NjcwNDM1OTUVAgARGBJBM0Y4RUU0RUNFQkFDMjYzQUMA",
@@ -180,7 +180,7 @@ Deno.test("parseWhatsAppWebhook() renders a location as text with a map link", (
     messageType: "text",
     text:
       "📍 Philz Coffee, 101 Forest Ave, Palo Alto, CA 94301 (37.44221496582, -122.16167449951) " +
-      "https://maps.google.com/?q=37.44221496582,-122.16167449951",
+      "https://maps.google.com/?q=37.44221496582,-122.16167449951\nhttps://philzcoffee.com",
   });
   assert.deepEqual(
     onlyContent(message("location", { location: { latitude: 1.5, longitude: 2 } })),
@@ -189,6 +189,43 @@ Deno.test("parseWhatsAppWebhook() renders a location as text with a map link", (
       text: "📍 (1.5, 2) https://maps.google.com/?q=1.5,2",
     },
   );
+});
+
+Deno.test("parseWhatsAppWebhook() renders a WhatsApp Flow's answers one field a line, without its token", () => {
+  const reply = (response_json: string) =>
+    message("interactive", {
+      context: { from: "15550783881", id: "wamid.OUTFLOW" },
+      interactive: { type: "nfm_reply", nfm_reply: { name: "flow", body: "Sent", response_json } },
+    });
+  const answers = '{"flow_token":"t1","email":"kerry@example.com","date":"2026-12-01","count":2}';
+  assert.deepEqual(onlyContent(reply(answers)), {
+    messageType: "text",
+    text: "email: kerry@example.com\ndate: 2026-12-01\ncount: 2",
+  });
+  assert.deepEqual(onlyContent(reply("not json")), { messageType: "text", text: "not json" });
+  assert.deepEqual(onlyContent(reply('{"flow_token":"t1"}')), {
+    messageType: "text",
+    text: "(empty form)",
+  });
+});
+
+Deno.test("parseWhatsAppWebhook() renders an order with its note and one line per item", () => {
+  const order = {
+    catalog_id: "194836987003835",
+    text: "Please deliver after 5pm",
+    product_items: [
+      { product_retailer_id: "di9ozbzfi4", quantity: 2, item_price: 30, currency: "USD" },
+      { product_retailer_id: "nlg9qfpx3a", quantity: "1", item_price: "12.5", currency: "USD" },
+    ],
+  };
+  assert.deepEqual(onlyContent(message("order", { order })), {
+    messageType: "text",
+    text: "🛒 Order\nPlease deliver after 5pm\ndi9ozbzfi4 × 2 @ 30 USD\nnlg9qfpx3a × 1 @ 12.5 USD",
+  });
+  assert.deepEqual(onlyContent(message("order", { order: { catalog_id: "1" } })), {
+    messageType: "text",
+    text: "🛒 Order",
+  });
 });
 
 Deno.test("parseWhatsAppWebhook() renders shared contacts as one line each", () => {
@@ -262,11 +299,10 @@ Deno.test("parseWhatsAppWebhook() renders unsupported and unknown types as text"
       "[Unsupported message type: poll_update (Message type unknown)]",
     ],
     [message("unsupported", { unsupported: {} }), "[Unsupported message type: unsupported]"],
-    [message("order", { order: { catalog_id: "1" } }), "[Unsupported message type: order]"],
     [message("unknown", { errors }), "[Unsupported message type: unknown (Message type unknown)]"],
     [
-      message("interactive", { interactive: { type: "nfm_reply", nfm_reply: {} } }),
-      "[Unsupported message type: interactive nfm_reply]",
+      message("interactive", { interactive: { type: "call_permission_reply" } }),
+      "[Unsupported message type: interactive call_permission_reply]",
     ],
   ];
   for (const [raw, text] of cases) {
@@ -339,7 +375,94 @@ Deno.test("parseWhatsAppWebhook() gives a customer without a contacts entry no n
     contacts: [],
   };
   const [item] = parseWhatsAppWebhook(webhook([value])).items;
-  assert.deepEqual(item.kind === "message" && item.customer, { waId: WA_ID, name: null });
+  assert.deepEqual(item.kind === "message" && item.customer, {
+    waId: WA_ID,
+    userId: null,
+    name: null,
+  });
+});
+
+const BSUID = "US.13491208655302741918";
+
+Deno.test("parseWhatsAppWebhook() reads a username user's message, named only by from_user_id", () => {
+  const value = changeValue({
+    messages: [{
+      from_user_id: BSUID,
+      id: "wamid.BSUID1",
+      timestamp: SENT_AT,
+      type: "text",
+      text: { body: "Where is my order?" },
+    }],
+  });
+  value.contacts = [{ profile: { name: "Maria", username: "@maria" }, user_id: BSUID }] as never;
+  const parsed = parseWhatsAppWebhook(webhook([value]));
+  assert.deepEqual(parsed.skipped, []);
+  assert.deepEqual(parsed.items.map((item) => item.kind === "message" && item.customer), [
+    { waId: null, userId: BSUID, name: "Maria" },
+  ]);
+});
+
+Deno.test("parseWhatsAppWebhook() keeps both ids of a user who shares their phone number", () => {
+  const value = changeValue({
+    messages: [
+      { ...message("text", { text: { body: "a" } }, "m1"), from_user_id: BSUID },
+      // Only the contacts entry names the BSUID of this one.
+      message("text", { text: { body: "b" } }, "m2"),
+    ],
+  });
+  value.contacts = [{ profile: { name: "Sheena Nelson" }, wa_id: WA_ID, user_id: BSUID }] as never;
+  const parsed = parseWhatsAppWebhook(webhook([value]));
+  assert.deepEqual(parsed.items.map((item) => item.kind === "message" && item.customer), [
+    { waId: WA_ID, userId: BSUID, name: "Sheena Nelson" },
+    { waId: WA_ID, userId: BSUID, name: "Sheena Nelson" },
+  ]);
+});
+
+Deno.test("parseWhatsAppWebhook() skips a message naming no user, and reads a status's BSUID", () => {
+  const { from: _, ...anonymous } = message("text", { text: { body: "hi" } }) as { from: string };
+  const { recipient_id: __, ...toUser } = status("wamid.OUT1") as { recipient_id: string };
+  const parsed = parseWhatsAppWebhook(webhook([changeValue({
+    messages: [anonymous],
+    statuses: [{ ...toUser, recipient_user_id: BSUID }],
+  })]));
+  assert.deepEqual(parsed.skipped, [{
+    path: "entry.0.changes.0.value.messages.0",
+    reason: "from or from_user_id is required",
+  }]);
+  assert.deepEqual(parsed.items.map((item) => item.kind === "status" && item.recipientId), [BSUID]);
+});
+
+Deno.test("parseWhatsAppWebhook() reads a changed number or BSUID as the customer's new ids, not their words", () => {
+  const system = (fields: object) => message("system", { system: fields });
+  const value = changeValue({
+    messages: [
+      system({
+        body: `User Kerry changed from ${WA_ID} to 16505559999`,
+        wa_id: "16505559999",
+        type: "user_changed_number",
+      }),
+      {
+        ...system({ type: "user_changed_user_id", user_id: "US.2", previous_user_id: "US.1" }),
+        from: undefined,
+      },
+      system({ body: "Something else", type: "customer_identity_changed" }),
+    ],
+  });
+  delete value.contacts; // Meta sends none with system messages.
+  const parsed = parseWhatsAppWebhook(webhook([value]));
+  assert.deepEqual(
+    parsed.items.map((item) =>
+      item.kind === "identity" && [item.customer, item.newWaId, item.newUserId]
+    ),
+    [
+      [{ waId: WA_ID, userId: null, name: null }, "16505559999", null],
+      [{ waId: null, userId: "US.1", name: null }, null, "US.2"],
+    ],
+  );
+  assert.deepEqual(parsed.skipped, [{
+    path: "entry.0.changes.0.value.messages.2",
+    reason: 'system message "customer_identity_changed" is not handled',
+  }]);
 });
 
 Deno.test("parseWhatsAppWebhook() skips untracked statuses, other fields and reported errors", () => {
