@@ -105,7 +105,9 @@ Deno.test("createOrderedApply() gives up retryWithinMs after the first failure, 
   assert.equal(await b, "rejected: b unreachable", "b's retries share a's deadline");
   const elapsed = performance.now() - started;
   assert.ok(elapsed < 300, `${elapsed} ms`);
-  assert.equal(log.filter((name) => name === "a").length, 4, log.join()); // at 0, 20, 40, 60 ms
+  // At 0, 20, 40 and 60 ms at most (fewer when timers run late on a busy machine), then no more.
+  const tries = log.filter((name) => name === "a").length;
+  assert.ok(tries >= 2 && tries <= 4, log.join());
   assert.equal(await settle(order.apply("k", attemptOf("c"))), "ok");
 });
 
