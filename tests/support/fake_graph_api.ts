@@ -114,7 +114,10 @@ function recordedBody(text: string): unknown {
  */
 function invalidSend(body: unknown): string | null {
   const fields = typeof body === "object" && body !== null ? body as Record<string, unknown> : {};
-  const addressee = typeof fields.to === "string" && fields.to !== "" ? "to" : "recipient";
+  // Without either, Meta names `to`, the parameter every send had before usernames.
+  const addressee = fields.to === undefined && typeof fields.recipient === "string"
+    ? "recipient"
+    : "to";
   for (const name of ["messaging_product", addressee, "type"]) {
     const value = fields[name];
     if (typeof value !== "string" || value === "") {
