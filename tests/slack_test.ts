@@ -604,17 +604,17 @@ Deno.test("a Slack click on a WhatsApp conversation's Flow step does not reopen 
     "the click applied",
   );
   const stored = await sql`
-    SELECT id, sender_type, content, status, failure_title FROM messages
+    SELECT id, sender_type, content, status, failure_code, failure_title FROM messages
     WHERE conversation_id = ${chat.id} ORDER BY id`;
   assert.deepEqual(
     stored.slice(1).map((row) =>
       `${row.sender_type}: ${row.content} (${row.status}${
-        row.failure_title ? `: ${row.failure_title}` : ""
+        row.failure_title ? ` ${row.failure_code}: ${row.failure_title}` : ""
       })`
     ),
     [
       "visitor: Yes (null)",
-      "flow: Connecting you. (failed: Outside the 24-hour window: only template messages can be sent)",
+      "flow: Connecting you. (failed 131047: Outside the 24-hour window: only template messages can be sent)",
     ],
   );
   const failedId = String(stored[2].id);

@@ -129,6 +129,8 @@ export type WhatsAppInboundEntry =
     kind: "identity";
     /** The notice's message id. */
     wamid: string;
+    /** When the customer changed it (the notice's platform timestamp, ISO 8601). */
+    timestamp: string;
     waId: string | null;
     userId: string | null;
     newWaId: string | null;

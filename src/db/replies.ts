@@ -23,6 +23,12 @@ export type ReplyInput = Omit<SendReplyCommand, "kind"> & {
 /** Why a reply kept outside WhatsApp's window failed (its `failure_title`, and the 422's message). */
 export const OUTSIDE_WINDOW = "Outside the 24-hour window: only template messages can be sent";
 
+/**
+ * The `failure_code` of such a reply: Meta's own for a free-form message outside the window
+ * (131047, "Re-engagement message"), which it would have answered.
+ */
+export const OUTSIDE_WINDOW_CODE = 131047;
+
 /** What became of one reply. */
 export type AppendedReply =
   | { kind: "stored"; messageId: number; chatId: number; reopened: boolean }
@@ -92,10 +98,11 @@ export async function appendReplies(
       WHERE NOT outside_window OR keep_outside_window
     ), message AS (
       INSERT INTO messages (app_id, conversation_id, sender_type, sender_name, message_type,
-        content, payload, internal, status, failure_title, created_at)
+        content, payload, internal, status, failure_code, failure_title, created_at)
       SELECT a.app_id, a.chat_id, a.sender_type, a.sender_name, a.message_type, a.content,
         a.payload::jsonb, a.internal,
         CASE WHEN a.outside_window THEN 'failed' WHEN a.route = 'whatsapp' THEN 'pending' END,
+        CASE WHEN a.outside_window THEN ${OUTSIDE_WINDOW_CODE}::int END,
         CASE WHEN a.outside_window THEN ${OUTSIDE_WINDOW}::text END, stamp.at
       FROM accepted a CROSS JOIN stamp
       ORDER BY a.k

@@ -26,29 +26,22 @@ export interface StoredInbound {
 export type WhatsAppMessageInput = MessageEntry & { appId: number };
 
 /**
- * The key that groups `inputs` by customer within one statement: the WhatsApp id, else the id a
- * message of the same BSUID in `inputs` names, else the BSUID (prefixed, so that it never equals
- * a phone number). So a user met both with and without their phone number in one run is one
- * customer, never two new clients.
+ * The key that groups `inputs` by sender within one statement: the WhatsApp id, else the BSUID
+ * (prefixed, so that it never equals a phone number).
  */
-function customerKeys(inputs: WhatsAppMessageInput[]): string[] {
-  const phoneOf = new Map<string, string>();
-  for (const input of inputs) {
-    const key = `${input.appId} ${input.userId}`;
-    if (input.waId !== null && input.userId !== null && !phoneOf.has(key)) {
-      phoneOf.set(key, input.waId);
-    }
-  }
-  return inputs.map((input) =>
-    input.waId ?? phoneOf.get(`${input.appId} ${input.userId}`) ?? `user:${input.userId}`
-  );
+function senderKey(input: WhatsAppMessageInput): string {
+  return input.waId ?? `user:${input.userId}`;
 }
 
 /**
  * Stores customers' messages, in input order, in one statement: each customer becomes (or is)
  * the client known by their `wa_id` (identity `whatsapp`) or else by their BSUID (identity
  * `whatsapp_user`); whichever of the two ids the client lacks is added to it, so a user who
- * writes once without their phone number and once with it stays one client. A profile name
+ * writes once without their phone number and once with it stays one client (a sender known by
+ * BSUID alone whom no client knows is the customer a sender of the same run names with that
+ * BSUID and a number). A new client's ids are inserted without `ON CONFLICT`: should another
+ * instance have made the same customer meanwhile, the statement fails rather than leave a second
+ * client without identity, and the delivery is applied again. A profile name
  * fills an empty name. Each message goes into its client's open WhatsApp conversation or a new
  * one (all messages of one client share it), keeps the platform's timestamp, moves the
  * conversation's last inbound time (which the 24-hour window counts from) and queues
@@ -68,7 +61,7 @@ export async function storeWhatsAppMessages(
       SELECT clock_timestamp() AS at
     ), input AS (
       SELECT * FROM unnest(
-        ${inputs.map((i) => i.appId)}::bigint[], ${customerKeys(inputs)}::text[],
+        ${inputs.map((i) => i.appId)}::bigint[], ${inputs.map(senderKey)}::text[],
         ${inputs.map((i) => i.waId)}::text[], ${inputs.map((i) => i.userId)}::text[],
         ${inputs.map((i) => i.name)}::text[], ${inputs.map((i) => i.wamid)}::text[],
         ${inputs.map((i) => i.timestamp)}::timestamptz[], ${
@@ -108,11 +101,22 @@ export async function storeWhatsAppMessages(
         ORDER BY ci.channel = 'whatsapp' DESC
         LIMIT 1
       ) k
+    ), borrowed AS (
+      -- A sender named by BSUID alone whom no client knows, whose BSUID a sender of this run
+      -- names with a phone number: that sender's customer.
+      SELECT DISTINCT ON (s.app_id, s.key) s.app_id, s.key, s.wa_id, s.user_id, s.last_sent,
+        p.key AS via
+      FROM sender s
+      JOIN sender p ON p.app_id = s.app_id AND p.user_id = s.user_id AND p.wa_id IS NOT NULL
+      WHERE s.wa_id IS NULL
+        AND NOT EXISTS (SELECT 1 FROM known k WHERE k.app_id = s.app_id AND k.key = s.key)
+      ORDER BY s.app_id, s.key, p.key
     ), missing AS (
       SELECT s.app_id, s.key, s.wa_id, s.user_id, s.name, s.last_sent,
         row_number() OVER (ORDER BY s.app_id, s.key) AS k
       FROM sender s
       WHERE NOT EXISTS (SELECT 1 FROM known k WHERE k.app_id = s.app_id AND k.key = s.key)
+        AND NOT EXISTS (SELECT 1 FROM borrowed b WHERE b.app_id = s.app_id AND b.key = s.key)
     ), new_client AS (
       INSERT INTO clients (app_id, name)
       SELECT app_id, name FROM missing ORDER BY k
@@ -128,21 +132,31 @@ export async function storeWhatsAppMessages(
       UPDATE clients c SET name = k.name
       FROM known k
       WHERE c.app_id = k.app_id AND c.id = k.client_id AND c.name IS NULL AND k.name IS NOT NULL
-    ), client AS (
-      SELECT app_id, key, wa_id, user_id, last_sent, client_id FROM known
+    ), owner AS (
+      SELECT app_id, key, wa_id, user_id, last_sent, client_id, false AS new FROM known
       UNION ALL
-      SELECT app_id, key, wa_id, user_id, last_sent, client_id FROM created
-    ), new_identity AS (
-      -- Both ids of every customer: an id already known (to this client or, for a BSUID,
-      -- another) is left as it is.
-      INSERT INTO client_identities (app_id, channel, external_id, client_id)
-      SELECT DISTINCT ON (cl.app_id, id.channel, id.external_id)
-        cl.app_id, id.channel, id.external_id, cl.client_id
-      FROM client cl
-      CROSS JOIN LATERAL (VALUES ('whatsapp', cl.wa_id), ('whatsapp_user', cl.user_id))
+      SELECT app_id, key, wa_id, user_id, last_sent, client_id, true FROM created
+    ), client AS (
+      SELECT app_id, key, wa_id, user_id, last_sent, client_id FROM owner
+      UNION ALL
+      SELECT b.app_id, b.key, b.wa_id, b.user_id, b.last_sent, o.client_id
+      FROM borrowed b JOIN owner o ON o.app_id = b.app_id AND o.key = b.via
+    ), claimed AS (
+      -- Both ids of every sender that owns a client, each id once (a new client's first).
+      SELECT DISTINCT ON (o.app_id, id.channel, id.external_id)
+        o.app_id, id.channel, id.external_id, o.client_id, o.new
+      FROM owner o
+      CROSS JOIN LATERAL (VALUES ('whatsapp', o.wa_id), ('whatsapp_user', o.user_id))
         AS id (channel, external_id)
       WHERE id.external_id IS NOT NULL
-      ORDER BY cl.app_id, id.channel, id.external_id
+      ORDER BY o.app_id, id.channel, id.external_id, o.new DESC
+    ), new_identity AS (
+      INSERT INTO client_identities (app_id, channel, external_id, client_id)
+      SELECT app_id, channel, external_id, client_id FROM claimed WHERE new
+    ), added_identity AS (
+      -- A known client's other id, unless it is known already (to it, or to another client).
+      INSERT INTO client_identities (app_id, channel, external_id, client_id)
+      SELECT app_id, channel, external_id, client_id FROM claimed WHERE NOT new
       ON CONFLICT DO NOTHING
     ), open_chat AS (
       SELECT cl.app_id, cl.key, cl.last_sent, c.id
@@ -316,9 +330,10 @@ export async function storeWhatsAppClick(
 /**
  * Adds a customer's new number and BSUID (Meta's `system` notice) to the client known by their
  * old ones, so that their next message continues that client and its open conversation, and
- * replies go to the new number (the newest). The old ids stay: a message sent before the change
- * may still arrive. An id already another client's is left to it. Resolves to how many ids were
- * added (0 for an unknown customer or a notice applied before).
+ * replies go to the new number (the newest; one the client had before becomes the newest again).
+ * The old ids stay: a message sent before the change may still arrive. An id already another
+ * client's is left to it. Resolves to how many ids were added or renewed (0 for an unknown
+ * customer).
  */
 export async function addWhatsAppIdentities(
   sql: Tx,
@@ -334,13 +349,17 @@ export async function addWhatsAppIdentities(
       ORDER BY channel = 'whatsapp' DESC
       LIMIT 1
     )
-    INSERT INTO client_identities (app_id, channel, external_id, client_id)
-    SELECT ${appId}, id.channel, id.external_id, client.client_id
+    INSERT INTO client_identities (app_id, channel, external_id, client_id, created_at)
+    SELECT ${appId}, id.channel, id.external_id, client.client_id, ${entry.timestamp}::timestamptz
     FROM client
     CROSS JOIN (VALUES ('whatsapp', ${entry.newWaId}::text), ('whatsapp_user', ${entry.newUserId}::text))
       AS id (channel, external_id)
     WHERE id.external_id IS NOT NULL
-    ON CONFLICT DO NOTHING
+    -- A number changed back is the client's already: it becomes the newest again, unless this
+    -- is an older notice delivered late.
+    ON CONFLICT (app_id, channel, external_id) DO UPDATE SET created_at = EXCLUDED.created_at
+      WHERE client_identities.client_id = EXCLUDED.client_id
+        AND client_identities.created_at < EXCLUDED.created_at
     RETURNING 1`;
   return rows.length;
 }

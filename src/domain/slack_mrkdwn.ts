@@ -250,16 +250,39 @@ export function splitMrkdwn(text: string, max: number): string[] {
 const GRAPHEMES = new Intl.Segmenter(undefined, { granularity: "grapheme" });
 
 /**
+ * Where the graphemes of the text last asked about start: splitting a text cuts it many times
+ * (every space of a long link is tried), and segmenting it whole at every cut was quadratic.
+ */
+let segmented: { text: string; starts: number[] } | null = null;
+
+/** The start of every grapheme of `text`, in order. */
+function graphemeStarts(text: string): number[] {
+  if (segmented?.text !== text) {
+    segmented = { text, starts: Array.from(GRAPHEMES.segment(text), (one) => one.index) };
+  }
+  return segmented.starts;
+}
+
+/**
  * The index at most `cut` where plain text can be cut without splitting a grapheme (a flag, a
  * family emoji, a letter and its accents), or where one grapheme is longer than `cut` (a run of
  * combining marks), without splitting a surrogate pair.
  */
 function plainCut(text: string, cut: number): number {
   if (cut <= 0 || cut >= text.length) return cut;
-  const start = GRAPHEMES.segment(text).containing(cut)?.index ?? cut;
-  if (start > 0) return start;
-  const code = text.charCodeAt(cut);
-  return code >= 0xdc00 && code <= 0xdfff ? cut - 1 : cut;
+  const next = text.charCodeAt(cut);
+  // An ASCII character starts a grapheme (but a line feed after a carriage return).
+  if (next < 0x80 && !(next === 0x0a && text.charCodeAt(cut - 1) === 0x0d)) return cut;
+  const starts = graphemeStarts(text);
+  let low = 0;
+  let high = starts.length - 1;
+  while (low < high) {
+    const middle = (low + high + 1) >> 1;
+    if (starts[middle] <= cut) low = middle;
+    else high = middle - 1;
+  }
+  if (starts[low] > 0) return starts[low];
+  return next >= 0xdc00 && next <= 0xdfff ? cut - 1 : cut;
 }
 
 /**

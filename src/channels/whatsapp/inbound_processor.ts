@@ -123,7 +123,8 @@ export function createWhatsAppInboundProcessor(
       log("info", "whatsapp customer changed their number or user id", { app_id: appId });
       const { waId, userId } = item.customer;
       const { newWaId, newUserId } = item;
-      return { kind: "identity", wamid: item.wamid, waId, userId, newWaId, newUserId };
+      const { wamid, timestamp } = item;
+      return { kind: "identity", wamid, timestamp, waId, userId, newWaId, newUserId };
     }
     const { waId, userId } = item.customer;
     const who = { waId, userId, name: storable(item.customer.name) };
