@@ -94,3 +94,18 @@ export function cpuSecondsByThread(pid: number): Map<string, number> {
   }
   return byName;
 }
+
+/**
+ * CPU seconds the whole machine has spent busy so far, all cores together (user, nice, system,
+ * irq, softirq and steal time of /proc/stat): against the benchmark's own processes it shows how
+ * much of the machine others took meanwhile, which decides the tail latencies on a shared one.
+ */
+export function machineBusySeconds(): number {
+  try {
+    const [cpu] = Deno.readTextFileSync("/proc/stat").split("\n");
+    const [, user, nice, system, , , irq, softirq, steal] = cpu.trim().split(/\s+/).map(Number);
+    return (user + nice + system + irq + softirq + (steal || 0)) / TICKS_PER_SECOND;
+  } catch {
+    return 0; // not Linux
+  }
+}

@@ -12,7 +12,8 @@
  * to its arrival (bench/socket_load.ts; CONTRACT §3's target: p99 within 100 ms of the commit). It prints a table of requests/s, p50 and p99 per scenario,
  * with each scenario's ratio to hello and the CPU that the server, its PostgreSQL and the load
  * generator spent per request (from /proc; it drifts much less than requests/s on a shared
- * machine). After the table: once the WhatsApp load's backlog is applied, how long one
+ * machine), and the cores that other processes kept busy meanwhile ("others' cores": the
+ * machine's busy time less the benchmark's own; on a shared machine, what decides the tails). After the table: once the WhatsApp load's backlog is applied, how long one
  * 1,000-update delivery takes to be acknowledged and applied (bench/whatsapp_load.ts); how long
  * after the Slack load every stored Slack delivery was applied (bench/slack_load.ts); and how
  * webhook deliveries of Open API replies kept up. A fake Graph API and a fake Slack
@@ -36,7 +37,12 @@
  */
 import { freePort } from "../src/db/embedded.ts";
 import { type LoadRequest, type LoadResult, runLoad } from "./load.ts";
-import { cpuSecondsByThread, cpuSecondsOf, cpuSecondsOfDescendants } from "./cpu.ts";
+import {
+  cpuSecondsByThread,
+  cpuSecondsOf,
+  cpuSecondsOfDescendants,
+  machineBusySeconds,
+} from "./cpu.ts";
 import { executeCommand } from "../src/cli.ts";
 import { connect } from "../src/db/client.ts";
 import { openDatabase } from "../src/db/database.ts";
@@ -69,6 +75,8 @@ interface Measured {
   cpu: { server: number; postgres: number | null; load: number };
   /** The server's CPU µs per request by thread name (see `cpuSecondsByThread`). */
   threads: Map<string, number>;
+  /** The cores that processes other than the benchmark's kept busy meanwhile, on average. */
+  othersCores: number;
   /** Whether the load came at a fixed rate (open loop): its req/s is that rate, no ratio. */
   fixedRate: boolean;
 }
@@ -86,8 +94,15 @@ async function measure(
     postgres: cpuSecondsOfDescendants(server.pid),
     load: cpuSecondsOf(Deno.pid),
     threads: cpuSecondsByThread(server.pid),
+    machine: machineBusySeconds(),
+    at: performance.now(),
   };
   const result = await load();
+  const ours = cpuSecondsOf(server.pid) - before.server +
+    (withPostgres ? cpuSecondsOfDescendants(server.pid) - before.postgres : 0) +
+    cpuSecondsOf(Deno.pid) - before.load;
+  const wallSeconds = (performance.now() - before.at) / 1000;
+  const othersCores = Math.max(0, (machineBusySeconds() - before.machine - ours) / wallSeconds);
   const fixedRate = options.fixedRate ?? false;
   const perRequest = (seconds: number) => (seconds * 1e6) / Math.max(1, result.completed);
   const threads = new Map<string, number>();
@@ -100,6 +115,7 @@ async function measure(
     load: result,
     threads,
     fixedRate,
+    othersCores,
     cpu: {
       server: perRequest(cpuSecondsOf(server.pid) - before.server),
       postgres: withPostgres
@@ -491,7 +507,7 @@ async function createFixtures(
 
 function printTable(results: Measured[]): void {
   const baseline = results[0].load.rps;
-  const rows = results.map(({ name, load: r, cpu, fixedRate }) => [
+  const rows = results.map(({ name, load: r, cpu, fixedRate, othersCores }) => [
     name,
     r.rps.toFixed(0),
     r.p50Ms.toFixed(2),
@@ -499,6 +515,7 @@ function printTable(results: Measured[]): void {
     String(r.errors),
     fixedRate ? "-" : (r.rps / baseline).toFixed(2),
     [cpu.server, cpu.postgres, cpu.load].map((v) => v === null ? "-" : v.toFixed(0)).join(" / "),
+    othersCores.toFixed(2),
   ]);
   const header = [
     "scenario",
@@ -508,6 +525,7 @@ function printTable(results: Measured[]): void {
     "errors",
     "ratio to hello",
     "CPU µs/req server / pg / load",
+    "others' cores",
   ];
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((row) => row[i].length)));
   const line = (cells: string[]) => `| ${cells.map((c, i) => c.padEnd(widths[i])).join(" | ")} |`;

@@ -371,6 +371,10 @@ function spawnServer(
     timezone: "UTC",
     max_connections: "300",
     shared_buffers: "128MB",
+    // Full-page images, which every page's first change after a checkpoint starts writes to the
+    // WAL, compressed: during a checkpoint the WAL flushes the acknowledgements wait for grew
+    // enough to put the channels' ack p99 over 20 ms (measured: Slack 20–25 ms → 12–18 ms).
+    wal_compression: "on",
     logging_collector: "on",
     log_directory: "log",
     log_min_messages: "warning",
