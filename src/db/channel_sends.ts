@@ -180,6 +180,15 @@ export async function recordSendOutcome(
         AND m.conversation_id = ${send.chatId} AND m.id = ${send.messageId}
         AND m.status IS DISTINCT FROM 'failed'
       RETURNING m.id, m.conversation_id
+    ), mirror AS (
+      -- A failed message already in its Slack thread gets its "Not delivered" line there.
+      INSERT INTO outbox (app_id, kind, topic, payload)
+      SELECT ${send.appId}, 'slack', 'message',
+        jsonb_build_object('conversation_id', failed.conversation_id, 'message_id', failed.id)
+      FROM failed
+      WHERE EXISTS (
+        SELECT 1 FROM slack_messages s WHERE s.app_id = ${send.appId} AND s.message_id = failed.id
+      )
     )
     INSERT INTO outbox (app_id, kind, topic, payload)
     SELECT ${send.appId}, 'webhook', 'message.failed',

@@ -415,8 +415,19 @@ export async function applyWhatsAppStatus(
         ELSE 'message.updated' END AS name) topic
       JOIN webhooks w ON w.app_id = ${appId} AND w.enabled AND topic.name = ANY (w.events)
       RETURNING 1
+    ), mirror AS (
+      -- A failed message already in its Slack thread gets its "Not delivered" line there.
+      INSERT INTO outbox (app_id, kind, topic, payload)
+      SELECT ${appId}, 'slack', 'message',
+        jsonb_build_object('conversation_id', moved.conversation_id, 'message_id', moved.id)
+      FROM moved
+      WHERE ${entry.status}::text = 'failed' AND EXISTS (
+        SELECT 1 FROM slack_messages s WHERE s.app_id = ${appId} AND s.message_id = moved.id
+      )
+      RETURNING 1
     )
-    SELECT conversation_id AS chat_id, id AS message_id, (SELECT count(*) FROM event)::int AS queued
+    SELECT conversation_id AS chat_id, id AS message_id,
+      ((SELECT count(*) FROM event) + (SELECT count(*) FROM mirror))::int AS queued
     FROM moved`;
   return row ? { chatId: row.chat_id, messageId: row.message_id, queuedEvents: row.queued } : null;
 }

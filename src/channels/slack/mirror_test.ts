@@ -1,0 +1,91 @@
+import assert from "node:assert/strict";
+import type { WebClient } from "@slack/web-api";
+import type { ClaimedMirror } from "../../db/slack_sends.ts";
+import { type MirrorDeps, sendMirror } from "./mirror.ts";
+
+/** Deps whose Slack client records the posts and whose records are kept. */
+function recordingDeps() {
+  const posts: Record<string, unknown>[] = [];
+  const saved: number[] = [];
+  const outcomes: string[] = [];
+  const client = {
+    chat: {
+      postMessage: (args: Record<string, unknown>) => {
+        posts.push(args);
+        return Promise.resolve({ ok: true, ts: `1800000000.00000${posts.length}` });
+      },
+      update: () => Promise.resolve({ ok: true }),
+    },
+  } as unknown as WebClient;
+  const deps: MirrorDeps = {
+    clientFor: () => client,
+    saveThread: () => Promise.resolve(),
+    saveMirrored: (link) => (saved.push(link.parts), Promise.resolve()),
+    record: (_send, outcome) => (outcomes.push(outcome.state), Promise.resolve()),
+    pauseWorkspace: () => Promise.resolve(),
+  };
+  return { deps, posts, saved, outcomes };
+}
+
+function claimed(message: Partial<NonNullable<ClaimedMirror["message"]>>): ClaimedMirror {
+  return {
+    appId: 1,
+    id: 7,
+    topic: "message",
+    attempts: 0,
+    claimedAt: "2026-11-25T00:00:00.000000Z",
+    turn: 1,
+    conversation: {
+      id: 3,
+      status: "open",
+      channel: "whatsapp",
+      visitorName: "Ana",
+      visitorEmail: null,
+    },
+    message: {
+      id: 9,
+      senderType: "bot",
+      senderName: null,
+      messageType: "text",
+      content: "Your order shipped",
+      payload: null,
+      internal: false,
+      failure: null,
+      postedParts: 0,
+      firstTs: null,
+      ...message,
+    },
+    thread: { channelId: "C1", ts: "1700000000.000001" },
+    installation: { teamId: "T1", channelId: "C1", botTokenSealed: "sealed", rateLimitedForMs: 0 },
+  };
+}
+
+Deno.test("sendMirror posts a failed message followed by its Not delivered line", async () => {
+  const { deps, posts, saved, outcomes } = recordingDeps();
+  await sendMirror(deps, claimed({ failure: "Re-engagement message" }));
+  assert.deepEqual(posts.map((post) => post.text), [
+    "Your order shipped",
+    ":warning: Not delivered: Re-engagement message",
+  ]);
+  assert.deepEqual(saved, [1, 2]);
+  assert.deepEqual(outcomes, ["succeeded"]);
+});
+
+Deno.test("sendMirror adds only the Not delivered line to a message already in the thread", async () => {
+  const { deps, posts, saved } = recordingDeps();
+  await sendMirror(
+    deps,
+    claimed({ failure: "Message undeliverable", postedParts: 1, firstTs: "1800000000.000009" }),
+  );
+  assert.deepEqual(posts.map((post) => [post.thread_ts, post.text]), [
+    ["1700000000.000001", ":warning: Not delivered: Message undeliverable"],
+  ]);
+  assert.deepEqual(saved, [2]);
+  // Once there, another claim of the same message posts nothing more.
+  const again = recordingDeps();
+  await sendMirror(
+    again.deps,
+    claimed({ failure: "Message undeliverable", postedParts: 2, firstTs: "1800000000.000009" }),
+  );
+  assert.deepEqual(again.posts, []);
+});
