@@ -10,6 +10,7 @@ import { type ChannelClaimOptions, claimedInConversationOrder } from "./channel_
 import { type ClaimRound, claimRound, roundOf } from "./application_round.ts";
 import type { MessageType } from "../domain/message_kinds.ts";
 import type { WhatsAppRecipient } from "../domain/whatsapp_recipient.ts";
+import { queueNotDelivered } from "./slack_mirror.ts";
 
 /** A claimed send and what it needs. */
 export interface ClaimedSend {
@@ -181,14 +182,7 @@ export async function recordSendOutcome(
         AND m.status IS DISTINCT FROM 'failed'
       RETURNING m.id, m.conversation_id
     ), mirror AS (
-      -- A failed message already in its Slack thread gets its "Not delivered" line there.
-      INSERT INTO outbox (app_id, kind, topic, payload)
-      SELECT ${send.appId}, 'slack', 'message',
-        jsonb_build_object('conversation_id', failed.conversation_id, 'message_id', failed.id)
-      FROM failed
-      WHERE EXISTS (
-        SELECT 1 FROM slack_messages s WHERE s.app_id = ${send.appId} AND s.message_id = failed.id
-      )
+      ${queueNotDelivered(sql, send.appId, "failed")}
     )
     INSERT INTO outbox (app_id, kind, topic, payload)
     SELECT ${send.appId}, 'webhook', 'message.failed',

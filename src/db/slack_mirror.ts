@@ -2,9 +2,10 @@
  * Queues the Slack mirror of a batch (CONTRACT §6.2): an outbox row of kind `slack` for every new
  * message of an application installed in Slack — except the agent replies that came from Slack,
  * which are already in their thread — and for every conversation whose status changed (its root
- * message shows the status). The Slack sender posts them in conversation order.
+ * message shows the status). The Slack sender posts them in conversation order. A message that
+ * fails once in its thread gets one more post there, its "Not delivered" line.
  */
-import type { Tx } from "./client.ts";
+import type { PendingQuery, Row, Tx } from "./client.ts";
 
 /** A change of the batch: a new message (with its conversation), a changed conversation. */
 export interface MirroredChange {
@@ -53,4 +54,19 @@ export async function queueSlackMirror(
     WHERE mirrored.found IS NULL
     ORDER BY x.n`;
   return result.count;
+}
+
+/**
+ * The `INSERT` (a `WITH` step of the statement that failed them) queueing the "Not delivered" line
+ * of the messages of application `appId` in CTE `failed` (columns `id`, `conversation_id`) that
+ * are in a Slack thread already; one posted later shows its failure in its own post.
+ */
+export function queueNotDelivered(sql: Tx, appId: number, failed: string): PendingQuery<Row[]> {
+  return sql`
+    INSERT INTO outbox (app_id, kind, topic, payload)
+    SELECT ${appId}, 'slack', 'message',
+      jsonb_build_object('conversation_id', f.conversation_id, 'message_id', f.id)
+    FROM ${sql(failed)} f
+    WHERE EXISTS (SELECT 1 FROM slack_messages s WHERE s.app_id = ${appId} AND s.message_id = f.id)
+    RETURNING 1`;
 }

@@ -8,6 +8,7 @@
 import { Buffer } from "node:buffer";
 import type { Tx } from "./client.ts";
 import type { WhatsAppInboundEntry } from "../actors/protocol.ts";
+import { queueNotDelivered } from "./slack_mirror.ts";
 
 type MessageEntry = Extract<WhatsAppInboundEntry, { kind: "message" }>;
 type ClickEntry = Extract<WhatsAppInboundEntry, { kind: "click" }>;
@@ -415,16 +416,10 @@ export async function applyWhatsAppStatus(
         ELSE 'message.updated' END AS name) topic
       JOIN webhooks w ON w.app_id = ${appId} AND w.enabled AND topic.name = ANY (w.events)
       RETURNING 1
+    ), failed AS (
+      SELECT id, conversation_id FROM moved WHERE ${entry.status}::text = 'failed'
     ), mirror AS (
-      -- A failed message already in its Slack thread gets its "Not delivered" line there.
-      INSERT INTO outbox (app_id, kind, topic, payload)
-      SELECT ${appId}, 'slack', 'message',
-        jsonb_build_object('conversation_id', moved.conversation_id, 'message_id', moved.id)
-      FROM moved
-      WHERE ${entry.status}::text = 'failed' AND EXISTS (
-        SELECT 1 FROM slack_messages s WHERE s.app_id = ${appId} AND s.message_id = moved.id
-      )
-      RETURNING 1
+      ${queueNotDelivered(sql, appId, "failed")}
     )
     SELECT conversation_id AS chat_id, id AS message_id,
       ((SELECT count(*) FROM event) + (SELECT count(*) FROM mirror))::int AS queued
