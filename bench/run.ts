@@ -9,12 +9,13 @@
  * /api/v1/slack/events) — the latency of both channels' rows is the ack's: deliveries are stored,
  * answered, and applied after the 200. With a WebSocket open for every visitor, Open API replies
  * to them at a fixed rate and at saturation, timing each reply's frame from the message's insert
- * to its arrival (bench/socket_load.ts; CONTRACT §3's target: p99 within 100 ms of the commit). It prints a table of requests/s, p50 and p99 per scenario,
- * with each scenario's ratio to hello and the CPU that the server, its PostgreSQL and the load
- * generator spent per request (from /proc; it drifts much less than requests/s on a shared
- * machine), and the cores that other processes kept busy meanwhile ("others' cores": the
- * machine's busy time less the benchmark's own; on a shared machine, what decides the tails). After the table: once the WhatsApp load's backlog is applied, how long one
- * 1,000-update delivery takes to be acknowledged and applied (bench/whatsapp_load.ts); how long
+ * to its arrival (bench/socket_load.ts; CONTRACT §3's target: p99 within 100 ms of the commit).
+ * It prints a table of requests/s, p50 and p99 per scenario, with each scenario's ratio to hello
+ * and the CPU that the server, its PostgreSQL and the load generator spent per request (from
+ * /proc; it drifts much less than requests/s on a shared machine), and the cores that other
+ * processes kept busy meanwhile ("others' cores": the machine's busy time less the benchmark's
+ * own; on a shared machine, what decides the tails). After the table: once the WhatsApp load's
+ * backlog is applied, how long one 1,000-update delivery takes to be acknowledged and applied (bench/whatsapp_load.ts); how long
  * after the Slack load every stored Slack delivery was applied (bench/slack_load.ts); and how
  * webhook deliveries of Open API replies kept up. A fake Graph API and a fake Slack
  * (tests/support, the latter in this process) stand in for WHATSAPP_GRAPH_URL and SLACK_API_URL.
@@ -89,39 +90,41 @@ async function measure(
   load: () => Promise<LoadResult>,
   options: { fixedRate?: boolean } = {},
 ): Promise<Measured> {
-  const before = {
+  const usage = () => ({
     server: cpuSecondsOf(server.pid),
-    postgres: cpuSecondsOfDescendants(server.pid),
+    postgres: withPostgres ? cpuSecondsOfDescendants(server.pid) : 0,
     load: cpuSecondsOf(Deno.pid),
     threads: cpuSecondsByThread(server.pid),
     machine: machineBusySeconds(),
     at: performance.now(),
-  };
+  });
+  const before = usage();
   const result = await load();
-  const ours = cpuSecondsOf(server.pid) - before.server +
-    (withPostgres ? cpuSecondsOfDescendants(server.pid) - before.postgres : 0) +
-    cpuSecondsOf(Deno.pid) - before.load;
-  const wallSeconds = (performance.now() - before.at) / 1000;
-  const othersCores = Math.max(0, (machineBusySeconds() - before.machine - ours) / wallSeconds);
-  const fixedRate = options.fixedRate ?? false;
+  const after = usage();
+  const used = {
+    server: after.server - before.server,
+    postgres: after.postgres - before.postgres,
+    load: after.load - before.load,
+  };
+  const ours = used.server + used.postgres + used.load;
+  const wallSeconds = (after.at - before.at) / 1000;
+  const othersCores = Math.max(0, (after.machine - before.machine - ours) / wallSeconds);
   const perRequest = (seconds: number) => (seconds * 1e6) / Math.max(1, result.completed);
   const threads = new Map<string, number>();
-  for (const [thread, seconds] of cpuSecondsByThread(server.pid)) {
-    const used = perRequest(seconds - (before.threads.get(thread) ?? 0));
-    if (used >= 0.5) threads.set(thread, used);
+  for (const [thread, seconds] of after.threads) {
+    const spent = perRequest(seconds - (before.threads.get(thread) ?? 0));
+    if (spent >= 0.5) threads.set(thread, spent);
   }
   return {
     name,
     load: result,
     threads,
-    fixedRate,
+    fixedRate: options.fixedRate ?? false,
     othersCores,
     cpu: {
-      server: perRequest(cpuSecondsOf(server.pid) - before.server),
-      postgres: withPostgres
-        ? perRequest(cpuSecondsOfDescendants(server.pid) - before.postgres)
-        : null,
-      load: perRequest(cpuSecondsOf(Deno.pid) - before.load),
+      server: perRequest(used.server),
+      postgres: withPostgres ? perRequest(used.postgres) : null,
+      load: perRequest(used.load),
     },
   };
 }

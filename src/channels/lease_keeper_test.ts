@@ -1,16 +1,8 @@
 import assert from "node:assert/strict";
 import { createLeaseKeeper } from "./lease_keeper.ts";
+import { waitUntil } from "../../tests/support/realtime.ts";
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-/** Resolves once `done()` holds; throws after 5 s. */
-async function waitFor(done: () => boolean, what: string): Promise<void> {
-  const deadline = Date.now() + 5_000;
-  while (!done()) {
-    if (Date.now() > deadline) throw new Error(`Timed out waiting for ${what}`);
-    await sleep(5);
-  }
-}
 
 Deno.test("createLeaseKeeper renews the claims held, together, until their work settles", async () => {
   const renewed: string[][] = [];
@@ -28,11 +20,14 @@ Deno.test("createLeaseKeeper renews the claims held, together, until their work 
   // run on a busy machine), "b" until it has been renewed with "a".
   const long = keeper.holding(
     "a",
-    () => waitFor(() => shortSettled && alone() >= aloneBefore + 2, "renewals of a alone"),
+    () => waitUntil(() => shortSettled && alone() >= aloneBefore + 2, "renewals of a alone"),
   );
   await sleep(30);
   const short = keeper.holding("b", async () => {
-    await waitFor(() => renewed.some((claims) => claims.join() === "a,b"), "a renewal of a and b");
+    await waitUntil(
+      () => renewed.some((claims) => claims.join() === "a,b"),
+      "a renewal of a and b",
+    );
     throw new Error("send failed");
   });
   await assert.rejects(short, /send failed/);

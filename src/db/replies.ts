@@ -5,7 +5,7 @@
  */
 import type { Tx } from "./client.ts";
 import type { SendReplyCommand } from "../actors/protocol.ts";
-import { REPLY_WINDOW_HOURS } from "../domain/conversation.ts";
+import { OUTSIDE_WINDOW, OUTSIDE_WINDOW_CODE, REPLY_WINDOW_HOURS } from "../domain/conversation.ts";
 import { buttonsOffered } from "../domain/message_kinds.ts";
 
 /**
@@ -19,15 +19,6 @@ export type ReplyInput = Omit<SendReplyCommand, "kind"> & {
   internal?: boolean;
   keepOutsideWindow?: boolean;
 };
-
-/** Why a reply kept outside WhatsApp's window failed (its `failure_title`, and the 422's message). */
-export const OUTSIDE_WINDOW = "Outside the 24-hour window: only template messages can be sent";
-
-/**
- * The `failure_code` of such a reply: Meta's own for a free-form message outside the window
- * (131047, "Re-engagement message"), which it would have answered.
- */
-export const OUTSIDE_WINDOW_CODE = 131047;
 
 /** What became of one reply. */
 export type AppendedReply =

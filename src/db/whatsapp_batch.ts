@@ -2,10 +2,10 @@
  * WhatsApp webhook deliveries inside the actors' write batch. A run of consecutive deliveries is
  * applied together: every run of customers' messages among their updates — across deliveries —
  * is one set-based statement, each click, change of a customer's ids and status receipt one
- * statement, all sent at once in
- * the deliveries' order (the server runs them in that order, each seeing the ones before),
- * followed by the statement that marks the deliveries processed. So deliveries are applied whole
- * in one transaction, and a replay of one finds every wamid already stored.
+ * statement, all sent at once in the deliveries' order (the server runs them in that order, each
+ * seeing the ones before), followed by the statement that marks the deliveries processed. So
+ * deliveries are applied whole in one transaction, and a replay of one finds every wamid already
+ * stored.
  */
 import { sentAhead } from "./sent_ahead.ts";
 import type { Tx } from "./client.ts";

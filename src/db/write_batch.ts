@@ -22,7 +22,8 @@ import type {
 } from "../actors/protocol.ts";
 import { insertVisitor } from "./visitors.ts";
 import { appendVisitorMessages } from "./messages.ts";
-import { type AppendedReply, appendReplies, OUTSIDE_WINDOW } from "./replies.ts";
+import { type AppendedReply, appendReplies } from "./replies.ts";
+import { OUTSIDE_WINDOW } from "../domain/conversation.ts";
 import { closeConversation } from "./conversations.ts";
 import { replaceWebhook } from "./webhooks.ts";
 import { replaceFlow } from "./flows.ts";

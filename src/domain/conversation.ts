@@ -45,3 +45,12 @@ export const MAX_CONTENT_LENGTH = 10_000;
  * be sent to them (SPEC §3); outside it only templates are accepted.
  */
 export const REPLY_WINDOW_HOURS = 24;
+
+/** Why a reply kept outside WhatsApp's window failed (its `failure_title`, and the 422's message). */
+export const OUTSIDE_WINDOW = "Outside the 24-hour window: only template messages can be sent";
+
+/**
+ * The `failure_code` of such a reply: Meta's own for a free-form message outside the window
+ * (131047, "Re-engagement message"), which it would have answered.
+ */
+export const OUTSIDE_WINDOW_CODE = 131047;

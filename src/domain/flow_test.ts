@@ -209,18 +209,20 @@ Deno.test("startFlow sends the start node and waits for its buttons", () => {
   assert.deepEqual(step.sends[0].payload, SAMPLE.nodes.welcome.message.content);
 });
 
+/** The step of SAMPLE's `sales` node: its text, then the handoff. */
+const SALES_STEP = {
+  sends: [{
+    node: "sales",
+    messageType: "text",
+    content: "A sales rep will be with you shortly.",
+    payload: null,
+  }],
+  stop: "handoff",
+};
+
 Deno.test("advanceFlow follows then chains to the exit they end in", () => {
   const flow = parseFlow(SAMPLE);
-  const sales = advanceFlow(flow, "welcome", "sales");
-  assert.deepEqual(sales, {
-    sends: [{
-      node: "sales",
-      messageType: "text",
-      content: "A sales rep will be with you shortly.",
-      payload: null,
-    }],
-    stop: "handoff",
-  });
+  assert.deepEqual(advanceFlow(flow, "welcome", "sales"), SALES_STEP);
   assert.deepEqual(advanceFlow(flow, "welcome", "help"), { sends: [], stop: "handoff" });
 });
 
@@ -248,15 +250,7 @@ Deno.test("advanceFlow shows the node again when its message no longer offers th
   assert.deepEqual(again?.sends.map((send) => send.node), ["welcome"]);
   assert.equal(again?.stop, "waiting");
   // A node that now offers no buttons at all is shown and goes on from there.
-  assert.deepEqual(advanceFlow(flow, "sales", "sales"), {
-    sends: [{
-      node: "sales",
-      messageType: "text",
-      content: "A sales rep will be with you shortly.",
-      payload: null,
-    }],
-    stop: "handoff",
-  });
+  assert.deepEqual(advanceFlow(flow, "sales", "sales"), SALES_STEP);
 });
 
 Deno.test("parseFlow refuses __proto__ as a node name or a mapped button id, saying so", () => {

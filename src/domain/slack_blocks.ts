@@ -333,10 +333,9 @@ function packMessages(groups: readonly Piece[][]): Piece[][] {
   return messages;
 }
 
-/** The fallback `text` of one Slack message. */
-function fallbackText(pieces: readonly Piece[]): string {
-  const text = pieces.map((one) => one.fallback).filter((one) => one !== "").join("\n");
-  return truncateMrkdwn(text === "" ? EMPTY_MESSAGE : text, MAX_FALLBACK_TEXT);
+/** The text of a post's pieces, whole. */
+function wholeText(pieces: readonly Piece[]): string {
+  return pieces.map((one) => one.fallback).filter((one) => one !== "").join("\n") || EMPTY_MESSAGE;
 }
 
 /**
@@ -349,7 +348,7 @@ function fallbackText(pieces: readonly Piece[]): string {
  */
 export function renderSlackMessage(message: SlackMessageSource): SlackMessage[] {
   return renderPieces(message).map((pieces) => ({
-    text: fallbackText(pieces),
+    text: truncateMrkdwn(wholeText(pieces), MAX_FALLBACK_TEXT),
     blocks: pieces.map((one) => one.block),
   }));
 }
@@ -360,9 +359,7 @@ export function renderSlackMessage(message: SlackMessageSource): SlackMessage[] 
  * which stays within Slack's 40,000 as a post carries at most 10,000 characters of blocks.
  */
 export function renderSlackPlainText(message: SlackMessageSource): string[] {
-  return renderPieces(message).map((pieces) =>
-    pieces.map((one) => one.fallback).filter((one) => one !== "").join("\n") || EMPTY_MESSAGE
-  );
+  return renderPieces(message).map(wholeText);
 }
 
 /** The pieces of each post of a message. */

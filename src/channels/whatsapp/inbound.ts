@@ -1,8 +1,9 @@
 /**
  * WhatsApp Cloud API webhook bodies (CONTRACT §6.1) read into plain items: a customer's message
  * (text — locations, shared contacts, reactions, orders and WhatsApp Flow answers rendered as
- * readable text — or an `image`/`file` naming the Meta media id), a click on an interactive reply button,
- * list row or template quick-reply button, or a status update of a message Parley sent. A batch
+ * readable text — or an `image`/`file` naming the Meta media id), a click on an interactive reply
+ * button, list row or template quick-reply button, a change of the customer's number or user id,
+ * or a status update of a message Parley sent. A batch
  * carries up to 1,000 updates from many customers, so every message and status is read on its
  * own and one that cannot be read is skipped with its JSON path and the reason, never failing
  * the rest. Meta adds fields over time; unknown fields are ignored and unknown message types

@@ -121,9 +121,7 @@ export function createWhatsAppInboundProcessor(
     }
     if (item.kind === "identity") {
       log("info", "whatsapp customer changed their number or user id", { app_id: appId });
-      const { waId, userId } = item.customer;
-      const { newWaId, newUserId } = item;
-      const { wamid, timestamp } = item;
+      const { wamid, timestamp, newWaId, newUserId, customer: { waId, userId } } = item;
       return { kind: "identity", wamid, timestamp, waId, userId, newWaId, newUserId };
     }
     const { waId, userId } = item.customer;
