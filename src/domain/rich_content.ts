@@ -71,9 +71,10 @@ function httpsUrl() {
     .meta({ format: "uri" });
 }
 
-/** The message for an array count limit `min..max`. */
-function countMessage(min: number, max: number): string {
-  return min === 0 ? `must have at most ${max} items` : `must have ${min} to ${max} items`;
+/** An array of `min` to `max` items of `item`, saying so when it has more or fewer. */
+function arrayOf<T extends z.ZodType>(item: T, min: number, max: number) {
+  const message = min === 0 ? `must have at most ${max} items` : `must have ${min} to ${max} items`;
+  return z.array(item).min(min, message).max(max, message);
 }
 
 /**
@@ -115,10 +116,7 @@ const CARD_SHAPE = z.object({
   title: requiredString(MAX_TITLE_LENGTH),
   subtitle: optionalString(MAX_TEXT_LENGTH),
   image_url: httpsUrl().optional(),
-  buttons: z
-    .array(BUTTON)
-    .max(MAX_CARD_BUTTONS, countMessage(0, MAX_CARD_BUTTONS))
-    .optional(),
+  buttons: arrayOf(BUTTON, 0, MAX_CARD_BUTTONS).optional(),
 });
 
 /**
@@ -140,10 +138,7 @@ export type CardContent = z.infer<typeof CARD_CONTENT>;
 export const BUTTONS_CONTENT = z
   .object({
     text: requiredString(MAX_TEXT_LENGTH),
-    buttons: z
-      .array(BUTTON)
-      .min(1, countMessage(1, MAX_BUTTONS))
-      .max(MAX_BUTTONS, countMessage(1, MAX_BUTTONS)),
+    buttons: arrayOf(BUTTON, 1, MAX_BUTTONS),
   })
   .superRefine((doc, ctx) => {
     reportDuplicateIds(doc.buttons, ["buttons"], new Set(), ctx);
@@ -158,10 +153,7 @@ export type ButtonsContent = z.infer<typeof BUTTONS_CONTENT>;
  */
 export const CAROUSEL_CONTENT = z
   .object({
-    cards: z
-      .array(CARD_SHAPE)
-      .min(1, countMessage(1, MAX_CAROUSEL_CARDS))
-      .max(MAX_CAROUSEL_CARDS, countMessage(1, MAX_CAROUSEL_CARDS)),
+    cards: arrayOf(CARD_SHAPE, 1, MAX_CAROUSEL_CARDS),
   })
   .superRefine((doc, ctx) => {
     const seen = new Set<string>();
@@ -193,10 +185,7 @@ export type FormField = z.infer<typeof FORM_FIELD>;
 export const FORM_CONTENT = z
   .object({
     title: requiredString(MAX_TITLE_LENGTH),
-    fields: z
-      .array(FORM_FIELD)
-      .min(1, countMessage(1, MAX_FORM_FIELDS))
-      .max(MAX_FORM_FIELDS, countMessage(1, MAX_FORM_FIELDS)),
+    fields: arrayOf(FORM_FIELD, 1, MAX_FORM_FIELDS),
   })
   .superRefine((doc, ctx) => {
     const seen = new Set<string>();
