@@ -5,7 +5,9 @@
  * ended the process. Here the failure is logged and the server listens again on the same port,
  * after 100 ms and then up to 5 s between tries, until it succeeds, is shut down, or a minute has
  * passed (another process took the port: the instance then gives up, for its supervisor to
- * restart it); connections already open go on being served meanwhile.
+ * restart it); connections already open go on being served meanwhile. A listener that fails again
+ * soon after it came back (the descriptors are still taken: its own was the only one freed) goes
+ * on with the longer pauses rather than failing ten times a second.
  */
 import type { ServeHandler } from "./drain.ts";
 import { createThrottledLog, describeError, log } from "../log.ts";
@@ -36,6 +38,11 @@ export interface KeptServerOptions {
    * up and calls `onGiveUp`. @default 60_000
    */
   giveUpAfterMs?: number;
+  /**
+   * How long a listener back must last for its next failure to start again from the first pause.
+   * @default 10_000
+   */
+  steadyAfterMs?: number;
   /** Called once, with the last error, when it gives up: the instance serves nothing. @default none */
   onGiveUp?: (error: Error) => void;
   /** Starts a server (tests pass one whose listener fails). @default Deno.serve */
@@ -48,9 +55,12 @@ export interface KeptServerOptions {
 /** Starts serving; resolves once the first listener is up (a failure to listen then rejects). */
 export async function serveKept(options: KeptServerOptions): Promise<KeptServer> {
   const { hostname, handler, retryDelaysMs = [100, 250, 500, 1_000, 2_000, 5_000] } = options;
-  const { giveUpAfterMs = 60_000, onGiveUp = () => {}, serve = Deno.serve } = options;
+  const { giveUpAfterMs = 60_000, steadyAfterMs = 10_000 } = options;
+  const { onGiveUp = () => {}, serve = Deno.serve } = options;
   const notBack = createThrottledLog("warn", "HTTP listener not back yet", 10_000);
   let failedAt = 0;
+  let backAt = -Infinity;
+  let lastAttempt = 0;
   let stopping = false;
   let retry: ReturnType<typeof setTimeout> | undefined;
   const first = Promise.withResolvers<Deno.NetAddr>();
@@ -62,11 +72,12 @@ export async function serveKept(options: KeptServerOptions): Promise<KeptServer>
       if (stopping) return;
       log("error", "HTTP listener failed; listening again", { port, ...describeError(error) });
       failedAt = performance.now();
-      listenAgain(0);
+      listenAgain(failedAt - backAt < steadyAfterMs ? lastAttempt + 1 : 0);
     });
   }
 
   function listenAgain(attempt: number): void {
+    lastAttempt = attempt;
     const delay = retryDelaysMs[Math.min(attempt, retryDelaysMs.length - 1)];
     retry = setTimeout(() => {
       retry = undefined;
@@ -83,6 +94,7 @@ export async function serveKept(options: KeptServerOptions): Promise<KeptServer>
         listenAgain(attempt + 1);
         return;
       }
+      backAt = performance.now();
       log("info", "HTTP listener back", { port });
       watch(current);
     }, delay);

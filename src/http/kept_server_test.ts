@@ -56,3 +56,28 @@ Deno.test("serveKept() gives up when it cannot listen again within giveUpAfterMs
   assert.equal(fake.calls.length, tries, "no more tries after giving up");
   await server.shutdown();
 });
+
+Deno.test("serveKept() pauses longer each time a listener back fails again soon", async () => {
+  const calls: number[] = [];
+  const serve = (options: Deno.ServeTcpOptions) => {
+    calls.push(performance.now());
+    options.onListen?.({ transport: "tcp", hostname: "0.0.0.0", port: 43210 });
+    // The first listener and every one after it fail at once: the descriptors are still taken.
+    return {
+      finished: Promise.reject(new Error("Too many open files")),
+      shutdown: () => Promise.resolve(),
+    };
+  };
+  const server = await serveKept({
+    port: 0,
+    hostname: "0.0.0.0",
+    handler: () => new Response("ok"),
+    retryDelaysMs: [10, 40, 160],
+    serve,
+  });
+  await new Promise((resolve) => setTimeout(resolve, 500));
+  await server.shutdown();
+  const pauses = calls.slice(1).map((at, i) => at - calls[i]);
+  assert.ok(pauses.length >= 3 && pauses.length <= 5, `tries: ${pauses.length}`);
+  assert.ok(pauses[1] >= 35 && pauses[2] >= 150, `pauses grow: ${pauses.join(", ")}`);
+});
