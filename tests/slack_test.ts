@@ -899,6 +899,59 @@ Deno.test("deleting a reply in Slack deletes every message it made, also when th
   assert.deepEqual(seen, ["visitor"]);
 });
 
+Deno.test("an edit giving a file-only reply text adds it; one removing the text keeps the files", async () => {
+  await using env = await setUp();
+  await install(env);
+  const chat = await createVisitorChat(env.server.baseUrl, env.app.publicId, "The form?");
+  const thread = await threadTs(env);
+  const file = { id: "F0FORM", name: "form.pdf", mimetype: "application/pdf" };
+  env.slack.addFile({ ...file, bytes: new TextEncoder().encode("%PDF form") });
+  const send = eventPoster(env);
+  const ts = "1800000005.000001";
+  const posted = { user: "U3", ts, thread_ts: thread, files: [file] };
+  await send(threadEvent("Ev50", thread, { subtype: "file_share", ...posted, text: "" }));
+  await agentMessages(env, chat.chatId, (rows) => rows.length === 1, "the file");
+  const edit = (id: string, text: string) =>
+    send(threadEvent(id, thread, {
+      subtype: "message_changed",
+      message: { ...posted, text },
+      previous_message: { ...posted, text: "" },
+    }));
+  const visible = (rows: Record<string, unknown>[]) =>
+    rows.filter((row) => !row.deleted).map((row) => `${row.message_type} ${row.content}`);
+  await edit("Ev51", "Fill in page 2");
+  let rows = await agentMessages(env, chat.chatId, (r) => r.length === 2, "the text added");
+  assert.deepEqual(visible(rows).slice(1), ["text Fill in page 2"]);
+  const history = () =>
+    fetch(`${env.server.baseUrl}/api/v1/widget/messages?chat_id=${chat.chatId}`, {
+      headers: { authorization: `Bearer ${chat.token}` },
+    }).then(async (res) => (await res.json()).data.map((m: { content: string }) => m.content));
+  assert.equal((await history()).at(-1), "Fill in page 2", "the visitor has the text");
+  await edit("Ev52", "Fill in pages 2 and 3");
+  rows = await agentMessages(
+    env,
+    chat.chatId,
+    (r) => r[1]?.content === "Fill in pages 2 and 3",
+    "the added text edited",
+  );
+  assert.equal(rows.length, 2, "edited in place, not added again");
+  await edit("Ev53", "");
+  rows = await agentMessages(env, chat.chatId, (r) => r[1]?.deleted === true, "the text removed");
+  assert.equal(visible(rows).length, 1);
+  assert.match(visible(rows)[0], /^file .*form\.pdf/);
+  await edit("Ev54", "Page 3 only");
+  rows = await agentMessages(env, chat.chatId, (r) => r.length === 3, "text given again");
+  assert.deepEqual(visible(rows).slice(1), ["text Page 3 only"]);
+  await send(threadEvent("Ev55", thread, { subtype: "message_deleted", deleted_ts: ts }));
+  rows = await agentMessages(
+    env,
+    chat.chatId,
+    (r) => r.every((row) => row.deleted),
+    "the whole reply deleted",
+  );
+  assert.deepEqual(await history(), ["The form?"]);
+});
+
 Deno.test("deleting the bot's copy of a visitor's message erases nothing; a reply edited into a note leaves the visitor", async () => {
   await using env = await setUp();
   await install(env);

@@ -185,6 +185,11 @@ export type SlackChange =
     text: string;
     /** The new text is a `note:`: a reply the visitor saw becomes internal (hidden from them). */
     internal: boolean;
+    /**
+     * For a reply posted with files: the conversation and sender of the text message an edit
+     * that gives the reply text makes, when the reply had none.
+     */
+    addedTextOf?: { chatId: number; senderName: string };
   }
   | { kind: "delete"; channelId: string; ts: string };
 

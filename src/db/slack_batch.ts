@@ -18,10 +18,12 @@ import { type AppendedReply, appendReplies, type ReplyInput } from "./replies.ts
 import { recordChannelMedia } from "./channel_media.ts";
 import { saveMirroredMessages } from "./slack_sends.ts";
 import {
+  addedTextKey,
   claimSlackEvents,
   deleteSlackMessage,
   editSlackMessage,
   findKnownSlackMessages,
+  isTextlessSlackReply,
   markSlackDeliveriesProcessed,
   slackEventKey,
   slackMessageKey,
@@ -71,7 +73,39 @@ export async function applySlackEvents(
       else steps.push([pending]);
     } else if (change.kind === "edit") {
       steps.push(async () => {
+        if (change.text.trim() === "") {
+          // The text of a reply with files removed: its files stay.
+          const removed = await deleteSlackMessage(sql, appId, {
+            teamId,
+            ...change,
+            textOnly: true,
+          });
+          changes[index].push(...deletedChanges(appId, removed));
+          return;
+        }
         const edited = await editSlackMessage(sql, appId, { teamId, ...change });
+        if (
+          !edited && change.addedTextOf &&
+          await isTextlessSlackReply(sql, appId, { teamId, ...change })
+        ) {
+          const added: ReplyChange = {
+            kind: "reply",
+            ...change.addedTextOf,
+            text: change.text,
+            internal: change.internal,
+            files: [],
+            channelId: change.channelId,
+            ts: addedTextKey(change.ts),
+          };
+          const pending = {
+            command: index,
+            appId,
+            teamId,
+            change: added,
+            inputs: replyInputs(appId, added),
+          };
+          await storeReplies(sql, [pending], changes);
+        }
         if (edited) {
           changes[index].push({
             appId,
@@ -88,14 +122,7 @@ export async function applySlackEvents(
           channelId: change.channelId,
           ts: change.ts,
         });
-        // A note was never the visitor's, so its deletion is not announced to them.
-        for (const one of deleted) {
-          if (one.internal) continue;
-          changes[index].push({
-            appId,
-            edited: { chatId: one.chatId, messageId: one.messageId, deleted: true },
-          });
-        }
+        changes[index].push(...deletedChanges(appId, deleted));
       });
     }
   }
@@ -106,6 +133,18 @@ export async function applySlackEvents(
   }
   await marked;
   return changes;
+}
+
+/** What deleting these messages changed: a note was never the visitor's, so is not announced. */
+function deletedChanges(
+  appId: number,
+  deleted: { messageId: number; chatId: number; internal: boolean }[],
+): FlowEffect[] {
+  return deleted.flatMap((one) =>
+    one.internal
+      ? []
+      : [{ appId, edited: { chatId: one.chatId, messageId: one.messageId, deleted: true } }]
+  );
 }
 
 /** The messages a Slack reply makes: its text (unless empty), then one per attached file. */

@@ -141,7 +141,8 @@ export async function editSlackMessage(
     WITH target AS (
       SELECT m.id, m.internal FROM slack_messages s
       JOIN messages m ON m.app_id = s.app_id AND m.id = s.message_id
-      WHERE s.team_id = ${link.teamId} AND s.channel_id = ${link.channelId} AND s.ts = ${link.ts}
+      WHERE s.team_id = ${link.teamId} AND s.channel_id = ${link.channelId}
+        AND s.ts = ANY (${slackTextKeys(link.ts)}::text[])
         AND s.app_id = ${appId} AND m.sender_type = 'agent' AND m.message_type = 'text'
         AND m.content <> ${link.text} AND m.deleted_at IS NULL
     ), edited AS (
@@ -186,24 +187,73 @@ export function slackReplyKeys(ts: string): string[] {
 }
 
 /**
+ * The key of the text message an edit gives a reply posted with files only (its files hold `ts`
+ * and `ts#n`).
+ */
+export function addedTextKey(ts: string): string {
+  return `${ts}#0`;
+}
+
+/** The keys a reply's text message can be stored under: the reply's own, or the one an edit added. */
+function slackTextKeys(ts: string): string[] {
+  return [ts, addedTextKey(ts)];
+}
+
+/**
  * Deletes the member's reply mirrored as (channel, ts), every message it made (its text and its
- * files); resolves to them — each with whether it was an internal note, which the visitor never
- * had and so must not hear of.
+ * files) — or, `textOnly`, its text alone (an edit that removed the text of a reply with files);
+ * resolves to them — each with whether it was an internal note, which the visitor never had and
+ * so must not hear of.
  */
 export async function deleteSlackMessage(
   sql: Tx,
   appId: number,
-  link: { teamId: string; channelId: string; ts: string },
+  link: { teamId: string; channelId: string; ts: string; textOnly?: boolean },
 ): Promise<{ messageId: number; chatId: number; internal: boolean }[]> {
+  const keys = link.textOnly
+    ? slackTextKeys(link.ts)
+    : [...slackReplyKeys(link.ts), addedTextKey(link.ts)];
   const rows = await sql<{ id: number; conversation_id: number; internal: boolean }[]>`
     UPDATE messages m SET deleted_at = clock_timestamp()
     FROM slack_messages s
     WHERE s.team_id = ${link.teamId} AND s.channel_id = ${link.channelId}
-      AND s.ts = ANY (${slackReplyKeys(link.ts)}::text[])
+      AND s.ts = ANY (${keys}::text[])
       AND s.app_id = ${appId} AND m.app_id = s.app_id AND m.id = s.message_id
       AND m.sender_type = 'agent' AND m.deleted_at IS NULL
+      AND (${!link.textOnly} OR m.message_type = 'text')
     RETURNING m.id, m.conversation_id, m.internal`;
   return rows
     .map((row) => ({ messageId: row.id, chatId: row.conversation_id, internal: row.internal }))
     .sort((a, b) => a.messageId - b.messageId);
+}
+
+/**
+ * Whether the member's reply mirrored as (channel, ts) stands without text (posted with files
+ * only, or its text removed), so that an edit giving it text makes a new message under
+ * {@linkcode addedTextKey}; a removed text's key is freed for it.
+ */
+export async function isTextlessSlackReply(
+  sql: Tx,
+  appId: number,
+  link: { teamId: string; channelId: string; ts: string },
+): Promise<boolean> {
+  const [row] = await sql<{ textless: boolean }[]>`
+    WITH parts AS (
+      SELECT s.ts, m.message_type, m.deleted_at IS NULL AS live, m.id
+      FROM slack_messages s JOIN messages m ON m.app_id = s.app_id AND m.id = s.message_id
+      WHERE s.team_id = ${link.teamId} AND s.channel_id = ${link.channelId}
+        AND s.ts = ANY (${[...slackReplyKeys(link.ts), addedTextKey(link.ts)]}::text[])
+        AND s.app_id = ${appId} AND m.sender_type = 'agent'
+    ), verdict AS (
+      SELECT bool_or(live) AND NOT coalesce(bool_or(live AND message_type = 'text'), false)
+        AS textless FROM parts
+    ), freed AS (
+      DELETE FROM slack_messages s
+      WHERE (SELECT textless FROM verdict) AND s.team_id = ${link.teamId}
+        AND s.channel_id = ${link.channelId} AND s.ts = ${addedTextKey(link.ts)}
+      RETURNING 1
+    )
+    SELECT coalesce((SELECT textless FROM verdict), false) AS textless,
+      (SELECT count(*) FROM freed) AS freed`;
+  return row.textless;
 }

@@ -140,6 +140,25 @@ export function createSlackInboundProcessor(deps: SlackInboundDeps): SlackInboun
     return Boolean(message?.bot_id) || message?.user === installation.botUserId;
   }
 
+  /** The conversation a thread of the installation's channel mirrors, or null. */
+  async function threadOf(
+    installation: SlackInstallation,
+    channelId: string,
+    threadTs: string,
+  ): Promise<{ appId: number; chatId: number } | null> {
+    const threadKey = `${installation.teamId}:${channelId}:${threadTs}`;
+    let thread = threads.get(threadKey) ?? null;
+    if (!thread) {
+      thread = await findThreadConversation(deps.sql, {
+        teamId: installation.teamId,
+        channelId,
+        threadTs,
+      });
+      if (thread) threads.set(threadKey, thread);
+    }
+    return thread && thread.appId === installation.appId ? thread : null;
+  }
+
   async function changeOf(
     installation: SlackInstallation,
     event: Json,
@@ -150,7 +169,28 @@ export function createSlackInboundProcessor(deps: SlackInboundDeps): SlackInboun
       const message = event.message;
       if (!message || isOwn(installation, message) || typeof message.ts !== "string") return null;
       const text = storable(await readable(installation, String(message.text ?? "")));
-      return { kind: "edit", channelId, ts: message.ts, text, internal: isNote(text) };
+      const edit = {
+        kind: "edit" as const,
+        channelId,
+        ts: message.ts,
+        text,
+        internal: isNote(text),
+      };
+      // A reply posted with files only has no text message for the edit to change: one is made.
+      const withFiles = Array.isArray(message.files) && message.files.length > 0;
+      const thread = withFiles && typeof message.thread_ts === "string" &&
+          typeof message.user === "string"
+        ? await threadOf(installation, channelId, message.thread_ts)
+        : null;
+      return thread
+        ? {
+          ...edit,
+          addedTextOf: {
+            chatId: thread.chatId,
+            senderName: await displayName(installation, message.user),
+          },
+        }
+        : edit;
     }
     if (event.subtype === "message_deleted") {
       // Removing the bot's copy of a visitor's message from Slack must not erase the visitor's
@@ -186,17 +226,8 @@ export function createSlackInboundProcessor(deps: SlackInboundDeps): SlackInboun
         : []
     );
     if (text.trim() === "" && files.length === 0) return null;
-    const threadKey = `${installation.teamId}:${channelId}:${event.thread_ts}`;
-    let thread = threads.get(threadKey) ?? null;
-    if (!thread) {
-      thread = await findThreadConversation(deps.sql, {
-        teamId: installation.teamId,
-        channelId,
-        threadTs: event.thread_ts,
-      });
-      if (thread) threads.set(threadKey, thread);
-    }
-    if (!thread || thread.appId !== installation.appId) return null;
+    const thread = await threadOf(installation, channelId, event.thread_ts);
+    if (!thread) return null;
     const internal = isNote(text);
     return {
       kind: "reply",
