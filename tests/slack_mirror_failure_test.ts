@@ -79,3 +79,33 @@ Deno.test("a send refused for good, for a message already in Slack, queues its N
   const [message] = await db.sql`SELECT status FROM messages WHERE id = ${posted}`;
   assert.equal(message.status, "failed");
 });
+
+Deno.test("a send failing while the message's own Slack post is queued or under way queues its Not delivered line", async () => {
+  await using db = await createTestDatabase();
+  const { appId } = await createKeyedApp(db.sql);
+  const { chatId, unposted } = await mirroredConversation(db.sql, appId);
+  // The mirror claimed the message's post and read it before it failed.
+  await db.sql`
+    INSERT INTO outbox (app_id, kind, topic, payload, claimed_at, claimed_until)
+    VALUES (${appId}, 'slack', 'message',
+      ${db.sql.json({ conversation_id: chatId, message_id: unposted })},
+      clock_timestamp(), clock_timestamp() + interval '2 minutes')`;
+  const [send] = await db.sql<{ id: number; claimed_at: string }[]>`
+    INSERT INTO outbox (app_id, kind, topic, payload, claimed_at, claimed_until)
+    VALUES (${appId}, 'whatsapp', 'send',
+      ${db.sql.json({ conversation_id: chatId, message_id: unposted })},
+      clock_timestamp(), clock_timestamp() + interval '2 minutes')
+    RETURNING id, claimed_at::text`;
+  await recordSendOutcome(db.sql, {
+    appId,
+    id: send.id,
+    claimedAt: send.claimed_at,
+    messageId: unposted,
+    chatId,
+  }, { state: "failed", error: "(#131026) Message undeliverable", code: 131026 });
+  assert.deepEqual(
+    await mirrorsQueued(db.sql, appId),
+    [`${chatId}:${unposted}`, `${chatId}:${unposted}`],
+    "the post, then the line after it",
+  );
+});

@@ -59,7 +59,9 @@ export async function queueSlackMirror(
 /**
  * The `INSERT` (a `WITH` step of the statement that failed them) queueing the "Not delivered" line
  * of the messages of application `appId` in CTE `failed` (columns `id`, `conversation_id`) that
- * are in a Slack thread already; one posted later shows its failure in its own post.
+ * are in a Slack thread already, or whose post is still queued: one being posted now may have
+ * read the message before it failed. A message's post counts its parts, so a post that showed the
+ * failure already leaves the line nothing to add.
  */
 export function queueNotDelivered(sql: Tx, appId: number, failed: string): PendingQuery<Row[]> {
   return sql`
@@ -68,5 +70,10 @@ export function queueNotDelivered(sql: Tx, appId: number, failed: string): Pendi
       jsonb_build_object('conversation_id', f.conversation_id, 'message_id', f.id)
     FROM ${sql(failed)} f
     WHERE EXISTS (SELECT 1 FROM slack_messages s WHERE s.app_id = ${appId} AND s.message_id = f.id)
+      OR EXISTS (
+        SELECT 1 FROM outbox o
+        WHERE o.kind = 'slack' AND o.app_id = ${appId} AND o.state = 'pending'
+          AND (o.payload ->> 'conversation_id')::bigint = f.conversation_id
+          AND o.topic = 'message' AND (o.payload ->> 'message_id')::bigint = f.id)
     RETURNING 1`;
 }
