@@ -175,7 +175,11 @@ const COMMANDS: Record<string, { flags: readonly string[]; run: Handler }> = {
     },
   },
   "whatsapp:configure": {
-    flags: ["app", "phone-number-id", "access-token", "app-secret", "verify-token"],
+    flags: [
+      "app",
+      "phone-number-id",
+      ...withFileFlags("access-token", "app-secret", "verify-token"),
+    ],
     run: async (sql, flags, context) => {
       const appId = await existingApp(sql, flags);
       if (!context.secretBox) throw new Error("whatsapp:configure needs the encryption key");
@@ -184,11 +188,12 @@ const COMMANDS: Record<string, { flags: readonly string[]; run: Handler }> = {
       if (!/^[0-9]{1,32}$/.test(phoneNumberId)) {
         throw new Error("Flag --phone-number-id must be the numeric id Meta shows for the number");
       }
-      const secrets = ["access-token", "app-secret", "verify-token"].map((name) => {
-        const value = required(flags, name).trim();
+      const secrets = [];
+      for (const name of ["access-token", "app-secret", "verify-token"]) {
+        const value = (await secret(flags, name)).trim();
         if (value === "") throw new Error(`Flag --${name} must not be blank`);
-        return value;
-      });
+        secrets.push(value);
+      }
       const stored = await replaceWhatsAppChannel(sql, {
         appId,
         phoneNumberId,
@@ -203,11 +208,11 @@ const COMMANDS: Record<string, { flags: readonly string[]; run: Handler }> = {
     },
   },
   "user:create": {
-    flags: ["app", "email", "password", "role"],
+    flags: ["app", "email", ...withFileFlags("password"), "role"],
     run: async (sql, flags) => {
       const appId = await existingApp(sql, flags);
       const email = parseEmail(required(flags, "email"));
-      const password = required(flags, "password");
+      const password = await secret(flags, "password");
       checkPassword(password);
       const role = parseRole(flags.role ?? "agent");
       const user = await insertUser(sql, {
@@ -222,6 +227,28 @@ const COMMANDS: Record<string, { flags: readonly string[]; run: Handler }> = {
     },
   },
 };
+
+/** Secret flags and their `-file` twins (a secret on the command line shows in `ps`). */
+function withFileFlags(...names: string[]): string[] {
+  return names.flatMap((name) => [name, `${name}-file`]);
+}
+
+/**
+ * Secret flag `name`: its value, or the content of the file `--NAME-file` names (`/dev/stdin`
+ * too), without its final line break.
+ */
+async function secret(flags: Record<string, string>, name: string): Promise<string> {
+  const path = flags[`${name}-file`];
+  if (path === undefined) return required(flags, name);
+  if (flags[name] !== undefined) throw new Error(`Give --${name} or --${name}-file, not both`);
+  let text: string;
+  try {
+    text = await Deno.readTextFile(path);
+  } catch (error) {
+    throw new Error(`Cannot read --${name}-file ${path}: ${(error as Error).message}`);
+  }
+  return text.replace(/\r?\n$/, "");
+}
 
 function required(flags: Record<string, string>, name: string): string {
   const value = flags[name];

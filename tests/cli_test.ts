@@ -5,6 +5,9 @@ import { spawnServer } from "./support/server.ts";
 import { commitBatch } from "../src/db/write_batch.ts";
 import { parseCommandLine } from "../src/cli.ts";
 import { verifyPassword } from "../src/crypto/password.ts";
+import { createSecretBox } from "../src/crypto/secret_box.ts";
+import { TEST_ENCRYPTION_KEY } from "./support/server.ts";
+import { Buffer } from "node:buffer";
 
 Deno.test("parseCommandLine reads --flag value and --flag=value", () => {
   assert.deepEqual(parseCommandLine(["chat:close", "--app", "1", "--id=2"]), {
@@ -18,7 +21,10 @@ Deno.test("parseCommandLine reads --flag value and --flag=value", () => {
 Deno.test("parseCommandLine refuses a flag the command does not take", () => {
   assert.throws(
     () => parseCommandLine(["user:create", "--app", "1", "--rol", "admin"]),
-    { message: "Unknown flag --rol for user:create: expected --app, --email, --password, --role" },
+    {
+      message:
+        "Unknown flag --rol for user:create: expected --app, --email, --password, --password-file, --role",
+    },
   );
   assert.throws(() => parseCommandLine(["key:list", "--app=1", "--id=2"]), /Unknown flag --id/);
   assert.throws(() => parseCommandLine(["nope"]), /Unknown command "nope"/);
@@ -138,7 +144,7 @@ Deno.test("cli user:create stores a dashboard login with its password hashed", a
     ],
     [
       ["--email", "x@example.com", "--password", "s3cret-pass", "--rol", "admin"],
-      "Unknown flag --rol for user:create: expected --app, --email, --password, --role",
+      "Unknown flag --rol for user:create: expected --app, --email, --password, --password-file, --role",
     ],
     [
       ["--email", "not-an-email", "--password", "s3cret-pass"],
@@ -164,6 +170,104 @@ Deno.test("cli user:create stores a dashboard login with its password hashed", a
   assert.deepEqual(JSON.parse(missingApp.stderr), { error: "Application 999999 not found" });
   const [{ count }] = await db.sql<{ count: number }[]>`SELECT count(*)::int AS count FROM users`;
   assert.equal(count, 4);
+});
+
+Deno.test("cli secrets may come from a file or standard input instead of the command line", async () => {
+  await using db = await createTestDatabase();
+  const env = { DATABASE_URL: db.url, PARLEY_ENCRYPTION_KEY: TEST_ENCRYPTION_KEY };
+  const app = JSON.parse((await runCliProcess(["app:create", "--name", "A"], env)).stdout);
+  const user = await runCliProcess(
+    [
+      "user:create",
+      "--app",
+      String(app.id),
+      "--email",
+      "a@example.com",
+      "--password-file",
+      "/dev/stdin",
+    ],
+    env,
+    "piped pass phrase\n",
+  );
+  assert.equal(user.code, 0, user.stderr);
+  const [{ password_hash }] = await db
+    .sql`SELECT password_hash FROM users WHERE app_id = ${app.id}`;
+  assert.equal(
+    await verifyPassword("piped pass phrase", password_hash),
+    true,
+    "the line break is not part of it",
+  );
+
+  const dir = await Deno.makeTempDir();
+  await Deno.writeTextFile(`${dir}/token`, "EAAG-from-file\r\n");
+  await Deno.writeTextFile(`${dir}/secret`, "app-secret-from-file");
+  const configure = (...rest: string[]) =>
+    runCliProcess([
+      "whatsapp:configure",
+      "--app",
+      String(app.id),
+      "--phone-number-id",
+      "1065",
+      ...rest,
+    ], env);
+  const configured = await configure(
+    "--access-token-file",
+    `${dir}/token`,
+    "--app-secret-file",
+    `${dir}/secret`,
+    "--verify-token",
+    "inline-verify",
+  );
+  assert.equal(configured.code, 0, configured.stderr);
+  assert.deepEqual(JSON.parse(configured.stdout), { app_id: app.id, phone_number_id: "1065" });
+  const box = createSecretBox(new Uint8Array(Buffer.from(TEST_ENCRYPTION_KEY, "base64")));
+  const [row] = await db.sql`
+    SELECT access_token_sealed, app_secret_sealed, verify_token_sealed FROM whatsapp_channels
+    WHERE app_id = ${app.id}`;
+  assert.deepEqual(
+    [row.access_token_sealed, row.app_secret_sealed, row.verify_token_sealed].map((s) =>
+      box.open(s)
+    ),
+    ["EAAG-from-file", "app-secret-from-file", "inline-verify"],
+  );
+
+  const both = await configure(
+    "--access-token",
+    "x",
+    "--access-token-file",
+    `${dir}/token`,
+    "--app-secret",
+    "y",
+    "--verify-token",
+    "z",
+  );
+  assert.deepEqual([both.code, JSON.parse(both.stderr)], [1, {
+    error: "Give --access-token or --access-token-file, not both",
+  }]);
+  const missing = await configure(
+    "--access-token-file",
+    `${dir}/nope`,
+    "--app-secret",
+    "y",
+    "--verify-token",
+    "z",
+  );
+  assert.equal(missing.code, 1);
+  assert.match(
+    JSON.parse(missing.stderr).error,
+    new RegExp(`^Cannot read --access-token-file ${dir}/nope: `),
+  );
+  await Deno.writeTextFile(`${dir}/blank`, "\n");
+  const blank = await configure(
+    "--access-token-file",
+    `${dir}/blank`,
+    "--app-secret",
+    "y",
+    "--verify-token",
+    "z",
+  );
+  assert.deepEqual(JSON.parse(blank.stderr), { error: "Flag --access-token must not be blank" });
+  await Deno.remove(dir, { recursive: true });
 });
 
 Deno.test("cli errors are JSON on stderr with exit 1", async () => {

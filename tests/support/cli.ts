@@ -9,14 +9,25 @@ export interface CliRun {
   stderr: string;
 }
 
-/** Runs `deno run -A src/cli.ts ...args` with exactly `env`. */
-export async function runCliProcess(args: string[], env: Record<string, string>): Promise<CliRun> {
-  const out = await new Deno.Command(Deno.execPath(), {
+/** Runs `deno run -A src/cli.ts ...args` with exactly `env`, `stdin` (if any) on its standard input. */
+export async function runCliProcess(
+  args: string[],
+  env: Record<string, string>,
+  stdin?: string,
+): Promise<CliRun> {
+  const child = new Deno.Command(Deno.execPath(), {
     args: ["run", "-A", CLI, ...args],
     env,
+    stdin: stdin === undefined ? "null" : "piped",
     stdout: "piped",
     stderr: "piped",
-  }).output();
+  }).spawn();
+  if (stdin !== undefined) {
+    const writer = child.stdin.getWriter();
+    await writer.write(new TextEncoder().encode(stdin));
+    await writer.close();
+  }
+  const out = await child.output();
   const decoder = new TextDecoder();
   return {
     code: out.code,
