@@ -98,11 +98,12 @@ export async function recoverStored<T extends StoredRequestKey>(
 /** Live requests held back while a recovery hands over the requests stored before them. */
 export interface LiveGate {
   /**
-   * Resolves once a live request may be handed over: at once while the gate is open and nobody
-   * waits. Rejects with an {@linkcode ApplyDeferredError} (the request stays stored, for a later
-   * recovery) when `maxWaiting` requests already wait.
+   * Resolves once a live request of `bytes` may be handed over: at once while the gate is open
+   * and nobody waits. Rejects with an {@linkcode ApplyDeferredError} (the request stays stored,
+   * for a later recovery) when `maxWaiting` requests already wait, or it would take the bytes
+   * waiting past `maxWaitingBytes` (one alone always waits).
    */
-  pass(): Promise<void>;
+  pass(bytes?: number): Promise<void>;
   /**
    * Closes the gate until the function returned is called (again: no effect), or `maxHoldMs`
    * passed.
@@ -114,6 +115,11 @@ export interface LiveGate {
 export interface LiveGateOptions {
   /** Most live requests waiting at once (their bodies are in memory). @default 30_000 */
   maxWaiting?: number;
+  /**
+   * Most bytes of their bodies waiting at once (a WhatsApp delivery can be megabytes).
+   * @default 256 MiB
+   */
+  maxWaitingBytes?: number;
   /**
    * Longest a close holds the gate: past it, a recovery that hangs (a lost connection, a page
    * that never comes) no longer holds back every live request. @default 60_000
@@ -131,18 +137,24 @@ const PASSED_PER_TURN = 64;
 
 /** Creates an open gate. Requests waiting at it pass in the order they came. */
 export function createLiveGate(options: LiveGateOptions = {}): LiveGate {
-  const { maxWaiting = 30_000, maxHoldMs = 60_000, onExpired = () => {} } = options;
+  const { maxWaiting = 30_000, maxWaitingBytes = 256 * 1024 * 1024 } = options;
+  const { maxHoldMs = 60_000, onExpired = () => {} } = options;
   let closers = 0;
-  /** The waiters' resolvers, in arrival order, from `head` on. */
-  let waiting: (() => void)[] = [];
+  /** The waiters' resolvers and sizes, in arrival order, from `head` on. */
+  let waiting: { resolve: () => void; bytes: number }[] = [];
   let head = 0;
+  let waitingBytes = 0;
   let draining = false;
 
   function drain(): void {
     draining = false;
     if (closers > 0) return;
     const end = Math.min(waiting.length, head + PASSED_PER_TURN);
-    while (head < end) waiting[head++]();
+    while (head < end) {
+      const waiter = waiting[head++];
+      waitingBytes -= waiter.bytes;
+      waiter.resolve();
+    }
     if (head < waiting.length) {
       draining = true;
       setTimeout(drain, 0);
@@ -153,15 +165,16 @@ export function createLiveGate(options: LiveGateOptions = {}): LiveGate {
   }
 
   return {
-    pass() {
+    pass(bytes = 0) {
       const count = waiting.length - head;
       if (closers === 0 && count === 0) return Promise.resolve();
-      if (count >= maxWaiting) {
+      if (count >= maxWaiting || (count > 0 && waitingBytes + bytes > maxWaitingBytes)) {
         return Promise.reject(
           new ApplyDeferredError("Too many live requests held back behind the recovery"),
         );
       }
-      return new Promise<void>((resolve) => waiting.push(resolve));
+      waitingBytes += bytes;
+      return new Promise<void>((resolve) => waiting.push({ resolve, bytes }));
     },
     close() {
       closers++;

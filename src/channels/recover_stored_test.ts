@@ -73,6 +73,25 @@ Deno.test("createLiveGate holds requests while closed and lets them pass in orde
   await gate.pass();
 });
 
+Deno.test("createLiveGate holds at most maxWaitingBytes of bodies, and always one", async () => {
+  const gate = createLiveGate({ maxWaitingBytes: 1_000 });
+  const open = gate.close();
+  const big = gate.pass(5_000); // alone: it waits, however large
+  await assert.rejects(gate.pass(1), ApplyDeferredError, "nothing more beside it");
+  open();
+  await big;
+  const again = gate.close();
+  const held = [gate.pass(600), gate.pass(400)];
+  await assert.rejects(gate.pass(1), ApplyDeferredError, "1,000 bytes wait already");
+  again();
+  await Promise.all(held);
+  const last = gate.close();
+  // The bytes of those let through no longer count.
+  const after = [gate.pass(999), gate.pass(1)];
+  last();
+  await Promise.all(after);
+});
+
 Deno.test("createLiveGate stays closed until every closer opened it", async () => {
   const gate = createLiveGate();
   const openA = gate.close();

@@ -378,7 +378,7 @@ export function createSlackInboundProcessor(deps: SlackInboundDeps): SlackInboun
   });
   return {
     async process(kind, id, body, document) {
-      await liveGate.pass();
+      await liveGate.pass(body.byteLength);
       await process(kind, id, body, document);
     },
     recover: (options) =>

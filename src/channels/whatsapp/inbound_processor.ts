@@ -210,7 +210,7 @@ export function createWhatsAppInboundProcessor(
   });
   return {
     async process(appId, deliveryId, body, phoneNumberId) {
-      await liveGate.pass();
+      await liveGate.pass(body.byteLength);
       await process(appId, deliveryId, body, phoneNumberId);
     },
     recover: (options) =>
