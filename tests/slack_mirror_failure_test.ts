@@ -23,6 +23,23 @@ async function mirroredConversation(sql: Sql, appId: number) {
   return { chatId: chat.id, posted, unposted };
 }
 
+/** A WhatsApp send of the message, claimed, then refused for good. */
+async function failSend(sql: Sql, appId: number, chatId: number, messageId: number) {
+  const [send] = await sql<{ id: number; claimed_at: string }[]>`
+    INSERT INTO outbox (app_id, kind, topic, payload, claimed_at, claimed_until)
+    VALUES (${appId}, 'whatsapp', 'send',
+      ${sql.json({ conversation_id: chatId, message_id: messageId })},
+      clock_timestamp(), clock_timestamp() + interval '2 minutes')
+    RETURNING id, claimed_at::text`;
+  await recordSendOutcome(sql, {
+    appId,
+    id: send.id,
+    claimedAt: send.claimed_at,
+    messageId,
+    chatId,
+  }, { state: "failed", error: "(#131026) Message undeliverable", code: 131026 });
+}
+
 /** The Slack mirror rows queued, as `conversation:message`. */
 async function mirrorsQueued(sql: Sql, appId: number): Promise<string[]> {
   const rows = await sql`
@@ -62,19 +79,7 @@ Deno.test("a send refused for good, for a message already in Slack, queues its N
   await using db = await createTestDatabase();
   const { appId } = await createKeyedApp(db.sql);
   const { chatId, posted } = await mirroredConversation(db.sql, appId);
-  const [send] = await db.sql<{ id: number; claimed_at: string }[]>`
-    INSERT INTO outbox (app_id, kind, topic, payload, claimed_at, claimed_until)
-    VALUES (${appId}, 'whatsapp', 'send',
-      ${db.sql.json({ conversation_id: chatId, message_id: posted })},
-      clock_timestamp(), clock_timestamp() + interval '2 minutes')
-    RETURNING id, claimed_at::text`;
-  await recordSendOutcome(db.sql, {
-    appId,
-    id: send.id,
-    claimedAt: send.claimed_at,
-    messageId: posted,
-    chatId,
-  }, { state: "failed", error: "(#131026) Message undeliverable", code: 131026 });
+  await failSend(db.sql, appId, chatId, posted);
   assert.deepEqual(await mirrorsQueued(db.sql, appId), [`${chatId}:${posted}`]);
   const [message] = await db.sql`SELECT status FROM messages WHERE id = ${posted}`;
   assert.equal(message.status, "failed");
@@ -90,19 +95,7 @@ Deno.test("a send failing while the message's own Slack post is queued or under 
     VALUES (${appId}, 'slack', 'message',
       ${db.sql.json({ conversation_id: chatId, message_id: unposted })},
       clock_timestamp(), clock_timestamp() + interval '2 minutes')`;
-  const [send] = await db.sql<{ id: number; claimed_at: string }[]>`
-    INSERT INTO outbox (app_id, kind, topic, payload, claimed_at, claimed_until)
-    VALUES (${appId}, 'whatsapp', 'send',
-      ${db.sql.json({ conversation_id: chatId, message_id: unposted })},
-      clock_timestamp(), clock_timestamp() + interval '2 minutes')
-    RETURNING id, claimed_at::text`;
-  await recordSendOutcome(db.sql, {
-    appId,
-    id: send.id,
-    claimedAt: send.claimed_at,
-    messageId: unposted,
-    chatId,
-  }, { state: "failed", error: "(#131026) Message undeliverable", code: 131026 });
+  await failSend(db.sql, appId, chatId, unposted);
   assert.deepEqual(
     await mirrorsQueued(db.sql, appId),
     [`${chatId}:${unposted}`, `${chatId}:${unposted}`],
