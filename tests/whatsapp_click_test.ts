@@ -94,3 +94,24 @@ Deno.test("a click on a reply's buttons consumes that wait only; a stale click i
   assert.equal(after.last_message_at, await createdAt(db.sql, c.app, stale!.messageId));
   assert.equal(after.action_message_id, c.step);
 });
+
+Deno.test("a click naming the customer's BSUID too adds it to their client; one known elsewhere stays there", async () => {
+  await using db = await createTestDatabase();
+  const c = await waitingConversation(db.sql);
+  const [other] = await db.sql<{ id: number }[]>`
+    INSERT INTO clients (app_id, name) VALUES (${c.app}, 'Bo') RETURNING id`;
+  await db.sql`INSERT INTO client_identities (app_id, channel, external_id, client_id)
+    VALUES (${c.app}, 'whatsapp_user', 'DE.bo', ${other.id})`;
+  const identities = () =>
+    db.sql<{ channel: string; external_id: string; mine: boolean }[]>`
+      SELECT i.channel, i.external_id, i.client_id = c.client_id AS mine
+      FROM client_identities i JOIN conversations c ON c.app_id = i.app_id AND c.id = ${c.chat}
+      WHERE i.app_id = ${c.app} ORDER BY i.channel, i.external_id`;
+  await storeWhatsAppClick(db.sql, c.app, { ...c.click(c.step, "wamid.1"), userId: "DE.ana" });
+  await storeWhatsAppClick(db.sql, c.app, { ...c.click(c.reply, "wamid.2"), userId: "DE.bo" });
+  assert.deepEqual((await identities()).map((i) => `${i.channel} ${i.external_id} ${i.mine}`), [
+    "whatsapp 4915 true",
+    "whatsapp_user DE.ana true",
+    "whatsapp_user DE.bo false",
+  ]);
+});

@@ -253,7 +253,8 @@ export interface StoredClick {
 
 /**
  * Stores a customer's click on a reply button or list row as their message (the button's
- * title, with its wamid and platform timestamp) and, when the conversation is open and waits on
+ * title, with its wamid and platform timestamp), adds the id it names that the customer's client
+ * lacks (their number or BSUID) and, when the conversation is open and waits on
  * exactly that message, consumes the wait like a widget click. A click that is stale stays a
  * plain message: the customer did say it, and WhatsApp has nobody to answer 409 to.
  */
@@ -268,7 +269,8 @@ export async function storeWhatsAppClick(
     WITH stamp AS (
       SELECT clock_timestamp() AS at, ${entry.timestamp}::timestamptz AS sent_at
     ), chat AS (
-      SELECT c.id, c.status, c.action_message_id, c.flow_node, c.reply_action_message_id
+      SELECT c.id, c.client_id, c.status, c.action_message_id, c.flow_node,
+        c.reply_action_message_id
       FROM conversations c
       WHERE c.app_id = ${appId} AND c.id = ${entry.chatId} AND c.status = 'open'
         AND EXISTS (
@@ -306,6 +308,16 @@ export async function storeWhatsAppClick(
         stamp.at
       FROM chat, stamp
       RETURNING id
+    ), added_identity AS (
+      -- As for a message: a click naming the customer's other id (a number shared since, say)
+      -- adds it, unless it is known already (to them, or to another client).
+      INSERT INTO client_identities (app_id, channel, external_id, client_id)
+      SELECT ${appId}, id.channel, id.external_id, chat.client_id
+      FROM chat
+      CROSS JOIN (VALUES ('whatsapp', ${entry.waId}::text), ('whatsapp_user', ${entry.userId}::text))
+        AS id (channel, external_id)
+      WHERE id.external_id IS NOT NULL
+      ON CONFLICT DO NOTHING
     ), event AS (
       INSERT INTO outbox (app_id, kind, topic, payload)
       SELECT ${appId}, 'webhook', 'message.received',
