@@ -105,6 +105,11 @@ export type WhatsAppInboundEntry =
     payload: unknown;
     /** The WhatsApp media id of an `image`/`file`, recorded for the media proxy. */
     mediaId?: string;
+    /**
+     * The wamid of the message it replies to (Meta's `context.id`): stored as the message it
+     * quotes when that is in the conversation it lands in.
+     */
+    replyToWamid?: string | null;
   }
   | {
     /** A reply button or list row clicked on the message `messageId` of conversation `chatId`. */

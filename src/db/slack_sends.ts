@@ -9,6 +9,18 @@ import { type ChannelClaimOptions, claimedInConversationOrder } from "./channel_
 import { type ClaimRound, claimRound, roundOf } from "./application_round.ts";
 import type { MessageType } from "../domain/message_kinds.ts";
 
+/** A message another one quotes: what its post shows of it, unless it was deleted. */
+export type QuotedMessage =
+  | { deleted: true }
+  | {
+    deleted: false;
+    senderType: string;
+    senderName: string | null;
+    messageType: MessageType;
+    content: string;
+    payload: unknown;
+  };
+
 /** A claimed mirror send. */
 export interface ClaimedMirror {
   appId: number;
@@ -41,6 +53,11 @@ export interface ClaimedMirror {
     postedParts: number;
     /** The `ts` of its first post, once there is one. */
     firstTs: string | null;
+    /**
+     * The message of the conversation it replies to (a WhatsApp customer's swipe-to-reply), or
+     * null when it replies to none; `deleted` when that message was deleted since.
+     */
+    replyTo: QuotedMessage | null;
   } | null;
   /** The conversation's thread, when it has one in the installation's workspace. */
   thread: { channelId: string; ts: string } | null;
@@ -70,7 +87,10 @@ export async function claimMirrorSends(
       m.id AS message_id, m.sender_type, m.sender_name, m.message_type, m.content, m.payload,
       m.internal, CASE WHEN m.status = 'failed' THEN coalesce(m.failure_title, 'failed') END
         AS failure,
-      coalesce(sm.parts, 0) AS posted_parts, sm.ts AS first_ts,
+      coalesce(sm.parts, 0) AS posted_parts, sm.ts AS first_ts, m.reply_to_message_id,
+      q.id IS NOT NULL AND q.deleted_at IS NULL AS quoted_kept, q.sender_type AS quoted_sender_type,
+      q.sender_name AS quoted_sender_name, q.message_type AS quoted_message_type,
+      q.content AS quoted_content, q.payload AS quoted_payload,
       s.team_id, s.channel_id, s.bot_token_sealed,
       greatest(0, ceil(extract(epoch FROM s.rate_limited_until - clock_timestamp()) * 1000))::float8
         AS rate_limited_for_ms,
@@ -81,6 +101,8 @@ export async function claimMirrorSends(
     LEFT JOIN clients cl ON cl.app_id = conv.app_id AND cl.id = conv.client_id
     LEFT JOIN messages m ON m.app_id = c.app_id AND m.conversation_id = conv.id
       AND m.id = (c.payload ->> 'message_id')::bigint AND m.deleted_at IS NULL
+    LEFT JOIN messages q ON q.app_id = m.app_id AND q.conversation_id = m.conversation_id
+      AND q.id = m.reply_to_message_id
     LEFT JOIN slack_messages sm ON sm.app_id = m.app_id AND sm.message_id = m.id
     LEFT JOIN slack_installations s ON s.app_id = c.app_id
     LEFT JOIN slack_threads t ON t.app_id = c.app_id AND t.conversation_id = conv.id
@@ -110,6 +132,7 @@ export async function claimMirrorSends(
       failure: row.failure,
       postedParts: row.posted_parts,
       firstTs: row.first_ts,
+      replyTo: row.reply_to_message_id === null ? null : quotedOf(row),
     },
     thread: row.thread_ts === null ? null : { channelId: row.thread_channel, ts: row.thread_ts },
     installation: row.team_id === null ? null : {
@@ -119,6 +142,20 @@ export async function claimMirrorSends(
       rateLimitedForMs: row.rate_limited_for_ms ?? 0,
     },
   }));
+}
+
+/** The quoted message of a claimed row; one no longer there counts as deleted. */
+// deno-lint-ignore no-explicit-any
+function quotedOf(row: any): QuotedMessage {
+  if (row.quoted_kept !== true) return { deleted: true };
+  return {
+    deleted: false,
+    senderType: row.quoted_sender_type,
+    senderName: row.quoted_sender_name,
+    messageType: row.quoted_message_type,
+    content: row.quoted_content,
+    payload: row.quoted_payload,
+  };
 }
 
 /**

@@ -30,6 +30,7 @@ import {
   truncateMrkdwn,
   truncatePlain,
 } from "./slack_mrkdwn.ts";
+import { MAX_REPLY_CONTEXT } from "./slack_reply_context.ts";
 
 /** Most blocks in one message (Block Kit reference). */
 const MAX_BLOCKS = 50;
@@ -108,6 +109,22 @@ export interface SlackMessageSource {
   content: string;
   payload: unknown;
 }
+
+/** How a message is rendered. */
+export interface SlackRenderOptions {
+  /**
+   * A line of small print (escaped mrkdwn, cut at {@linkcode MAX_REPLY_CONTEXT} characters)
+   * that opens the first post, above the message and in its fallback text: what a reply quotes.
+   * The first post keeps room for it whatever its length, so a message splits into the same
+   * posts whatever the line says.
+   * @default undefined
+   */
+  lead?: string;
+}
+
+/** Room a post keeps for something more than the message. */
+type Reserve = { blocks: number; text: number };
+const NO_RESERVE: Reserve = { blocks: 0, text: 0 };
 
 /** A block and its share of the fallback text. */
 type Piece = { block: SlackBlock; fallback: string };
@@ -304,17 +321,21 @@ function textLength(block: SlackBlock): number {
 }
 
 /**
- * Packs groups into messages of at most 50 blocks and {@linkcode MAX_MESSAGE_TEXT} characters:
- * a group that does not fit in the current message starts the next one, and a group too big
- * for any message is spread over several. A divider that would open a message is left out.
+ * Packs groups into messages of at most 50 blocks and {@linkcode MAX_MESSAGE_TEXT} characters
+ * (less `first` in the first message): a group that does not fit in the current message starts
+ * the next one, and a group too big for any message is spread over several. A divider that
+ * would open a message is left out.
  */
-function packMessages(groups: readonly Piece[][]): Piece[][] {
+function packMessages(groups: readonly Piece[][], first: Reserve = NO_RESERVE): Piece[][] {
   const messages: Piece[][] = [];
   let current: Piece[] = [];
   let size = 0;
-  const fits = (pieces: readonly Piece[]) =>
-    current.length + pieces.length <= MAX_BLOCKS &&
-    size + pieces.reduce((sum, one) => sum + textLength(one.block), 0) <= MAX_MESSAGE_TEXT;
+  const fits = (pieces: readonly Piece[]) => {
+    const reserve = messages.length === 0 ? first : NO_RESERVE;
+    return current.length + pieces.length <= MAX_BLOCKS - reserve.blocks &&
+      size + pieces.reduce((sum, one) => sum + textLength(one.block), 0) <=
+        MAX_MESSAGE_TEXT - reserve.text;
+  };
   const flush = () => {
     if (current.length > 0) messages.push(current);
     current = [];
@@ -346,8 +367,11 @@ function wholeText(pieces: readonly Piece[]): string {
  * Buttons carry `action_id` `parley_button:<index>`, `value` the button id, and sit in actions
  * blocks with `block_id` `parley_message:<message id>:<n>`.
  */
-export function renderSlackMessage(message: SlackMessageSource): SlackMessage[] {
-  return renderPieces(message).map((pieces) => ({
+export function renderSlackMessage(
+  message: SlackMessageSource,
+  options: SlackRenderOptions = {},
+): SlackMessage[] {
+  return renderPieces(message, options).map((pieces) => ({
     text: truncateMrkdwn(wholeText(pieces), MAX_FALLBACK_TEXT),
     blocks: pieces.map((one) => one.block),
   }));
@@ -358,19 +382,30 @@ export function renderSlackMessage(message: SlackMessageSource): SlackMessage[] 
  * characters), for when Slack refuses a post's blocks: then the post goes as this text alone,
  * which stays within Slack's 40,000 as a post carries at most 10,000 characters of blocks.
  */
-export function renderSlackPlainText(message: SlackMessageSource): string[] {
-  return renderPieces(message).map(wholeText);
+export function renderSlackPlainText(
+  message: SlackMessageSource,
+  options: SlackRenderOptions = {},
+): string[] {
+  return renderPieces(message, options).map(wholeText);
 }
 
 /** The pieces of each post of a message. */
-function renderPieces(message: SlackMessageSource): Piece[][] {
+function renderPieces(message: SlackMessageSource, options: SlackRenderOptions): Piece[][] {
   const state: RenderState = { messageId: message.id, buttons: 0, actionsBlocks: 0 };
-  const messages = packMessages(renderGroups(message, state));
+  const lead = options.lead === undefined ? undefined : truncateMrkdwn(
+    options.lead,
+    MAX_REPLY_CONTEXT,
+  );
+  const reserve = lead === undefined ? NO_RESERVE : { blocks: 1, text: MAX_REPLY_CONTEXT };
+  const messages = packMessages(renderGroups(message, state), reserve);
   // Content that renders to nothing (Markdown that is only a rule, say) is shown as written.
   if (messages.length === 0 && message.content.trim() !== "") {
     messages.push(sections(escapeMrkdwn(message.content)));
   }
   if (messages.length === 0) messages.push(sections(`_${EMPTY_MESSAGE}_`));
+  if (lead !== undefined) {
+    messages[0].unshift(piece({ type: "context", elements: [mrkdwn(lead)] }, lead));
+  }
   return messages;
 }
 

@@ -7,6 +7,7 @@ import {
   buttonActionId,
   parseSlackAction,
   renderSlackMessage,
+  renderSlackPlainText,
   type SlackBlock,
   type SlackMessage,
   type SlackMessageSource,
@@ -631,4 +632,35 @@ Deno.test("renderSlackMessage() links a markdown destination holding balanced pa
     section.type === "section" && section.text.text,
     "See <https://en.wikipedia.org/wiki/Mercury_(planet)|Mercury> now.",
   );
+});
+
+Deno.test("renderSlackMessage() opens the first post with the lead, in its blocks and text", () => {
+  const lead = "↩ Replying to Bot: “Ship it?”";
+  const rendered = renderSlackMessage(message("text", "yes"), { lead });
+  assert.deepEqual(rendered, [{
+    text: `${lead}\nyes`,
+    blocks: [
+      { type: "context", elements: [{ type: "mrkdwn", text: lead, verbatim: true }] },
+      { type: "section", text: { type: "mrkdwn", text: "yes", verbatim: true } },
+    ],
+  }]);
+  assert.deepEqual(renderSlackPlainText(message("text", "yes"), { lead }), [`${lead}\nyes`]);
+});
+
+Deno.test("renderSlackMessage() keeps room for a lead of any length in full posts, in as many posts", () => {
+  const parts = Array.from({ length: 40 }, (_, n) => `## Part ${n + 1}\nText of part ${n + 1}.`);
+  const sources = [
+    message("markdown", parts.join("\n---\n")),
+    message("text", words(10_000)),
+    { id: 42, message_type: "text" as const, content: words(25_000, 9), payload: null },
+  ];
+  for (const source of sources) {
+    const short = renderSlackMessage(source, { lead: "↩" });
+    const long = renderSlackMessage(source, { lead: "&amp;".repeat(400) });
+    assertWithinLimits(short);
+    assertWithinLimits(long);
+    assert.equal(long.length, short.length);
+    assert.equal(long[0].blocks[0].type, "context");
+    assert.ok(long[0].blocks.length <= 50);
+  }
 });

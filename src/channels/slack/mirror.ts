@@ -2,8 +2,9 @@
  * The Slack mirror's sender (CONTRACT §6.2): one claimed send becomes Slack Web API calls through
  * the official client. A conversation's first send posts its root message (the visitor, the
  * channel, the status, a `Close` button) and remembers the thread; a message is posted in that
- * thread under its sender's name, rendered with the Block Kit renderer; a status change updates
- * the root. A rate-limited call goes back to the outbox for Slack's `Retry-After` (up to 30 min,
+ * thread under its sender's name, rendered with the Block Kit renderer (a customer's reply opens
+ * with a line quoting the message it answers); a status change updates the root. A rate-limited
+ * call goes back to the outbox for Slack's `Retry-After` (up to 30 min,
  * using none of its attempts: a wait inside the call could outlast the claim and post twice), and
  * the workspace's other sends, on every instance, wait too rather than each meet its own 429;
  * other failures retry on the channel schedule, and a refusal Slack will repeat (a revoked token,
@@ -21,6 +22,7 @@ import {
   renderSlackPlainText,
   type SlackBlock,
 } from "../../domain/slack_blocks.ts";
+import { renderReplyContext } from "../../domain/slack_reply_context.ts";
 import { escapeMrkdwn } from "../../domain/slack_mrkdwn.ts";
 import { slackErrorOf } from "./web_client.ts";
 
@@ -111,7 +113,10 @@ export function rootMessage(conversation: NonNullable<ClaimedMirror["conversatio
 /** The icon of a visitor's posts (customized like the username: `chat:write.customize`). */
 export const VISITOR_ICON = ":bust_in_silhouette:";
 
-function senderLabel(message: NonNullable<ClaimedMirror["message"]>, visitor: string): string {
+function senderLabel(
+  message: { senderType: string; senderName: string | null },
+  visitor: string,
+): string {
   switch (message.senderType) {
     case "visitor":
       return visitor;
@@ -174,7 +179,18 @@ export async function sendMirror(deps: MirrorDeps, send: ClaimedMirror): Promise
         content: message.content,
         payload: message.payload,
       };
-      const parts = renderSlackMessage(source);
+      // A reply opens with the message it quotes, inside its first post: the posts stay the
+      // same in number (a retry counts them) whatever that message says or becomes.
+      const quoted = message.replyTo;
+      const lead = quoted === null ? undefined : renderReplyContext(
+        quoted.deleted ? null : {
+          sender: senderLabel(quoted, visitor),
+          message_type: quoted.messageType,
+          content: quoted.content,
+          payload: quoted.payload,
+        },
+      );
+      const parts = renderSlackMessage(source, { lead });
       if (message.failure !== null) parts.push(renderNotDelivered(message.failure));
       // Each part is remembered as it lands: a retry goes on from the first part not posted,
       // and a message already there (or typed in Slack) is not posted again.
@@ -192,7 +208,7 @@ export async function sendMirror(deps: MirrorDeps, send: ClaimedMirror): Promise
           // say): the part goes as its whole plain text rather than not at all (CONTRACT §4.2).
           if (slackErrorOf(error).code !== "invalid_blocks" || !post.blocks) throw error;
           const { blocks: _refused, ...plain } = post;
-          const text = renderSlackPlainText(source)[index] ?? plain.text;
+          const text = renderSlackPlainText(source, { lead })[index] ?? plain.text;
           return client.chat.postMessage({ ...plain, text });
         });
         first ??= posted.ts ?? null;

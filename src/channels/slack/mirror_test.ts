@@ -53,6 +53,7 @@ function claimed(message: Partial<NonNullable<ClaimedMirror["message"]>>): Claim
       failure: null,
       postedParts: 0,
       firstTs: null,
+      replyTo: null,
       ...message,
     },
     thread: { channelId: "C1", ts: "1700000000.000001" },
@@ -88,4 +89,28 @@ Deno.test("sendMirror adds only the Not delivered line to a message already in t
     claimed({ failure: "Message undeliverable", postedParts: 2, firstTs: "1800000000.000009" }),
   );
   assert.deepEqual(again.posts, []);
+});
+
+Deno.test("sendMirror opens a customer's reply with the message it quotes, or that it was deleted", async () => {
+  const { deps, posts, saved } = recordingDeps();
+  const quoted = {
+    deleted: false as const,
+    senderType: "bot",
+    senderName: null,
+    messageType: "text" as const,
+    content: "Shall we ship it?",
+    payload: null,
+  };
+  const reply = { senderType: "visitor", content: "yes" };
+  await sendMirror(deps, claimed({ ...reply, replyTo: quoted }));
+  await sendMirror(deps, claimed({ ...reply, replyTo: { deleted: true } }));
+  assert.deepEqual(posts.map((post) => post.text), [
+    "↩ Replying to Bot: “Shall we ship it?”\nyes",
+    "↩ Replying to a deleted message\nyes",
+  ]);
+  assert.deepEqual(
+    (posts[0].blocks as { type: string }[]).map((block) => block.type),
+    ["context", "section"],
+  );
+  assert.deepEqual(saved, [1, 1]);
 });

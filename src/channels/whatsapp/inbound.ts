@@ -53,12 +53,18 @@ interface CustomerUpdate {
 /**
  * One update of a webhook batch. A `click` is an interactive `button_reply`/`list_reply`
  * (`replyId` is the id Parley sent) or a template quick-reply `button` (`replyId` is its
- * payload); `contextWamid` names the message clicked in. An `identity` is a `system` message
+ * payload); `contextWamid` names the message clicked in. A `message` names in `replyToWamid` the
+ * message it quotes, when the customer replied to one (Meta's `context.id`). An `identity` is a `system` message
  * (`user_changed_number`, `user_changed_user_id`): not the customer's words, but ids of theirs.
  * A `failed` status carries Meta's error.
  */
 export type InboundItem =
-  | CustomerUpdate & { kind: "message"; content: InboundContent }
+  | CustomerUpdate & {
+    kind: "message";
+    content: InboundContent;
+    /** The wamid of the message the customer replied to (swipe-to-reply), if any. */
+    replyToWamid: string | null;
+  }
   | CustomerUpdate & { kind: "click"; contextWamid: string | null; replyId: string; title: string }
   | CustomerUpdate & {
     /** Meta's notice that the user changed their number or BSUID: the new ones, if named. */
@@ -385,8 +391,11 @@ function messageItem(
   const customer = { waId, userId, name: contact?.name ?? null };
   const body = messageBody(raw as Record<string, unknown>, message.type);
   const common = { phoneNumberId, customer, wamid: message.id, timestamp };
-  if (body.kind === "content") return { kind: "message", ...common, content: body.content };
-  const contextWamid = message.context?.id ?? null;
+  // A reply quotes its message in `context.id`; a forwarded message has a `context` without one.
+  const contextWamid = isPresent(message.context?.id) ? message.context.id : null;
+  if (body.kind === "content") {
+    return { kind: "message", ...common, content: body.content, replyToWamid: contextWamid };
+  }
   return { kind: "click", ...common, contextWamid, replyId: body.replyId, title: body.title };
 }
 

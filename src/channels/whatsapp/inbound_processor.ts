@@ -149,8 +149,8 @@ export function createWhatsAppInboundProcessor(
       }
       return textEntry(item, item.title);
     }
-    const { content } = item;
-    if (content.messageType === "text") return textEntry(item, content.text);
+    const { content, replyToWamid } = item;
+    if (content.messageType === "text") return textEntry(item, content.text, replyToWamid);
     const payload: Record<string, unknown> = {
       url: deps.mediaLinks.link(appId, content.media.id),
       mime_type: content.media.mimeType,
@@ -166,6 +166,7 @@ export function createWhatsAppInboundProcessor(
       content: JSON.stringify(payload),
       payload,
       mediaId: content.media.id,
+      replyToWamid,
     };
   }
 
@@ -239,9 +240,14 @@ function replyButtonId(messageType: MessageType, payload: unknown, replyId: stri
   return buttonIdOfReply(messageType, payload, replyId);
 }
 
+/**
+ * A customer's text as a message entry; a click that names no button Parley can find quotes
+ * nothing (`replyToWamid` null): its context is the message clicked in, not a reply.
+ */
 function textEntry(
   item: Extract<InboundItem, { kind: "message" | "click" }>,
   text: string,
+  replyToWamid: string | null = null,
 ): WhatsAppInboundEntry {
   return {
     kind: "message",
@@ -253,6 +259,7 @@ function textEntry(
     messageType: "text",
     content: storable(text) || "(empty message)",
     payload: null,
+    replyToWamid,
   };
 }
 

@@ -76,6 +76,7 @@ Deno.test("parseWhatsAppWebhook() reads Meta's text message sample", () => {
       wamid: "wamid.HBgLMTY1MDM4Nzk0MzkVAgASGBQzQTRBNjU5OUFFRTAzODEwMTQ0RgA=",
       timestamp: "2025-06-08T20:59:43.000Z",
       content: { messageType: "text", text: "Does it come in another color?" },
+      replyToWamid: null,
     }],
     skipped: [],
   });
@@ -284,6 +285,33 @@ Deno.test("parseWhatsAppWebhook() reads list replies and template quick replies 
   assert.equal(buttonItem.contextWamid, "wamid.OUT2");
   const noContext = onlyItem(message("button", { button }));
   assert.equal(noContext.kind === "click" && noContext.contextWamid, null);
+});
+
+Deno.test("parseWhatsAppWebhook() names the message a reply of any kind quotes, and none otherwise", () => {
+  const context = { from: "15550783881", id: "wamid.OUT3" };
+  const location = { latitude: 1, longitude: 2 };
+  const media = { mime_type: "image/jpeg", id: "1" };
+  const replies = [
+    message("text", { context, text: { body: "yes" } }),
+    message("image", { context, image: media }),
+    message("location", { context, location }),
+    message("reaction", { context, reaction: { message_id: "wamid.OUT3", emoji: "👍" } }),
+    message("unknown_kind", { context }),
+  ];
+  for (const raw of replies) {
+    const item = onlyItem(raw);
+    assert.equal(item.kind === "message" && item.replyToWamid, "wamid.OUT3");
+  }
+  // A forwarded message carries a context without an id; an empty id names nothing.
+  const unquoted = [
+    message("text", { text: { body: "hi" } }),
+    message("text", { context: { forwarded: true }, text: { body: "fwd" } }),
+    message("text", { context: { from: "15550783881", id: "" }, text: { body: "x" } }),
+  ];
+  for (const raw of unquoted) {
+    const item = onlyItem(raw);
+    assert.equal(item.kind === "message" && item.replyToWamid, null);
+  }
 });
 
 Deno.test("parseWhatsAppWebhook() renders unsupported and unknown types as text", () => {
