@@ -1,0 +1,221 @@
+/**
+ * A WhatsApp customer's swipe-to-reply, end to end: Meta's `context.id` names the quoted message,
+ * the reply is stored with the message it quotes in its conversation, and its Slack post opens
+ * with a line quoting that message. Runs against the fake Graph API and the fake Slack.
+ */
+import assert from "node:assert/strict";
+import { Buffer } from "node:buffer";
+import { createTestDatabase, type TestDatabase } from "./support/database.ts";
+import { startTestServer, TEST_ENCRYPTION_KEY, type TestServer } from "./support/server.ts";
+import { apiCall, createKeyedApp, type KeyedApp } from "./support/open_api.ts";
+import { type FakeGraphApi, startFakeGraphApi } from "./support/fake_graph_api.ts";
+import { type FakeSlack, startFakeSlack } from "./support/fake_slack.ts";
+import { eventually } from "./support/eventually.ts";
+import { whatsappWebhookBody } from "./support/whatsapp_webhook.ts";
+import { executeCommand } from "../src/cli.ts";
+import { createSecretBox } from "../src/crypto/secret_box.ts";
+import { metaSignature } from "../src/channels/whatsapp/signature.ts";
+
+const PHONE_NUMBER_ID = "106540352242922";
+const ACCESS_TOKEN = "EAAG-test-token";
+const APP_SECRET = "meta-app-secret";
+const CUSTOMER = "16505551234";
+const SLACK_CLIENT_ID = "123.456";
+const SLACK_CLIENT_SECRET = "slack-client-secret";
+const SLACK_SIGNING_SECRET = "slack-signing-secret";
+
+interface Env extends AsyncDisposable {
+  db: TestDatabase;
+  graph: FakeGraphApi;
+  slack: FakeSlack;
+  server: TestServer;
+  app: KeyedApp;
+}
+
+/** A server with WhatsApp configured and the application installed in the fake Slack. */
+async function setUp(): Promise<Env> {
+  const db = await createTestDatabase();
+  const graph = await startFakeGraphApi({ accessToken: ACCESS_TOKEN });
+  const slack = await startFakeSlack({
+    clientId: SLACK_CLIENT_ID,
+    clientSecret: SLACK_CLIENT_SECRET,
+    signingSecret: SLACK_SIGNING_SECRET,
+  });
+  const server = await startTestServer(db.url, {
+    WHATSAPP_GRAPH_URL: graph.url,
+    SLACK_CLIENT_ID,
+    SLACK_CLIENT_SECRET,
+    SLACK_SIGNING_SECRET,
+    SLACK_API_URL: slack.apiUrl,
+    SLACK_AUTHORIZE_URL: slack.authorizeUrl,
+    PUBLIC_BASE_URL: "http://parley.test",
+  });
+  const app = await createKeyedApp(db.sql);
+  const env: Env = {
+    db,
+    graph,
+    slack,
+    server,
+    app,
+    async [Symbol.asyncDispose]() {
+      await server[Symbol.asyncDispose]();
+      await slack[Symbol.asyncDispose]();
+      await graph[Symbol.asyncDispose]();
+      await db[Symbol.asyncDispose]();
+    },
+  };
+  const box = createSecretBox(new Uint8Array(Buffer.from(TEST_ENCRYPTION_KEY, "base64")));
+  await executeCommand(db.sql, {
+    command: "whatsapp:configure",
+    flags: {
+      app: String(app.appId),
+      "phone-number-id": PHONE_NUMBER_ID,
+      "access-token": ACCESS_TOKEN,
+      "app-secret": APP_SECRET,
+      "verify-token": "verify-me",
+    },
+  }, { secretBox: () => Promise.resolve(box) });
+  await installSlack(env);
+  return env;
+}
+
+/** Installs the application into the fake workspace through the install flow. */
+async function installSlack(env: Env): Promise<void> {
+  const { url } = await executeCommand(env.db.sql, {
+    command: "slack:install-url",
+    flags: { app: String(env.app.appId) },
+  }, { publicBaseUrl: "http://parley.test" }) as { url: string };
+  const started = await fetch(url.replace("http://parley.test", env.server.baseUrl), {
+    redirect: "manual",
+  });
+  await started.body?.cancel();
+  const state = new URL(started.headers.get("location")!).searchParams.get("state")!;
+  const cookie = (started.headers.get("set-cookie") ?? "").split(";")[0];
+  const code = env.slack.issueCode({
+    teamId: "T0123",
+    channelId: "C0SUPPORT",
+    redirectUri: "http://parley.test/api/v1/slack/callback",
+  });
+  const done = await fetch(
+    `${env.server.baseUrl}/api/v1/slack/callback?code=${code}&state=${state}`,
+    { redirect: "manual", headers: { cookie } },
+  );
+  await done.body?.cancel();
+  assert.equal(done.status, 302);
+}
+
+/** Posts a signed webhook delivery of `messages` and waits until it is applied. */
+async function deliver(env: Env, messages: unknown[]): Promise<void> {
+  const contacts = [{ profile: { name: "Kerry Fisher" }, wa_id: CUSTOMER }];
+  const raw = JSON.stringify(whatsappWebhookBody(PHONE_NUMBER_ID, { messages, contacts }));
+  const res = await fetch(`${env.server.baseUrl}/api/v1/whatsapp/webhook/${env.app.appId}`, {
+    method: "POST",
+    headers: {
+      "content-type": "application/json",
+      "x-hub-signature-256": metaSignature(new TextEncoder().encode(raw), APP_SECRET),
+    },
+    body: raw,
+  });
+  await res.body?.cancel();
+  assert.equal(res.status, 200);
+  await eventually(
+    () => env.db.sql`SELECT 1 FROM whatsapp_deliveries WHERE processed_at IS NULL`,
+    (rows) => rows.length === 0,
+    "the delivery applied",
+  );
+}
+
+/** A customer's text message, replying to `quoted` (a wamid) when given. */
+function text(id: string, body: string, quoted?: string) {
+  return {
+    from: CUSTOMER,
+    id,
+    timestamp: String(Math.floor(Date.now() / 1000)),
+    type: "text",
+    text: { body },
+    ...(quoted === undefined ? {} : { context: { from: "15550783881", id: quoted } }),
+  };
+}
+
+/** The texts of the thread posts (not the root) mirrored so far. */
+function threadTexts(slack: FakeSlack): string[] {
+  return slack.calls
+    .filter((call) => call.method === "chat.postMessage" && call.params.thread_ts !== undefined)
+    .map((call) => String(call.params.text));
+}
+
+Deno.test("a WhatsApp reply is stored with the message it quotes and posted in Slack under a line quoting it", async () => {
+  await using env = await setUp();
+  const { sql } = env.db;
+  await deliver(env, [text("wamid.in.hello", "Hello")]);
+  const [chat] = await sql`SELECT id FROM conversations`;
+  const sent = await apiCall(env.server.baseUrl, "/messages", {
+    key: env.app.key,
+    json: { chat_id: chat.id, content: "Shall we ship it <today> & now?" },
+  });
+  assert.equal(sent.status, 200);
+  const botId = sent.json.data.message_id;
+  const [part] = await eventually(
+    () => sql`SELECT wamid FROM whatsapp_sent_parts WHERE message_id = ${botId}`,
+    (rows) => rows.length === 1,
+    "the bot's message sent to WhatsApp",
+  );
+  // The customer swipes to reply to the bot's message, then to their own first message, then to
+  // a message Parley never saw (a wamid of another business, or one long swept).
+  await deliver(env, [
+    text("wamid.in.yes", "yes", part.wamid),
+    text("wamid.in.own", "as I said", "wamid.in.hello"),
+    text("wamid.in.lost", "and this", "wamid.unknown"),
+  ]);
+  const rows = await sql`
+    SELECT content, reply_to_message_id FROM messages
+    WHERE sender_type = 'visitor' ORDER BY id`;
+  const [hello] = await sql`SELECT id FROM messages WHERE external_id = 'wamid.in.hello'`;
+  assert.deepEqual(rows.map((row) => [row.content, row.reply_to_message_id]), [
+    ["Hello", null],
+    ["yes", botId],
+    ["as I said", hello.id],
+    ["and this", null],
+  ]);
+  const expected = [
+    "Hello",
+    "Shall we ship it &lt;today&gt; &amp; now?",
+    "↩ Replying to Bot: “Shall we ship it &lt;today&gt; &amp; now?”\nyes",
+    "↩ Replying to Kerry Fisher: “Hello”\nas I said",
+    "and this",
+  ];
+  await eventually(
+    () => Promise.resolve(threadTexts(env.slack)),
+    (texts) => texts.length >= expected.length,
+    "the thread mirrored",
+  );
+  assert.deepEqual(threadTexts(env.slack), expected);
+  const replyPost = env.slack.calls.find((call) =>
+    call.method === "chat.postMessage" && String(call.params.text).endsWith("\nyes")
+  )!;
+  const blocks = replyPost.params.blocks as { type: string; elements?: { text: string }[] }[];
+  assert.deepEqual(blocks[0], {
+    type: "context",
+    elements: [{
+      type: "mrkdwn",
+      text: "↩ Replying to Bot: “Shall we ship it &lt;today&gt; &amp; now?”",
+      verbatim: true,
+    }],
+  });
+  assert.equal(blocks.length, 2, "the context line and the reply, in one post");
+});
+
+Deno.test("a WhatsApp reply quotes only a message of its own conversation", async () => {
+  await using env = await setUp();
+  const { sql } = env.db;
+  await deliver(env, [text("wamid.in.first", "first")]);
+  // The conversation is closed: the customer's next message opens another one, and a reply to
+  // the old conversation's message quotes nothing there.
+  await sql`UPDATE conversations SET status = 'closed'`;
+  await deliver(env, [text("wamid.in.later", "about that", "wamid.in.first")]);
+  const rows = await sql`
+    SELECT content, conversation_id, reply_to_message_id FROM messages ORDER BY id`;
+  assert.equal(rows.length, 2);
+  assert.notEqual(rows[1].conversation_id, rows[0].conversation_id);
+  assert.equal(rows[1].reply_to_message_id, null);
+});
