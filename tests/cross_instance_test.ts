@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { createTestDatabase } from "./support/database.ts";
 import { spawnServer } from "./support/server.ts";
+import { eventually } from "./support/eventually.ts";
 import { insertApplication } from "../src/db/applications.ts";
 
 async function post(url: string, body: unknown, token?: string) {
@@ -82,9 +83,18 @@ Deno.test("instances share widget rate-limit counts through the database", async
   const viaB = async () =>
     (await post(`${b.baseUrl}/api/v1/widget/messages`, { content: "hi" }, visitor.visitor_token))
       .status;
-  await new Promise((resolve) => setTimeout(resolve, 400)); // a's counts reach the database
+  // The visitor's bucket's count in the database, however long the syncs take on a busy machine.
+  const counted = (n: number) =>
+    eventually(
+      () => db.sql`SELECT coalesce(max(count), 0)::int AS n FROM rate_limits`,
+      ([row]) => row.n >= n,
+      `a count of ${n} in the database`,
+      10_000,
+    );
+  await counted(2); // a's counts reach the database
   statuses.push(await viaB()); // b counts it as its first, then learns the total of 3 on sync
-  await new Promise((resolve) => setTimeout(resolve, 400));
+  await counted(3);
+  await new Promise((resolve) => setTimeout(resolve, 400)); // b has read the total it wrote
   statuses.push(await viaB()); // the fourth in this window, whichever instance got the others
   assert.deepEqual(statuses, [200, 200, 200, 429]);
   assert.equal((await a.stop()).code, 0);

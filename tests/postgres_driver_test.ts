@@ -35,6 +35,10 @@ Deno.test("a reserved connection whose backend ended fails its queries, and the 
     const reserved = await sql.reserve();
     const [{ pid }] = await reserved<{ pid: number }[]>`SELECT pg_backend_pid() AS pid`;
     await db.sql`SELECT pg_terminate_backend(${pid})`;
+    // The backend gets a signal; on a busy machine it may take a while to exit.
+    while ((await db.sql`SELECT 1 FROM pg_stat_activity WHERE pid = ${pid}`).length > 0) {
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
     await new Promise((resolve) => setTimeout(resolve, 100));
     assert.equal(await outcome(reserved`SELECT 1`), "CONNECTION_CLOSED");
     // Unpatched, the next write went to a socket already gone: an uncaught TypeError, and a

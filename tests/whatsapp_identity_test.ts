@@ -2,6 +2,8 @@ import assert from "node:assert/strict";
 import { createTestDatabase } from "./support/database.ts";
 import { createKeyedApp } from "./support/open_api.ts";
 import { tuplesRead } from "./support/tuples_read.ts";
+import { eventually } from "./support/eventually.ts";
+import { waitUntil } from "./support/realtime.ts";
 import { insertApplication } from "../src/db/applications.ts";
 import { connect, type Sql } from "../src/db/client.ts";
 import { claimChannelSends } from "../src/db/channel_sends.ts";
@@ -52,13 +54,23 @@ Deno.test("two instances meeting one new customer at once make one client: the l
   try {
     let release!: () => void;
     const held = new Promise<void>((resolve) => release = resolve);
+    let stored = false;
     const first = db.sql.begin(async (tx) => {
       await storeWhatsAppMessages(tx, [text(app, "555", "US.5", "w1")]);
+      stored = true;
       await held; // open, as another instance's batch would be
     });
-    await new Promise((resolve) => setTimeout(resolve, 200));
+    await waitUntil(() => stored, "the first batch's rows written");
     const second = other.begin((tx) => storeWhatsAppMessages(tx, [text(app, "555", "US.5", "w2")]));
-    await new Promise((resolve) => setTimeout(resolve, 300));
+    // The second waits for the first's locks, however long it took to get there.
+    await eventually(
+      () =>
+        db.sql`
+        SELECT count(*)::int AS n FROM pg_stat_activity
+        WHERE datname = current_database() AND wait_event_type = 'Lock'`,
+      ([row]) => row.n > 0,
+      "the second batch waiting for the first's locks",
+    );
     release();
     const [one, two] = await Promise.allSettled([first, second]);
     assert.equal(one.status, "fulfilled");

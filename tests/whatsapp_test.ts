@@ -508,7 +508,7 @@ Deno.test("a delivery failing while the database is unreachable is retried befor
     return Promise.resolve({ ok: true, value: { applied: 1 } });
   }, { retryDelaysMs: [20] });
   const applyingFirst = processor.process(app.appId, first.id, first.body, PHONE_NUMBER_ID);
-  await new Promise((resolve) => setTimeout(resolve, 10)); // the first failed once by now
+  await waitUntil(() => asked.length > 0, "the first's first attempt"); // answered: it failed
   await Promise.all([
     applyingFirst,
     processor.process(app.appId, second.id, second.body, PHONE_NUMBER_ID),

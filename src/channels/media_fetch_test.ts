@@ -64,9 +64,9 @@ Deno.test("fetchMedia ends a body that stalls, and keeps one that keeps coming",
       async start(controller) {
         controller.enqueue(new TextEncoder().encode("first "));
         if (slow) {
-          // Three more chunks, each 150 ms apart: slower in all than the idle limit, never idle.
-          for (let i = 0; i < 3; i++) {
-            await new Promise((resolve) => setTimeout(resolve, 150));
+          // Six more chunks, each 200 ms apart: slower in all than the idle limit, never idle.
+          for (let i = 0; i < 6; i++) {
+            await new Promise((resolve) => setTimeout(resolve, 200));
             controller.enqueue(new TextEncoder().encode("more "));
           }
           controller.close();
@@ -81,8 +81,8 @@ Deno.test("fetchMedia ends a body that stalls, and keeps one that keeps coming",
   const stalled = await fetchMedia(upstream.url, { headers: {} }, { idleMs: 300 });
   await assert.rejects(stalled.text());
   release();
-  const steady = await fetchMedia(`${upstream.url}?slow`, { headers: {} }, { idleMs: 300 });
-  assert.equal(await steady.text(), "first more more more ");
+  const steady = await fetchMedia(`${upstream.url}?slow`, { headers: {} }, { idleMs: 1_000 });
+  assert.equal(await steady.text(), "first more more more more more more ");
 });
 
 Deno.test("fetchMedia leaves no timer behind when the reader cancels", async () => {

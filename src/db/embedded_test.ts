@@ -21,10 +21,11 @@ async function fakePostmaster(seconds: number): Promise<Deno.ChildProcess> {
 }
 
 Deno.test("waitForPreviousPostmaster waits for a stopping postmaster to exit", async () => {
+  // Timed from before the spawn: on a busy machine the spawn itself can take a good part of 1 s.
+  const started = performance.now();
   const postmaster = await fakePostmaster(1);
   const pgData = await pgDataWith(postmaster.pid, "stopping");
   try {
-    const started = performance.now();
     assert.equal(await waitForPreviousPostmaster(pgData), null);
     assert.ok(performance.now() - started >= 800, "returned before the postmaster exited");
   } finally {
@@ -46,7 +47,7 @@ Deno.test("waitForPreviousPostmaster returns at once for no file, a dead pid or 
     for (const pgData of dirs) {
       const started = performance.now();
       assert.equal(await waitForPreviousPostmaster(pgData), null);
-      assert.ok(performance.now() - started < 500);
+      assert.ok(performance.now() - started < 2_000); // not the seconds of a real wait
     }
   } finally {
     other.kill();

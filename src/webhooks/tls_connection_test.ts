@@ -7,6 +7,7 @@ import assert from "node:assert/strict";
 import type * as TlsConnectionModule from "./tls_connection.ts";
 import { selfSignedCertificate } from "../../tests/support/tls.ts";
 import { clientSocketsTo, silentListener } from "../../tests/support/silent_peer.ts";
+import { waitUntil } from "../../tests/support/realtime.ts";
 
 type Tls = typeof TlsConnectionModule;
 
@@ -160,8 +161,10 @@ Deno.test("handshakes in flight count: a burst beyond the bound waits, and at mo
       tls.openTls({ address: "127.0.0.1", port: listener.port, serverName: "hooks.test" })
     );
     // Those beyond the bound wait for a slot that the stalled ones never give back.
+    const reachedNow = () => silent.filter((listener) => listener.accepted.length > 0).length;
+    await waitUntil(() => reachedNow() >= tls.MAX_ABANDONED_HANDSHAKES, "the bound reached");
     await new Promise((resolve) => setTimeout(resolve, 200));
-    const reached = silent.filter((listener) => listener.accepted.length > 0).length;
+    const reached = reachedNow();
     assert.equal(reached, tls.MAX_ABANDONED_HANDSHAKES);
     for (const conn of conns) conn.close();
     await new Promise((resolve) => setTimeout(resolve, 100));
@@ -182,6 +185,7 @@ Deno.test("one endpoint holds at most two handshake slots: a silent one cannot t
       { length: 10 },
       () => tls.openTls({ address: "127.0.0.1", port: silent.port, serverName: "hooks.test" }),
     );
+    await waitUntil(() => silent.accepted.length >= 2, "two handshakes started");
     await new Promise((resolve) => setTimeout(resolve, 200));
     assert.equal(silent.accepted.length, 2);
     // Another endpoint's connections still start at once.
