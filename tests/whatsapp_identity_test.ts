@@ -169,3 +169,19 @@ Deno.test("storing messages and adding identities read a few identities, not the
     assert.ok(read < 500, `${mode}: read ${read} identities`);
   }
 });
+
+Deno.test("which number is newest is judged by Meta's times, however late Parley stored the first message", async () => {
+  await using db = await createTestDatabase();
+  const app = (await createKeyedApp(db.sql)).appId;
+  // Sent on November 20 at 10:00 and stored only now (a redelivery after an outage, say); the
+  // customer changed their number a minute after sending it.
+  const [first] = (await storeWhatsAppMessages(db.sql, [text(app, "111", null, "w1")])).stored;
+  assert.equal(await numberChange(db.sql, app, "111", "222", "2026-11-20T10:01:00Z"), 1);
+  const [message] = await db.sql<{ id: number }[]>`
+    INSERT INTO messages (app_id, conversation_id, sender_type, message_type, content, status)
+    VALUES (${app}, ${first!.chatId}, 'bot', 'text', 'hi', 'pending') RETURNING id`;
+  await db.sql`INSERT INTO outbox (app_id, kind, topic, payload) VALUES (${app}, 'whatsapp',
+    'send', ${db.sql.json({ conversation_id: first!.chatId, message_id: message.id })})`;
+  const claimed = await claimChannelSends(db.sql, { kind: "whatsapp", limit: 8, leaseSeconds: 60 });
+  assert.deepEqual(claimed.rows[0]?.recipient, { kind: "phone", id: "222" });
+});

@@ -145,21 +145,22 @@ export async function storeWhatsAppMessages(
       SELECT b.app_id, b.key, b.wa_id, b.user_id, b.last_sent, o.client_id
       FROM borrowed b JOIN owner o ON o.app_id = b.app_id AND o.key = b.via
     ), claimed AS (
-      -- Both ids of every sender that owns a client, each id once (a new client's first).
+      -- Both ids of every sender that owns a client, each id once (a new client's first), dated
+      -- by Meta's clock, like the change notices that compare with them (which number is newest).
       SELECT DISTINCT ON (o.app_id, id.channel, id.external_id)
-        o.app_id, id.channel, id.external_id, o.client_id, o.new
+        o.app_id, id.channel, id.external_id, o.client_id, o.new, o.last_sent
       FROM owner o
       CROSS JOIN LATERAL (VALUES ('whatsapp', o.wa_id), ('whatsapp_user', o.user_id))
         AS id (channel, external_id)
       WHERE id.external_id IS NOT NULL
       ORDER BY o.app_id, id.channel, id.external_id, o.new DESC
     ), new_identity AS (
-      INSERT INTO client_identities (app_id, channel, external_id, client_id)
-      SELECT app_id, channel, external_id, client_id FROM claimed WHERE new
+      INSERT INTO client_identities (app_id, channel, external_id, client_id, created_at)
+      SELECT app_id, channel, external_id, client_id, last_sent FROM claimed WHERE new
     ), added_identity AS (
       -- A known client's other id, unless it is known already (to it, or to another client).
-      INSERT INTO client_identities (app_id, channel, external_id, client_id)
-      SELECT app_id, channel, external_id, client_id FROM claimed WHERE NOT new
+      INSERT INTO client_identities (app_id, channel, external_id, client_id, created_at)
+      SELECT app_id, channel, external_id, client_id, last_sent FROM claimed WHERE NOT new
       ON CONFLICT DO NOTHING
     ), open_chat AS (
       SELECT cl.app_id, cl.key, cl.last_sent, c.id
@@ -322,9 +323,9 @@ export async function storeWhatsAppClick(
     ), added_identity AS (
       -- As for a message: a click naming the customer's other id (a number shared since, say)
       -- adds it, unless it is known already (to them, or to another client).
-      INSERT INTO client_identities (app_id, channel, external_id, client_id)
-      SELECT ${appId}, id.channel, id.external_id, chat.client_id
-      FROM chat
+      INSERT INTO client_identities (app_id, channel, external_id, client_id, created_at)
+      SELECT ${appId}, id.channel, id.external_id, chat.client_id, stamp.sent_at
+      FROM chat, stamp
       CROSS JOIN (VALUES ('whatsapp', ${entry.waId}::text), ('whatsapp_user', ${entry.userId}::text))
         AS id (channel, external_id)
       WHERE id.external_id IS NOT NULL
