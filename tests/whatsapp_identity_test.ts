@@ -47,6 +47,17 @@ function numberChange(sql: Sql, appId: number, waId: string, newWaId: string, at
   });
 }
 
+/** Where a bot's reply in conversation `chatId` is sent: its send, queued and claimed. */
+async function replyRecipient(sql: Sql, appId: number, chatId: number) {
+  const [message] = await sql<{ id: number }[]>`
+    INSERT INTO messages (app_id, conversation_id, sender_type, message_type, content, status)
+    VALUES (${appId}, ${chatId}, 'bot', 'text', 'hi', 'pending') RETURNING id`;
+  await sql`INSERT INTO outbox (app_id, kind, topic, payload) VALUES (${appId}, 'whatsapp',
+    'send', ${sql.json({ conversation_id: chatId, message_id: message.id })})`;
+  const claimed = await claimChannelSends(sql, { kind: "whatsapp", limit: 8, leaseSeconds: 60 });
+  return claimed.rows[0]?.recipient;
+}
+
 Deno.test("two instances meeting one new customer at once make one client: the later batch fails and is applied again", async () => {
   await using db = await createTestDatabase();
   const app = (await insertApplication(db.sql, "Acme")).id;
@@ -132,13 +143,7 @@ Deno.test("replies go to the number the customer changed to last, even back to a
   assert.equal(await numberChange(db.sql, app, "222", "111", back), 1);
   // The first notice again, as Meta may deliver it twice: 111 stays the newest.
   assert.equal(await numberChange(db.sql, app, "111", "222", away), 0);
-  const [message] = await db.sql<{ id: number }[]>`
-    INSERT INTO messages (app_id, conversation_id, sender_type, message_type, content, status)
-    VALUES (${app}, ${first!.chatId}, 'bot', 'text', 'hi', 'pending') RETURNING id`;
-  await db.sql`INSERT INTO outbox (app_id, kind, topic, payload) VALUES (${app}, 'whatsapp',
-    'send', ${db.sql.json({ conversation_id: first!.chatId, message_id: message.id })})`;
-  const claimed = await claimChannelSends(db.sql, { kind: "whatsapp", limit: 8, leaseSeconds: 60 });
-  assert.deepEqual(claimed.rows[0]?.recipient, { kind: "phone", id: "111" });
+  assert.deepEqual(await replyRecipient(db.sql, app, first!.chatId), { kind: "phone", id: "111" });
 });
 
 Deno.test("storing messages and adding identities read a few identities, not the table", async () => {
@@ -177,11 +182,5 @@ Deno.test("which number is newest is judged by Meta's times, however late Parley
   // customer changed their number a minute after sending it.
   const [first] = (await storeWhatsAppMessages(db.sql, [text(app, "111", null, "w1")])).stored;
   assert.equal(await numberChange(db.sql, app, "111", "222", "2026-11-20T10:01:00Z"), 1);
-  const [message] = await db.sql<{ id: number }[]>`
-    INSERT INTO messages (app_id, conversation_id, sender_type, message_type, content, status)
-    VALUES (${app}, ${first!.chatId}, 'bot', 'text', 'hi', 'pending') RETURNING id`;
-  await db.sql`INSERT INTO outbox (app_id, kind, topic, payload) VALUES (${app}, 'whatsapp',
-    'send', ${db.sql.json({ conversation_id: first!.chatId, message_id: message.id })})`;
-  const claimed = await claimChannelSends(db.sql, { kind: "whatsapp", limit: 8, leaseSeconds: 60 });
-  assert.deepEqual(claimed.rows[0]?.recipient, { kind: "phone", id: "222" });
+  assert.deepEqual(await replyRecipient(db.sql, app, first!.chatId), { kind: "phone", id: "222" });
 });

@@ -4,21 +4,19 @@
  * with a line quoting that message. Runs against the fake Graph API and the fake Slack.
  */
 import assert from "node:assert/strict";
-import { Buffer } from "node:buffer";
 import { createTestDatabase, type TestDatabase } from "./support/database.ts";
-import { startTestServer, TEST_ENCRYPTION_KEY, type TestServer } from "./support/server.ts";
+import { startTestServer, type TestServer } from "./support/server.ts";
 import { apiCall, createKeyedApp, type KeyedApp } from "./support/open_api.ts";
 import { type FakeGraphApi, startFakeGraphApi } from "./support/fake_graph_api.ts";
 import { type FakeSlack, startFakeSlack } from "./support/fake_slack.ts";
 import { eventually } from "./support/eventually.ts";
 import { whatsappWebhookBody } from "./support/whatsapp_webhook.ts";
+import { configureWhatsApp, TEST_WHATSAPP } from "./support/whatsapp_channel.ts";
 import { executeCommand } from "../src/cli.ts";
-import { createSecretBox } from "../src/crypto/secret_box.ts";
 import { metaSignature } from "../src/channels/whatsapp/signature.ts";
 
-const PHONE_NUMBER_ID = "106540352242922";
-const ACCESS_TOKEN = "EAAG-test-token";
-const APP_SECRET = "meta-app-secret";
+const { phoneNumberId: PHONE_NUMBER_ID, accessToken: ACCESS_TOKEN, appSecret: APP_SECRET } =
+  TEST_WHATSAPP;
 const CUSTOMER = "16505551234";
 const SLACK_CLIENT_ID = "123.456";
 const SLACK_CLIENT_SECRET = "slack-client-secret";
@@ -64,17 +62,7 @@ async function setUp(): Promise<Env> {
       await db[Symbol.asyncDispose]();
     },
   };
-  const box = createSecretBox(new Uint8Array(Buffer.from(TEST_ENCRYPTION_KEY, "base64")));
-  await executeCommand(db.sql, {
-    command: "whatsapp:configure",
-    flags: {
-      app: String(app.appId),
-      "phone-number-id": PHONE_NUMBER_ID,
-      "access-token": ACCESS_TOKEN,
-      "app-secret": APP_SECRET,
-      "verify-token": "verify-me",
-    },
-  }, { secretBox: () => Promise.resolve(box) });
+  await configureWhatsApp(db.sql, app.appId);
   await installSlack(env);
   return env;
 }

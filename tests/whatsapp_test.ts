@@ -8,10 +8,9 @@ import { type FakeGraphApi, startFakeGraphApi } from "./support/fake_graph_api.t
 import { waitUntil } from "./support/realtime.ts";
 import { eventually } from "./support/eventually.ts";
 import { MAX_WHATSAPP_BODY_BYTES } from "../src/http/whatsapp.ts";
-import { executeCommand } from "../src/cli.ts";
-import { createSecretBox } from "../src/crypto/secret_box.ts";
 import { metaSignature } from "../src/channels/whatsapp/signature.ts";
 import { whatsappWebhookBody } from "./support/whatsapp_webhook.ts";
+import { configureWhatsApp, TEST_WHATSAPP } from "./support/whatsapp_channel.ts";
 import { templateFlow } from "./support/flows.ts";
 import type { StartOptions } from "../src/server.ts";
 import { createWhatsAppInboundProcessor } from "../src/channels/whatsapp/inbound_processor.ts";
@@ -21,10 +20,12 @@ import { firstAnswer } from "./support/raw_http.ts";
 import { capturingErrors } from "./support/console.ts";
 import { ApplyDeferredError } from "../src/channels/ordered_apply.ts";
 
-const PHONE_NUMBER_ID = "106540352242922";
-const ACCESS_TOKEN = "EAAG-test-token";
-const APP_SECRET = "meta-app-secret";
-const VERIFY_TOKEN = "verify-me";
+const {
+  phoneNumberId: PHONE_NUMBER_ID,
+  accessToken: ACCESS_TOKEN,
+  appSecret: APP_SECRET,
+  verifyToken: VERIFY_TOKEN,
+} = TEST_WHATSAPP;
 const CUSTOMER = "16505551234";
 
 interface Env extends AsyncDisposable {
@@ -39,17 +40,7 @@ async function setUp(options: StartOptions = {}): Promise<Env> {
   const graph = await startFakeGraphApi({ accessToken: ACCESS_TOKEN });
   const server = await startTestServer(db.url, { WHATSAPP_GRAPH_URL: graph.url }, options);
   const app = await createKeyedApp(db.sql);
-  const box = createSecretBox(new Uint8Array(Buffer.from(TEST_ENCRYPTION_KEY, "base64")));
-  const configured = await executeCommand(db.sql, {
-    command: "whatsapp:configure",
-    flags: {
-      app: String(app.appId),
-      "phone-number-id": PHONE_NUMBER_ID,
-      "access-token": ACCESS_TOKEN,
-      "app-secret": APP_SECRET,
-      "verify-token": VERIFY_TOKEN,
-    },
-  }, { secretBox: () => Promise.resolve(box) });
+  const configured = await configureWhatsApp(db.sql, app.appId);
   assert.deepEqual(configured, { app_id: app.appId, phone_number_id: PHONE_NUMBER_ID });
   return {
     db,
@@ -534,6 +525,8 @@ Deno.test("a delivery failing while the database is unreachable is retried befor
   const fourth = await stored("fourth");
   const stopping = processorAsking(db.sql, () => Promise.resolve(UNAVAILABLE), {
     retryDelaysMs: [60_000],
+    // Room for the pause: one as long as the deadline is given up at once (a millisecond late).
+    retryWithinMs: 600_000,
   });
   const abandoned = stopping.process(app.appId, fourth.id, fourth.body, PHONE_NUMBER_ID);
   await new Promise((resolve) => setTimeout(resolve, 20));
