@@ -1,7 +1,9 @@
 /**
  * A WhatsApp customer's swipe-to-reply, end to end: Meta's `context.id` names the quoted message,
  * the reply is stored with the message it quotes in its conversation, and its Slack post opens
- * with a line quoting that message. Runs against the fake Graph API and the fake Slack.
+ * with a line quoting that message. Likewise a first message sent from an ad: its `referral` is
+ * kept in the message's payload and its Slack post opens with the ad. Runs against the fake Graph
+ * API and the fake Slack.
  */
 import assert from "node:assert/strict";
 import { createTestDatabase, type TestDatabase } from "./support/database.ts";
@@ -191,6 +193,48 @@ Deno.test("a WhatsApp reply is stored with the message it quotes and posted in S
     }],
   });
   assert.equal(blocks.length, 2, "the context line and the reply, in one post");
+});
+
+Deno.test("a WhatsApp message sent from an ad keeps the ad in its payload and shows it in Slack", async () => {
+  await using env = await setUp();
+  const { sql } = env.db;
+  const referral = {
+    source_url: "https://fb.me/2ZulEu42P",
+    source_id: "120226305854810726",
+    source_type: "ad",
+    headline: "Shoes & <more>",
+    body: "Summer sale",
+    media_type: "image",
+    image_url: "https://scontent.xx.fbcdn.net/ad.png",
+    ctwa_clid: "ARAkLkA8rmlFeiCktEJQ",
+  };
+  await deliver(env, [
+    { ...text("wamid.in.ad", "Is this still on?"), referral },
+    text("wamid.in.next", "size 42"),
+  ]);
+  const [chat] = await sql`SELECT id FROM conversations`;
+  const history = await apiCall(env.server.baseUrl, `/conversations/${chat.id}/messages`, {
+    key: env.app.key,
+  });
+  assert.equal(history.status, 200);
+  const [first, second] = history.json.data;
+  assert.deepEqual([first.message_type, first.content, first.payload], [
+    "text",
+    "Is this still on?",
+    { referral },
+  ]);
+  assert.equal(second.content, "size 42");
+  assert.equal("payload" in second, false, "a message not from an ad has no payload");
+  const expected = [
+    "📣 From an ad: <https://fb.me/2ZulEu42P|“Shoes &amp; &lt;more&gt;”>\nIs this still on?",
+    "size 42",
+  ];
+  await eventually(
+    () => Promise.resolve(threadTexts(env.slack)),
+    (texts) => texts.length >= expected.length,
+    "the thread mirrored",
+  );
+  assert.deepEqual(threadTexts(env.slack), expected);
 });
 
 Deno.test("a WhatsApp reply quotes only a message of its own conversation", async () => {

@@ -114,7 +114,8 @@ export interface SlackMessageSource {
 export interface SlackRenderOptions {
   /**
    * A line of small print (escaped mrkdwn, cut at {@linkcode MAX_REPLY_CONTEXT} characters)
-   * that opens the first post, above the message and in its fallback text: what a reply quotes.
+   * that opens the first post, above the message and in its fallback text: what a reply quotes,
+   * the ad a customer came from.
    * The first post keeps room for it whatever its length, so a message splits into the same
    * posts whatever the line says.
    * @default undefined

@@ -22,6 +22,7 @@ import {
   renderSlackPlainText,
   type SlackBlock,
 } from "../../domain/slack_blocks.ts";
+import { adReferralOf, renderAdReferralLine } from "../../domain/ad_referral.ts";
 import { renderReplyContext } from "../../domain/slack_reply_context.ts";
 import { escapeMrkdwn } from "../../domain/slack_mrkdwn.ts";
 import { slackErrorOf } from "./web_client.ts";
@@ -179,17 +180,23 @@ export async function sendMirror(deps: MirrorDeps, send: ClaimedMirror): Promise
         content: message.content,
         payload: message.payload,
       };
-      // A reply opens with the message it quotes, inside its first post: the posts stay the
-      // same in number (a retry counts them) whatever that message says or becomes.
+      // A reply opens with the message it quotes, and a customer's first message with the ad
+      // they came from, inside its first post: the posts stay the same in number (a retry counts
+      // them) whatever that message says or becomes.
       const quoted = message.replyTo;
-      const lead = quoted === null ? undefined : renderReplyContext(
-        quoted.deleted ? null : {
-          sender: senderLabel(quoted, visitor),
-          message_type: quoted.messageType,
-          content: quoted.content,
-          payload: quoted.payload,
-        },
-      );
+      const referral = message.senderType === "visitor" ? adReferralOf(message.payload) : null;
+      const leadLines = [
+        ...(quoted === null ? [] : [renderReplyContext(
+          quoted.deleted ? null : {
+            sender: senderLabel(quoted, visitor),
+            message_type: quoted.messageType,
+            content: quoted.content,
+            payload: quoted.payload,
+          },
+        )]),
+        ...(referral === null ? [] : [renderAdReferralLine(referral)]),
+      ];
+      const lead = leadLines.length === 0 ? undefined : leadLines.join("\n");
       const parts = renderSlackMessage(source, { lead });
       if (message.failure !== null) parts.push(renderNotDelivered(message.failure));
       // Each part is remembered as it lands: a retry goes on from the first part not posted,

@@ -12,6 +12,7 @@
 import { z } from "zod";
 import { describeIssue } from "../../domain/message_kinds.ts";
 import { MAX_JSON_DEPTH } from "../../domain/json_document.ts";
+import { type AdReferral, readAdReferral } from "../../domain/ad_referral.ts";
 
 /**
  * The WhatsApp user who wrote: their WhatsApp id (phone number) when Meta shares it, their
@@ -64,6 +65,8 @@ export type InboundItem =
     content: InboundContent;
     /** The wamid of the message the customer replied to (swipe-to-reply), if any. */
     replyToWamid: string | null;
+    /** The ad or post the customer came from (Meta's `referral`, on their first message). */
+    referral: AdReferral | null;
   }
   | CustomerUpdate & { kind: "click"; contextWamid: string | null; replyId: string; title: string }
   | CustomerUpdate & {
@@ -394,7 +397,14 @@ function messageItem(
   // A reply quotes its message in `context.id`; a forwarded message has a `context` without one.
   const contextWamid = isPresent(message.context?.id) ? message.context.id : null;
   if (body.kind === "content") {
-    return { kind: "message", ...common, content: body.content, replyToWamid: contextWamid };
+    const referral = readAdReferral((raw as Record<string, unknown>).referral);
+    return {
+      kind: "message",
+      ...common,
+      content: body.content,
+      replyToWamid: contextWamid,
+      referral,
+    };
   }
   return { kind: "click", ...common, contextWamid, replyId: body.replyId, title: body.title };
 }

@@ -11,6 +11,7 @@
 import type { Sql } from "../../db/client.ts";
 import { appActorKey, type AppCommand, type CommandResult } from "../../actors/protocol.ts";
 import type { WhatsAppInboundEntry } from "../../actors/protocol.ts";
+import type { AdReferral } from "../../domain/ad_referral.ts";
 import { findClickTargets, recordWhatsAppDeliveryFailure } from "../../db/whatsapp_inbound.ts";
 import { findWhatsAppChannel } from "../../db/whatsapp_channels.ts";
 import { buttonIdOfReply } from "../../domain/whatsapp_messages.ts";
@@ -149,13 +150,16 @@ export function createWhatsAppInboundProcessor(
       }
       return textEntry(item, item.title);
     }
-    const { content, replyToWamid } = item;
-    if (content.messageType === "text") return textEntry(item, content.text, replyToWamid);
+    const { content, replyToWamid, referral } = item;
+    if (content.messageType === "text") {
+      return textEntry(item, content.text, replyToWamid, referral);
+    }
     const payload: Record<string, unknown> = {
       url: deps.mediaLinks.link(appId, content.media.id),
       mime_type: content.media.mimeType,
       ...(content.media.caption === null ? {} : { caption: storable(content.media.caption) }),
       ...(content.media.filename === null ? {} : { filename: storable(content.media.filename) }),
+      ...(referral === null ? {} : { referral }),
     };
     return {
       kind: "message",
@@ -241,13 +245,15 @@ function replyButtonId(messageType: MessageType, payload: unknown, replyId: stri
 }
 
 /**
- * A customer's text as a message entry; a click that names no button Parley can find quotes
- * nothing (`replyToWamid` null): its context is the message clicked in, not a reply.
+ * A customer's text as a message entry, its payload the ad it came from, if any; a click that
+ * names no button Parley can find quotes nothing (`replyToWamid` null): its context is the
+ * message clicked in, not a reply.
  */
 function textEntry(
   item: Extract<InboundItem, { kind: "message" | "click" }>,
   text: string,
   replyToWamid: string | null = null,
+  referral: AdReferral | null = null,
 ): WhatsAppInboundEntry {
   return {
     kind: "message",
@@ -258,7 +264,7 @@ function textEntry(
     timestamp: item.timestamp,
     messageType: "text",
     content: storable(text) || "(empty message)",
-    payload: null,
+    payload: referral === null ? null : { referral },
     replyToWamid,
   };
 }

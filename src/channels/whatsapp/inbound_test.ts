@@ -77,6 +77,7 @@ Deno.test("parseWhatsAppWebhook() reads Meta's text message sample", () => {
       timestamp: "2025-06-08T20:59:43.000Z",
       content: { messageType: "text", text: "Does it come in another color?" },
       replyToWamid: null,
+      referral: null,
     }],
     skipped: [],
   });
@@ -312,6 +313,31 @@ Deno.test("parseWhatsAppWebhook() names the message a reply of any kind quotes, 
     const item = onlyItem(raw);
     assert.equal(item.kind === "message" && item.replyToWamid, null);
   }
+});
+
+Deno.test("parseWhatsAppWebhook() keeps the ad a customer came from, on a message of any kind", () => {
+  // Meta's referral of a message sent from a Click-to-WhatsApp ad.
+  const referral = {
+    source_url: "https://fb.me/2ZulEu42P",
+    source_id: "120226305854810726",
+    source_type: "ad",
+    headline: "Chat with us",
+    body: "Summer sale",
+    media_type: "image",
+    image_url: "https://scontent.xx.fbcdn.net/ad.png",
+    ctwa_clid: "ARAkLkA8rmlFeiCktEJQ",
+  };
+  for (
+    const raw of [
+      message("text", { referral, text: { body: "Is this still on?" } }),
+      message("image", { referral, image: { mime_type: "image/jpeg", id: "1" } }),
+    ]
+  ) {
+    const item = onlyItem(raw);
+    assert.deepEqual(item.kind === "message" && item.referral, referral);
+  }
+  const plain = onlyItem(message("text", { referral: "ad", text: { body: "hi" } }));
+  assert.equal(plain.kind === "message" && plain.referral, null);
 });
 
 Deno.test("parseWhatsAppWebhook() renders unsupported and unknown types as text", () => {
