@@ -1,8 +1,8 @@
 /**
  * A WhatsApp customer's swipe-to-reply, end to end: Meta's `context.id` names the quoted message,
  * the reply is stored with the message it quotes in its conversation, and its Slack post opens
- * with a line quoting that message. Likewise a first message sent from an ad: its `referral` is
- * kept in the message's payload and its Slack post opens with the ad. Runs against the fake Graph
+ * with a line quoting that message. Likewise a first message sent from an ad: Meta's `referral`
+ * is kept as the message's and its Slack post opens with the ad. Runs against the fake Graph
  * API and the fake Slack.
  */
 import assert from "node:assert/strict";
@@ -15,6 +15,7 @@ import { eventually } from "./support/eventually.ts";
 import { whatsappWebhookBody } from "./support/whatsapp_webhook.ts";
 import { configureWhatsApp, TEST_WHATSAPP } from "./support/whatsapp_channel.ts";
 import { executeCommand } from "../src/cli.ts";
+import { toMessage } from "../src/db/messages.ts";
 import { metaSignature } from "../src/channels/whatsapp/signature.ts";
 
 const { phoneNumberId: PHONE_NUMBER_ID, accessToken: ACCESS_TOKEN, appSecret: APP_SECRET } =
@@ -195,7 +196,7 @@ Deno.test("a WhatsApp reply is stored with the message it quotes and posted in S
   assert.equal(blocks.length, 2, "the context line and the reply, in one post");
 });
 
-Deno.test("a WhatsApp message sent from an ad keeps the ad in its payload and shows it in Slack", async () => {
+Deno.test("a WhatsApp message sent from an ad keeps the ad and shows it in Slack and to webhooks", async () => {
   await using env = await setUp();
   const { sql } = env.db;
   const referral = {
@@ -208,6 +209,10 @@ Deno.test("a WhatsApp message sent from an ad keeps the ad in its payload and sh
     image_url: "https://scontent.xx.fbcdn.net/ad.png",
     ctwa_clid: "ARAkLkA8rmlFeiCktEJQ",
   };
+  // A webhook the deliverer may not reach (a loopback address): its first claim keeps what the
+  // event announces, which is all this test reads of it.
+  await sql`INSERT INTO webhooks (app_id, url, events, enabled, secret_encrypted)
+    VALUES (${env.app.appId}, 'https://127.0.0.1:9/h', '{message.received}', true, 'x')`;
   await deliver(env, [
     { ...text("wamid.in.ad", "Is this still on?"), referral },
     text("wamid.in.next", "size 42"),
@@ -218,13 +223,23 @@ Deno.test("a WhatsApp message sent from an ad keeps the ad in its payload and sh
   });
   assert.equal(history.status, 200);
   const [first, second] = history.json.data;
-  assert.deepEqual([first.message_type, first.content, first.payload], [
+  assert.deepEqual([first.message_type, first.content, first.referral], [
     "text",
     "Is this still on?",
-    { referral },
+    referral,
   ]);
+  assert.equal("payload" in first, false, "a text message has no payload");
   assert.equal(second.content, "size 42");
-  assert.equal("payload" in second, false, "a message not from an ad has no payload");
+  assert.equal("referral" in second, false, "a message not from an ad has no referral");
+  const announced = await eventually(
+    () => sql`SELECT snapshot FROM outbox WHERE topic = 'message.received' ORDER BY id`,
+    (rows) => rows.length === 2 && rows.every((row) => row.snapshot !== null),
+    "the webhook events claimed",
+  );
+  assert.deepEqual(
+    announced.map((row) => toMessage(row.snapshot.message).referral),
+    [referral, undefined],
+  );
   const expected = [
     "📣 From an ad: <https://fb.me/2ZulEu42P|“Shoes &amp; &lt;more&gt;”>\nIs this still on?",
     "size 42",

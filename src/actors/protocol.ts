@@ -4,6 +4,7 @@
  * or a function, so that everything survives `postMessage`.
  */
 
+import type { AdReferral } from "../domain/ad_referral.ts";
 import type { LogLevel } from "../log.ts";
 import type { WebhookEvent } from "../domain/webhook_config.ts";
 import type { Flow } from "../domain/flow.ts";
@@ -110,6 +111,8 @@ export type WhatsAppInboundEntry =
      * quotes when that is in the conversation it lands in.
      */
     replyToWamid?: string | null;
+    /** The ad or post the customer came from (Meta's `referral`), stored with the message. */
+    referral?: AdReferral | null;
   }
   | {
     /** A reply button or list row clicked on the message `messageId` of conversation `chatId`. */

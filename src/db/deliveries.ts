@@ -131,6 +131,7 @@ export async function claimDeliveryRound(
           'sender_name', m.sender_name, 'message_type', m.message_type, 'content', m.content,
           'payload', m.payload, 'internal', m.internal, 'status', m.status,
           'failure_code', m.failure_code, 'failure_title', m.failure_title,
+          'referral', m.referral,
           'created_at', to_char(m.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')
         ) END,
         -- What the event announces of the message as of its change (a status, an edit).

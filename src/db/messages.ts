@@ -1,6 +1,7 @@
 /** Queries of the `messages` table, and the row → {@linkcode Message} mapping every reader uses. */
 import type { Tx } from "./client.ts";
 import type { Message } from "../domain/conversation.ts";
+import type { AdReferral } from "../domain/ad_referral.ts";
 
 /** The columns {@linkcode toMessage} reads, as selected from `messages`. */
 export interface MessageRow {
@@ -16,6 +17,8 @@ export interface MessageRow {
   /** The platform's error of a failed message, where the query selects it. */
   failure_code?: number | null;
   failure_title?: string | null;
+  /** The ad a WhatsApp customer's message came from, where the query selects it. */
+  referral?: AdReferral | null;
   created_at: string;
 }
 
@@ -33,6 +36,7 @@ export function toMessage(row: MessageRow): Message {
   if (row.payload !== null && row.payload !== undefined) message.payload = row.payload;
   if (row.internal) message.internal = true;
   if (row.status !== null) message.status = row.status;
+  if (row.referral !== null && row.referral !== undefined) message.referral = row.referral;
   if (row.status === "failed" && row.failure_code !== null && row.failure_code !== undefined) {
     message.error = { code: row.failure_code, title: row.failure_title ?? null };
   }
@@ -187,7 +191,7 @@ export async function listMessages(
   const rows = await sql<MessageRow[]>`
     SELECT * FROM (
       SELECT id, conversation_id, sender_type, sender_name, message_type, content, payload,
-        internal, status, failure_code, failure_title, created_at
+        internal, status, failure_code, failure_title, referral, created_at
       FROM messages
       WHERE app_id = ${appId} AND conversation_id = ${chatId} AND deleted_at IS NULL
         AND id < ${options.before ?? Number.MAX_SAFE_INTEGER}

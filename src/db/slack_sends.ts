@@ -4,6 +4,7 @@
  * conversation and visitor, the conversation's thread if it has one, and the installation — and
  * what a post leaves behind: the thread of a conversation, the `ts` of each mirrored message.
  */
+import type { AdReferral } from "../domain/ad_referral.ts";
 import type { Tx } from "./client.ts";
 import { type ChannelClaimOptions, claimedInConversationOrder } from "./channel_claims.ts";
 import { type ClaimRound, claimRound, roundOf } from "./application_round.ts";
@@ -58,6 +59,8 @@ export interface ClaimedMirror {
      * null when it replies to none; `deleted` when that message was deleted since.
      */
     replyTo: QuotedMessage | null;
+    /** The ad a WhatsApp customer's message came from, if any. */
+    referral: AdReferral | null;
   } | null;
   /** The conversation's thread, when it has one in the installation's workspace. */
   thread: { channelId: string; ts: string } | null;
@@ -87,7 +90,7 @@ export async function claimMirrorSends(
       m.id AS message_id, m.sender_type, m.sender_name, m.message_type, m.content, m.payload,
       m.internal, CASE WHEN m.status = 'failed' THEN coalesce(m.failure_title, 'failed') END
         AS failure,
-      coalesce(sm.parts, 0) AS posted_parts, sm.ts AS first_ts, m.reply_to_message_id,
+      coalesce(sm.parts, 0) AS posted_parts, sm.ts AS first_ts, m.reply_to_message_id, m.referral,
       q.id IS NOT NULL AND q.deleted_at IS NULL AS quoted_kept, q.sender_type AS quoted_sender_type,
       q.sender_name AS quoted_sender_name, q.message_type AS quoted_message_type,
       q.content AS quoted_content, q.payload AS quoted_payload,
@@ -133,6 +136,7 @@ export async function claimMirrorSends(
       postedParts: row.posted_parts,
       firstTs: row.first_ts,
       replyTo: row.reply_to_message_id === null ? null : quotedOf(row),
+      referral: row.referral,
     },
     thread: row.thread_ts === null ? null : { channelId: row.thread_channel, ts: row.thread_ts },
     installation: row.team_id === null ? null : {

@@ -45,7 +45,8 @@ function senderKey(input: WhatsAppMessageInput): string {
  * client without identity, and the delivery is applied again. A profile name
  * fills an empty name. Each message goes into its client's open WhatsApp conversation or a new
  * one (all messages of one client share it), keeps the platform's timestamp and the message it
- * quotes (`replyToWamid`, when found in that conversation; else none), moves the
+ * quotes (`replyToWamid`, when found in that conversation; else none) and the ad it came from
+ * (`referral`), moves the
  * conversation's last inbound time (which the 24-hour window counts from) and queues
  * `chat.started` and `message.received` for a subscribed webhook; a media id is recorded for the
  * media proxy. A wamid already stored, or met earlier in the input, changes nothing: its result is
@@ -72,9 +73,10 @@ export async function storeWhatsAppMessages(
         ${inputs.map((i) => i.content)}::text[],
         ${inputs.map((i) => i.payload == null ? null : JSON.stringify(i.payload))}::text[],
         ${inputs.map((i) => i.mediaId ?? null)}::text[],
-        ${inputs.map((i) => i.replyToWamid ?? null)}::text[]
+        ${inputs.map((i) => i.replyToWamid ?? null)}::text[],
+        ${inputs.map((i) => i.referral == null ? null : JSON.stringify(i.referral))}::text[]
       ) WITH ORDINALITY AS input (app_id, key, wa_id, user_id, name, wamid, sent_at, message_type,
-        content, payload, media_id, reply_wamid, n)
+        content, payload, media_id, reply_wamid, referral, n)
     ), fresh AS (
       -- The first of each wamid, unless it is stored. LATERAL keeps every lookup an index probe:
       -- a generic plan guesses 100 input rows and would otherwise hash whole tables.
@@ -192,7 +194,7 @@ export async function storeWhatsAppMessages(
       -- a message of the conversation it lands in, by the wamid of one of the parts Parley sent
       -- or of a customer's message stored before this statement; any other wamid quotes nothing.
       SELECT f.n, f.app_id, f.message_type, f.content, f.payload, f.wamid, f.sent_at, f.media_id,
-        chat.id AS chat_id,
+        f.referral, chat.id AS chat_id,
         coalesce(
           (SELECT sp.message_id FROM whatsapp_sent_parts sp
             WHERE sp.app_id = f.app_id AND sp.wamid = f.reply_wamid AND sp.conversation_id = chat.id),
@@ -205,9 +207,9 @@ export async function storeWhatsAppMessages(
       FROM fresh f JOIN chat ON chat.app_id = f.app_id AND chat.key = f.key
     ), message AS (
       INSERT INTO messages (app_id, conversation_id, sender_type, message_type, content, payload,
-        external_id, platform_timestamp, created_at, reply_to_message_id)
+        external_id, platform_timestamp, created_at, reply_to_message_id, referral)
       SELECT p.app_id, p.chat_id, 'visitor', p.message_type, p.content, p.payload::jsonb,
-        p.wamid, p.sent_at, stamp.at, p.reply_to
+        p.wamid, p.sent_at, stamp.at, p.reply_to, p.referral::jsonb
       FROM placed p CROSS JOIN stamp
       ORDER BY p.k
       RETURNING id

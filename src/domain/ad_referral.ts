@@ -2,8 +2,8 @@
  * Ad attribution: a WhatsApp customer who reaches the business through a Click-to-WhatsApp ad (or
  * a boosted post) sends a first message that carries Meta's `referral` — the ad's link, headline
  * and text, and the click id (`ctwa_clid`) that Meta's Conversions API takes back. Parley keeps it
- * in that message's `payload.referral` (what a webhook consumer forwards), and the Slack thread
- * shows agents which ad the customer came from. Pure: no I/O.
+ * as that message's `referral` (what a webhook consumer forwards), and the Slack thread shows
+ * agents which ad the customer came from. Pure: no I/O.
  */
 import { escapeMrkdwn, mrkdwnLink, truncatePlain } from "./slack_mrkdwn.ts";
 
@@ -47,12 +47,6 @@ export function readAdReferral(raw: unknown): AdReferral | null {
       .replaceAll("\u0000", "\uFFFD");
   }
   return Object.keys(referral).length === 0 ? null : referral;
-}
-
-/** The ad attribution a stored message's `payload` carries, if any. */
-export function adReferralOf(payload: unknown): AdReferral | null {
-  if (typeof payload !== "object" || payload === null) return null;
-  return readAdReferral((payload as { referral?: unknown }).referral);
 }
 
 /**

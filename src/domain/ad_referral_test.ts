@@ -1,10 +1,5 @@
 import assert from "node:assert/strict";
-import {
-  adReferralOf,
-  MAX_AD_REFERRAL_FIELD,
-  readAdReferral,
-  renderAdReferralLine,
-} from "./ad_referral.ts";
+import { MAX_AD_REFERRAL_FIELD, readAdReferral, renderAdReferralLine } from "./ad_referral.ts";
 
 /** Meta's documented `referral` of a message sent from a Click-to-WhatsApp ad. */
 const META_REFERRAL = {
@@ -39,15 +34,6 @@ Deno.test("readAdReferral cuts long fields and makes text storable", () => {
   assert.equal(read?.body?.length, MAX_AD_REFERRAL_FIELD);
   assert.ok(read?.body?.endsWith("…"));
   assert.equal(read?.headline, "a\uFFFDb\uFFFD");
-});
-
-Deno.test("adReferralOf reads a stored payload's referral", () => {
-  assert.deepEqual(adReferralOf({ referral: META_REFERRAL }), META_REFERRAL);
-  assert.deepEqual(adReferralOf({ url: "https://x", referral: { headline: "H" } }), {
-    headline: "H",
-  });
-  assert.equal(adReferralOf(null), null);
-  assert.equal(adReferralOf({ url: "https://x" }), null);
 });
 
 Deno.test("renderAdReferralLine links the ad's headline", () => {

@@ -1,4 +1,5 @@
 /** The shapes of conversations and messages as every client sees them (CONTRACT §2.4, §3). */
+import type { AdReferral } from "./ad_referral.ts";
 
 /** Conversation status values. */
 export const CONVERSATION_STATUSES = ["open", "closed"] as const;
@@ -34,6 +35,8 @@ export interface Message {
   status?: "pending" | "sent" | "delivered" | "read" | "failed";
   /** Why a `failed` message failed, as the platform said (its error code and title). */
   error?: { code: number; title: string | null };
+  /** The ad or post a WhatsApp customer came from (Meta's `referral`, on their first message). */
+  referral?: AdReferral;
   created_at: string;
 }
 

@@ -22,7 +22,7 @@ import {
   renderSlackPlainText,
   type SlackBlock,
 } from "../../domain/slack_blocks.ts";
-import { adReferralOf, renderAdReferralLine } from "../../domain/ad_referral.ts";
+import { renderAdReferralLine } from "../../domain/ad_referral.ts";
 import { renderReplyContext } from "../../domain/slack_reply_context.ts";
 import { escapeMrkdwn } from "../../domain/slack_mrkdwn.ts";
 import { slackErrorOf } from "./web_client.ts";
@@ -184,7 +184,7 @@ export async function sendMirror(deps: MirrorDeps, send: ClaimedMirror): Promise
       // they came from, inside its first post: the posts stay the same in number (a retry counts
       // them) whatever that message says or becomes.
       const quoted = message.replyTo;
-      const referral = message.senderType === "visitor" ? adReferralOf(message.payload) : null;
+      const referral = message.referral;
       const leadLines = [
         ...(quoted === null ? [] : [renderReplyContext(
           quoted.deleted ? null : {

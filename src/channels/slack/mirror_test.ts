@@ -54,6 +54,7 @@ function claimed(message: Partial<NonNullable<ClaimedMirror["message"]>>): Claim
       postedParts: 0,
       firstTs: null,
       replyTo: null,
+      referral: null,
       ...message,
     },
     thread: { channelId: "C1", ts: "1700000000.000001" },

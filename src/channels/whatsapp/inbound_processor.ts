@@ -159,7 +159,6 @@ export function createWhatsAppInboundProcessor(
       mime_type: content.media.mimeType,
       ...(content.media.caption === null ? {} : { caption: storable(content.media.caption) }),
       ...(content.media.filename === null ? {} : { filename: storable(content.media.filename) }),
-      ...(referral === null ? {} : { referral }),
     };
     return {
       kind: "message",
@@ -171,6 +170,7 @@ export function createWhatsAppInboundProcessor(
       payload,
       mediaId: content.media.id,
       replyToWamid,
+      referral,
     };
   }
 
@@ -245,9 +245,9 @@ function replyButtonId(messageType: MessageType, payload: unknown, replyId: stri
 }
 
 /**
- * A customer's text as a message entry, its payload the ad it came from, if any; a click that
- * names no button Parley can find quotes nothing (`replyToWamid` null): its context is the
- * message clicked in, not a reply.
+ * A customer's text as a message entry, with the ad it came from if any; a click that names no
+ * button Parley can find quotes nothing (`replyToWamid` null): its context is the message
+ * clicked in, not a reply.
  */
 function textEntry(
   item: Extract<InboundItem, { kind: "message" | "click" }>,
@@ -264,8 +264,9 @@ function textEntry(
     timestamp: item.timestamp,
     messageType: "text",
     content: storable(text) || "(empty message)",
-    payload: referral === null ? null : { referral },
+    payload: null,
     replyToWamid,
+    referral,
   };
 }
 

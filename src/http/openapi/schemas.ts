@@ -6,6 +6,7 @@
 import { z } from "zod";
 import { CONVERSATION_STATUSES } from "../../domain/conversation.ts";
 import { MESSAGE_TYPES } from "../../domain/message_kinds.ts";
+import { AD_REFERRAL_FIELDS } from "../../domain/ad_referral.ts";
 
 const id = z.int().positive();
 
@@ -42,6 +43,12 @@ export const MESSAGE = z.strictObject({
   status: z.enum(["pending", "sent", "delivered", "read", "failed"]).optional(),
   error: z.strictObject({ code: z.int(), title: z.string().nullable() }).optional().meta({
     description: "Why a failed message failed: the platform's error code and title",
+  }),
+  referral: z.strictObject(
+    Object.fromEntries(AD_REFERRAL_FIELDS.map((field) => [field, z.string().optional()])),
+  ).optional().meta({
+    description: "The ad or post a WhatsApp customer came from (Meta's referral of a message " +
+      "sent from a Click-to-WhatsApp ad; ctwa_clid is the click id for Meta's Conversions API)",
   }),
   created_at: TIMESTAMP,
 }).meta({ id: "Message" });
