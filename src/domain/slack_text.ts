@@ -3,7 +3,8 @@
  * `text` (`&amp;`, `&lt;`, `&gt;`) and writes links, mentions and commands in angle brackets
  * (https://docs.slack.dev/messaging/formatting-message-text): `<https://x.io|label>`,
  * `<@U123>`, `<#C123|general>`, `<!here>`, `<!date^…|fallback>`. A reply typed in Slack reaches
- * the visitor as the agent saw it: links as `label (url)`, mentions by name, no escapes.
+ * the visitor as the agent saw it: links as `label (url)` (a word Slack linked by itself as it
+ * is), mentions by name, no escapes.
  */
 
 /** Names Slack's ids stand for; an id without one is shown as it is. */
@@ -35,7 +36,19 @@ export function decodeSlackText(text: string, names: SlackNames): string {
       return `@${command.split("^")[0]}`;
     }
     if (target.startsWith("mailto:")) return label ?? target.slice("mailto:".length);
-    return label === null || label === target ? target : `${label} (${target})`;
+    if (label === null || label === target) return target;
+    // Slack links what looks like a domain as the agent types it (`parley.io`, `README.md`):
+    // such a link reads as the word typed, not twice.
+    return isAutoLink(target, label) ? label : `${label} (${target})`;
   });
   return decoded.replaceAll("&lt;", "<").replaceAll("&gt;", ">").replaceAll("&amp;", "&");
+}
+
+/**
+ * Whether Slack made the link `<target|label>` of a word the agent typed: the target is the label
+ * with a scheme added (`<http://parley.io|parley.io>`), and maybe a closing slash.
+ */
+function isAutoLink(target: string, label: string): boolean {
+  const bare = target.replace(/^https?:\/\//i, "");
+  return bare !== target && (bare === label || bare === `${label}/`);
 }

@@ -14,6 +14,14 @@ Deno.test("decodeSlackText() shows links, mentions and commands as a reader outs
     ["see <https://x.io|the docs>", "see the docs (https://x.io)"],
     ["<https://x.io?a=1&amp;b=2|A &amp; B>", "A & B (https://x.io?a=1&b=2)"],
     ["mail <mailto:a@b.c|a@b.c>", "mail a@b.c"],
+    // Words Slack linked by itself read as typed; a link whose label says something else does not.
+    [
+      "See <http://README.md|README.md> or visit <http://parley.io|parley.io>",
+      "See README.md or visit parley.io",
+    ],
+    ["<https://parley.io/|parley.io>", "parley.io"],
+    ["<http://parley.io|evil.io>", "evil.io (http://parley.io)"],
+    ["<http://parley.io/x|parley.io>", "parley.io (http://parley.io/x)"],
     ["hi <@U1>", "hi @Sam"],
     ["hi <@U9>", "hi @U9"],
     ["hi <@U9|kim>", "hi @kim"],
