@@ -196,6 +196,32 @@ Deno.test("a WhatsApp reply is stored with the message it quotes and posted in S
   assert.equal(blocks.length, 2, "the context line and the reply, in one post");
 });
 
+Deno.test("a WhatsApp reply quotes a message applied together with it", async () => {
+  await using env = await setUp();
+  const { sql } = env.db;
+  // A backlog applied at once: the customer's message and their reply to it in one delivery.
+  await deliver(env, [
+    text("wamid.in.first", "Do you ship to Lyon?"),
+    text("wamid.in.again", "hello?", "wamid.in.first"),
+  ]);
+  const rows = await sql`
+    SELECT id, content, reply_to_message_id FROM messages ORDER BY id`;
+  assert.deepEqual(rows.map((row) => [row.content, row.reply_to_message_id]), [
+    ["Do you ship to Lyon?", null],
+    ["hello?", rows[0].id],
+  ]);
+  const expected = [
+    "Do you ship to Lyon?",
+    "↩ Replying to Kerry Fisher: “Do you ship to Lyon?”\nhello?",
+  ];
+  await eventually(
+    () => Promise.resolve(threadTexts(env.slack)),
+    (texts) => texts.length >= expected.length,
+    "the thread mirrored",
+  );
+  assert.deepEqual(threadTexts(env.slack), expected);
+});
+
 Deno.test("a WhatsApp message sent from an ad keeps the ad and shows it in Slack and to webhooks", async () => {
   await using env = await setUp();
   const { sql } = env.db;

@@ -45,7 +45,8 @@ function senderKey(input: WhatsAppMessageInput): string {
  * client without identity, and the delivery is applied again. A profile name
  * fills an empty name. Each message goes into its client's open WhatsApp conversation or a new
  * one (all messages of one client share it), keeps the platform's timestamp and the message it
- * quotes (`replyToWamid`, when found in that conversation; else none) and the ad it came from
+ * quotes (`replyToWamid`, when found in that conversation, stored before or by the same run;
+ * else none) and the ad it came from
  * (`referral`), moves the
  * conversation's last inbound time (which the 24-hour window counts from) and queues
  * `chat.started` and `message.received` for a subscribed webhook; a media id is recorded for the
@@ -246,13 +247,44 @@ export async function storeWhatsAppMessages(
     SELECT n, chat_id, message_id, started, (SELECT count(*) FROM events)::int AS queued
     FROM result`;
   const byInput = new Map(rows.map((row) => [row.n, row]));
-  return {
-    stored: inputs.map((_, index) => {
-      const row = byInput.get(index + 1);
-      return row ? { chatId: row.chat_id, messageId: row.message_id, started: row.started } : null;
-    }),
-    queuedEvents: rows[0]?.queued ?? 0,
-  };
+  const stored = inputs.map((_, index): StoredInbound | null => {
+    const row = byInput.get(index + 1);
+    return row ? { chatId: row.chat_id, messageId: row.message_id, started: row.started } : null;
+  });
+  await linkRepliesWithinRun(sql, inputs, stored);
+  return { stored, queuedEvents: rows[0]?.queued ?? 0 };
+}
+
+/**
+ * Links the replies of a run to the messages they quote that the same run stored (a customer
+ * who answered their own message, applied together with it: a backlog after an outage, say),
+ * which the run's statement could not see yet. Only then does it cost a statement.
+ */
+async function linkRepliesWithinRun(
+  sql: Tx,
+  inputs: WhatsAppMessageInput[],
+  stored: (StoredInbound | null)[],
+): Promise<void> {
+  const storedByWamid = new Map<string, StoredInbound>();
+  inputs.forEach((input, index) => {
+    const own = stored[index];
+    if (own) storedByWamid.set(`${input.appId}:${input.wamid}`, own);
+  });
+  const links = inputs.flatMap((input, index) => {
+    const own = stored[index];
+    const quoted = input.replyToWamid
+      ? storedByWamid.get(`${input.appId}:${input.replyToWamid}`)
+      : undefined;
+    return own && quoted && quoted.chatId === own.chatId && quoted.messageId !== own.messageId
+      ? [{ appId: input.appId, id: own.messageId, replyTo: quoted.messageId }]
+      : [];
+  });
+  if (links.length === 0) return;
+  await sql`
+    UPDATE messages m SET reply_to_message_id = l.reply_to
+    FROM unnest(${links.map((l) => l.appId)}::bigint[], ${links.map((l) => l.id)}::bigint[],
+      ${links.map((l) => l.replyTo)}::bigint[]) AS l (app_id, id, reply_to)
+    WHERE m.app_id = l.app_id AND m.id = l.id`;
 }
 
 /** What storing a click did; null when its wamid was already stored. */
