@@ -115,7 +115,7 @@ function ownAddresses(own: readonly string[]): ReadonlySet<string | null> {
  * Checks a webhook url against CONTRACT §5.3 and returns it with the addresses the delivery may
  * connect to. An IP literal (in any notation the URL parser accepts) is checked directly; a name
  * goes to `options.resolve` and is refused if it resolves to nothing or to any blocked address.
- * Any port is allowed; this machine's own addresses (`options.own`) are refused like private ones.
+ * Any port but 0 is allowed; this machine's own addresses (`options.own`) are refused like private ones.
  * @throws {UnsafeUrlError} `url must be an https URL that resolves to a public address`, with
  * the cause in `reason`.
  */
@@ -140,6 +140,8 @@ export async function checkWebhookUrl(
   // An empty fragment (`https://host/#`) leaves `url.hash` empty, hence the raw text.
   if (text.includes("#") || url.hash !== "") throw new UnsafeUrlError("fragment");
 
+  // Port 0 names no service: nothing could ever be delivered there.
+  if (url.port === "0") throw new UnsafeUrlError("port 0");
   const hostname = url.hostname.replace(/^\[(.*)\]$/, "$1").replace(/\.$/, "");
   if (hostname === "") throw new UnsafeUrlError("no host");
   const found = await addressesOf(hostname, options.resolve);

@@ -345,6 +345,22 @@ Deno.test("checkWebhookUrl() refuses a fragment, even empty", async () => {
   for (const text of texts) assert.equal(await reasonOf(text, { resolve }), "fragment", text);
 });
 
+Deno.test("checkWebhookUrl() refuses port 0, where nothing can be delivered, and no other", async () => {
+  const { resolve } = fakeResolver([["example.com", ["8.8.8.8"]]]);
+  for (const text of ["https://8.8.8.8:0/", "https://example.com:00/h"]) {
+    assert.equal(await reasonOf(text, { resolve }), "port 0", text);
+  }
+  for (
+    const text of [
+      "https://example.com:1/",
+      "https://example.com:65535/",
+      "https://example.com:443/",
+    ]
+  ) {
+    assert.equal((await checkWebhookUrl(text, { resolve })).url.href.startsWith("https://"), true);
+  }
+});
+
 Deno.test("checkWebhookUrl() refuses control characters and whitespace anywhere in the text", async () => {
   const { resolve } = fakeResolver([["example.com", ["8.8.8.8"]]]);
   const texts = [
