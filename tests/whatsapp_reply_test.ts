@@ -135,6 +135,16 @@ function threadTexts(slack: FakeSlack): string[] {
     .map((call) => String(call.params.text));
 }
 
+/** Waits until the thread holds as many posts as `expected`, then asserts their texts. */
+async function assertThread(slack: FakeSlack, expected: string[]): Promise<void> {
+  await eventually(
+    () => Promise.resolve(threadTexts(slack)),
+    (texts) => texts.length >= expected.length,
+    "the thread mirrored",
+  );
+  assert.deepEqual(threadTexts(slack), expected);
+}
+
 Deno.test("a WhatsApp reply is stored with the message it quotes and posted in Slack under a line quoting it", async () => {
   await using env = await setUp();
   const { sql } = env.db;
@@ -168,19 +178,13 @@ Deno.test("a WhatsApp reply is stored with the message it quotes and posted in S
     ["as I said", hello.id],
     ["and this", null],
   ]);
-  const expected = [
+  await assertThread(env.slack, [
     "Hello",
     "Shall we ship it &lt;today&gt; &amp; now?",
     "↩ Replying to Bot: “Shall we ship it &lt;today&gt; &amp; now?”\nyes",
     "↩ Replying to Kerry Fisher: “Hello”\nas I said",
     "and this",
-  ];
-  await eventually(
-    () => Promise.resolve(threadTexts(env.slack)),
-    (texts) => texts.length >= expected.length,
-    "the thread mirrored",
-  );
-  assert.deepEqual(threadTexts(env.slack), expected);
+  ]);
   const replyPost = env.slack.calls.find((call) =>
     call.method === "chat.postMessage" && String(call.params.text).endsWith("\nyes")
   )!;
@@ -210,16 +214,10 @@ Deno.test("a WhatsApp reply quotes a message applied together with it", async ()
     ["Do you ship to Lyon?", null],
     ["hello?", rows[0].id],
   ]);
-  const expected = [
+  await assertThread(env.slack, [
     "Do you ship to Lyon?",
     "↩ Replying to Kerry Fisher: “Do you ship to Lyon?”\nhello?",
-  ];
-  await eventually(
-    () => Promise.resolve(threadTexts(env.slack)),
-    (texts) => texts.length >= expected.length,
-    "the thread mirrored",
-  );
-  assert.deepEqual(threadTexts(env.slack), expected);
+  ]);
 });
 
 Deno.test("a WhatsApp message sent from an ad keeps the ad and shows it in Slack and to webhooks", async () => {
@@ -266,16 +264,10 @@ Deno.test("a WhatsApp message sent from an ad keeps the ad and shows it in Slack
     announced.map((row) => toMessage(row.snapshot.message).referral),
     [referral, undefined],
   );
-  const expected = [
+  await assertThread(env.slack, [
     "📣 From an ad: <https://fb.me/2ZulEu42P|“Shoes &amp; &lt;more&gt;”>\nIs this still on?",
     "size 42",
-  ];
-  await eventually(
-    () => Promise.resolve(threadTexts(env.slack)),
-    (texts) => texts.length >= expected.length,
-    "the thread mirrored",
-  );
-  assert.deepEqual(threadTexts(env.slack), expected);
+  ]);
 });
 
 Deno.test("a WhatsApp reply quotes only a message of its own conversation", async () => {
