@@ -2,21 +2,25 @@ import assert from "node:assert/strict";
 import { createTestDatabase, type TestDatabase } from "./support/database.ts";
 import { startTestServer, type TestServer } from "./support/server.ts";
 import { apiCall, createKeyedApp, createVisitorChat, type KeyedApp } from "./support/open_api.ts";
-import { type FakeSlack, startFakeSlack } from "./support/fake_slack.ts";
+import type { FakeSlack } from "./support/fake_slack.ts";
+import {
+  installLink,
+  installSlack,
+  slackServerEnv,
+  startTestSlack,
+  TEST_SLACK,
+  TEST_WORKSPACE,
+} from "./support/slack_workspace.ts";
 import { waitUntil } from "./support/realtime.ts";
 import { eventually } from "./support/eventually.ts";
-import { executeCommand } from "../src/cli.ts";
 import { firstAnswer } from "./support/raw_http.ts";
 import { createSlackInboundProcessor } from "../src/channels/slack/inbound_processor.ts";
 import { createMediaLinks } from "../src/channels/media_links.ts";
 import { UNAVAILABLE } from "../src/actors/commit_loop.ts";
 import type { AppCommand, CommandResult } from "../src/actors/protocol.ts";
 
-const CLIENT_ID = "123.456";
-const CLIENT_SECRET = "slack-client-secret";
-const SIGNING_SECRET = "slack-signing-secret";
-const TEAM = "T0123";
-const CHANNEL = "C0SUPPORT";
+const { clientId: CLIENT_ID, signingSecret: SIGNING_SECRET } = TEST_SLACK;
+const { teamId: TEAM, channelId: CHANNEL } = TEST_WORKSPACE;
 
 interface Env extends AsyncDisposable {
   db: TestDatabase;
@@ -27,20 +31,9 @@ interface Env extends AsyncDisposable {
 
 async function setUp(options: { signingSecret?: string | null } = {}): Promise<Env> {
   const db = await createTestDatabase();
-  const slack = await startFakeSlack({
-    clientId: CLIENT_ID,
-    clientSecret: CLIENT_SECRET,
-    signingSecret: SIGNING_SECRET,
-  });
+  const slack = await startTestSlack();
   const signing = options.signingSecret === undefined ? SIGNING_SECRET : options.signingSecret;
-  const server = await startTestServer(db.url, {
-    SLACK_CLIENT_ID: CLIENT_ID,
-    SLACK_CLIENT_SECRET: CLIENT_SECRET,
-    ...(signing === null ? {} : { SLACK_SIGNING_SECRET: signing }),
-    SLACK_API_URL: slack.apiUrl,
-    SLACK_AUTHORIZE_URL: slack.authorizeUrl,
-    PUBLIC_BASE_URL: "http://parley.test",
-  });
+  const server = await startTestServer(db.url, slackServerEnv(slack, signing));
   const app = await createKeyedApp(db.sql);
   return {
     db,
@@ -55,19 +48,11 @@ async function setUp(options: { signingSecret?: string | null } = {}): Promise<E
   };
 }
 
-/** A single-use install link for the app, rebased on the test server. */
-async function installLink(env: Env): Promise<string> {
-  const { url } = await executeCommand(env.db.sql, {
-    command: "slack:install-url",
-    flags: { app: String(env.app.appId) },
-  }, { publicBaseUrl: "http://parley.test" }) as { url: string };
-  assert.match(url, /^http:\/\/parley\.test\/api\/v1\/slack\/install\?ticket=[0-9a-f]{64}$/);
-  return url.replace("http://parley.test", env.server.baseUrl);
-}
-
 /** Starts an install: the redirect's state and the cookie it set. */
 async function begin(env: Env): Promise<{ state: string; cookie: string; location: URL }> {
-  const res = await fetch(await installLink(env), { redirect: "manual" });
+  const res = await fetch(await installLink(env.db.sql, env.server.baseUrl, env.app.appId), {
+    redirect: "manual",
+  });
   assert.equal(res.status, 302);
   const location = new URL(res.headers.get("location")!);
   const cookie = (res.headers.get("set-cookie") ?? "").split(";")[0];
@@ -84,16 +69,8 @@ async function callback(env: Env, query: string, cookie: string | null) {
 }
 
 /** Installs the app into the fake workspace. */
-async function install(env: Env): Promise<void> {
-  const { state, cookie } = await begin(env);
-  const code = env.slack.issueCode({
-    teamId: TEAM,
-    channelId: CHANNEL,
-    redirectUri: "http://parley.test/api/v1/slack/callback",
-  });
-  const res = await callback(env, `code=${code}&state=${state}`, cookie);
-  assert.equal(res.status, 302);
-  assert.equal(res.headers.get("location"), "http://parley.test/dashboard");
+function install(env: Env): Promise<void> {
+  return installSlack(env.db.sql, env.server.baseUrl, env.slack, env.app.appId);
 }
 
 async function installations(env: Env) {
@@ -136,7 +113,7 @@ Deno.test("the install flow stores the workspace with its secrets sealed", async
 
 Deno.test("every refusal of the install answers 400 and stores nothing", async () => {
   await using env = await setUp();
-  const used = await installLink(env);
+  const used = await installLink(env.db.sql, env.server.baseUrl, env.app.appId);
   assert.equal((await fetch(used, { redirect: "manual" })).status, 302);
   const again = await fetch(used, { redirect: "manual" });
   assert.equal(again.status, 400, "a used ticket");

@@ -10,20 +10,17 @@ import { createTestDatabase, type TestDatabase } from "./support/database.ts";
 import { startTestServer, type TestServer } from "./support/server.ts";
 import { apiCall, createKeyedApp, type KeyedApp } from "./support/open_api.ts";
 import { type FakeGraphApi, startFakeGraphApi } from "./support/fake_graph_api.ts";
-import { type FakeSlack, startFakeSlack } from "./support/fake_slack.ts";
+import type { FakeSlack } from "./support/fake_slack.ts";
+import { installSlack, slackServerEnv, startTestSlack } from "./support/slack_workspace.ts";
 import { eventually } from "./support/eventually.ts";
 import { whatsappWebhookBody } from "./support/whatsapp_webhook.ts";
 import { configureWhatsApp, TEST_WHATSAPP } from "./support/whatsapp_channel.ts";
-import { executeCommand } from "../src/cli.ts";
 import { toMessage } from "../src/db/messages.ts";
 import { metaSignature } from "../src/channels/whatsapp/signature.ts";
 
 const { phoneNumberId: PHONE_NUMBER_ID, accessToken: ACCESS_TOKEN, appSecret: APP_SECRET } =
   TEST_WHATSAPP;
 const CUSTOMER = "16505551234";
-const SLACK_CLIENT_ID = "123.456";
-const SLACK_CLIENT_SECRET = "slack-client-secret";
-const SLACK_SIGNING_SECRET = "slack-signing-secret";
 
 interface Env extends AsyncDisposable {
   db: TestDatabase;
@@ -37,19 +34,10 @@ interface Env extends AsyncDisposable {
 async function setUp(): Promise<Env> {
   const db = await createTestDatabase();
   const graph = await startFakeGraphApi({ accessToken: ACCESS_TOKEN });
-  const slack = await startFakeSlack({
-    clientId: SLACK_CLIENT_ID,
-    clientSecret: SLACK_CLIENT_SECRET,
-    signingSecret: SLACK_SIGNING_SECRET,
-  });
+  const slack = await startTestSlack();
   const server = await startTestServer(db.url, {
     WHATSAPP_GRAPH_URL: graph.url,
-    SLACK_CLIENT_ID,
-    SLACK_CLIENT_SECRET,
-    SLACK_SIGNING_SECRET,
-    SLACK_API_URL: slack.apiUrl,
-    SLACK_AUTHORIZE_URL: slack.authorizeUrl,
-    PUBLIC_BASE_URL: "http://parley.test",
+    ...slackServerEnv(slack),
   });
   const app = await createKeyedApp(db.sql);
   const env: Env = {
@@ -66,33 +54,8 @@ async function setUp(): Promise<Env> {
     },
   };
   await configureWhatsApp(db.sql, app.appId);
-  await installSlack(env);
+  await installSlack(db.sql, server.baseUrl, slack, app.appId);
   return env;
-}
-
-/** Installs the application into the fake workspace through the install flow. */
-async function installSlack(env: Env): Promise<void> {
-  const { url } = await executeCommand(env.db.sql, {
-    command: "slack:install-url",
-    flags: { app: String(env.app.appId) },
-  }, { publicBaseUrl: "http://parley.test" }) as { url: string };
-  const started = await fetch(url.replace("http://parley.test", env.server.baseUrl), {
-    redirect: "manual",
-  });
-  await started.body?.cancel();
-  const state = new URL(started.headers.get("location")!).searchParams.get("state")!;
-  const cookie = (started.headers.get("set-cookie") ?? "").split(";")[0];
-  const code = env.slack.issueCode({
-    teamId: "T0123",
-    channelId: "C0SUPPORT",
-    redirectUri: "http://parley.test/api/v1/slack/callback",
-  });
-  const done = await fetch(
-    `${env.server.baseUrl}/api/v1/slack/callback?code=${code}&state=${state}`,
-    { redirect: "manual", headers: { cookie } },
-  );
-  await done.body?.cancel();
-  assert.equal(done.status, 302);
 }
 
 /** Posts a signed webhook delivery of `messages` and waits until it is applied. */
