@@ -6,6 +6,7 @@
  * agents which ad the customer came from. Pure: no I/O.
  */
 import { escapeMrkdwn, mrkdwnLink, truncatePlain } from "./slack_mrkdwn.ts";
+import { storableText } from "./json_document.ts";
 
 /** The `referral` fields Parley keeps, as Meta names them; each a non-blank string. */
 export const AD_REFERRAL_FIELDS = [
@@ -43,8 +44,7 @@ export function readAdReferral(raw: unknown): AdReferral | null {
   for (const field of AD_REFERRAL_FIELDS) {
     const value = (raw as Record<string, unknown>)[field];
     if (typeof value !== "string" || value.trim() === "") continue;
-    referral[field] = truncatePlain(value, MAX_AD_REFERRAL_FIELD).toWellFormed()
-      .replaceAll("\u0000", "\uFFFD");
+    referral[field] = storableText(truncatePlain(value, MAX_AD_REFERRAL_FIELD));
   }
   return Object.keys(referral).length === 0 ? null : referral;
 }

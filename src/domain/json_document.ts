@@ -53,3 +53,12 @@ function wellFormed(_key: string, value: unknown): unknown {
   if (entries.every(([key]) => key.isWellFormed())) return value;
   return Object.fromEntries(entries.map(([key, child]) => [key.toWellFormed(), child]));
 }
+
+/**
+ * Platform text as PostgreSQL can store it: a NUL (which text columns refuse) and a lone
+ * surrogate (which jsonb refuses) would fail the whole transaction that writes it; both become
+ * U+FFFD.
+ */
+export function storableText(text: string): string {
+  return text.toWellFormed().replaceAll("\u0000", "\uFFFD");
+}

@@ -1,5 +1,10 @@
 import assert from "node:assert/strict";
-import { MAX_JSON_DEPTH, nestsDeeperThan, parseJsonDocument } from "./json_document.ts";
+import {
+  MAX_JSON_DEPTH,
+  nestsDeeperThan,
+  parseJsonDocument,
+  storableText,
+} from "./json_document.ts";
 
 Deno.test("parseJsonDocument takes JSON nested up to the limit and refuses deeper or broken text", () => {
   const nested = (depth: number) => "[".repeat(depth) + "]".repeat(depth);
@@ -29,4 +34,9 @@ Deno.test("nestsDeeperThan counts arrays and objects, not scalars", () => {
   assert.equal(nestsDeeperThan({ a: { b: [1] } }, 3), false);
   assert.equal(nestsDeeperThan({ a: { b: [1] } }, 2), true);
   assert.equal(nestsDeeperThan({ a: "x", b: [] }, 1), true);
+});
+
+Deno.test("storableText() makes NUL and lone surrogates U+FFFD and keeps the rest", () => {
+  assert.equal(storableText("a\u0000b\ud800c\udc00"), "a\uFFFDb\uFFFDc\uFFFD");
+  assert.equal(storableText("ok 😀 \u2028"), "ok 😀 \u2028");
 });

@@ -7,6 +7,7 @@
  * message's `Close` closes the conversation — only for the workspace's own application. Requests
  * a crash left unapplied are applied again by {@linkcode SlackInboundProcessor.recover}.
  */
+import { storableText } from "../../domain/json_document.ts";
 import type { WebClient } from "@slack/web-api";
 import type { Sql } from "../../db/client.ts";
 import {
@@ -168,7 +169,7 @@ export function createSlackInboundProcessor(deps: SlackInboundDeps): SlackInboun
     if (event.subtype === "message_changed") {
       const message = event.message;
       if (!message || isOwn(installation, message) || typeof message.ts !== "string") return null;
-      const text = storable(await readable(installation, String(message.text ?? "")));
+      const text = storableText(await readable(installation, String(message.text ?? "")));
       const edit = {
         kind: "edit" as const,
         channelId,
@@ -212,14 +213,14 @@ export function createSlackInboundProcessor(deps: SlackInboundDeps): SlackInboun
     if (isOwn(installation, event) || typeof event.user !== "string") return null;
     if (typeof event.ts !== "string" || typeof event.thread_ts !== "string") return null;
     if (event.thread_ts === event.ts) return null;
-    const text = storable(await readable(installation, String(event.text ?? "")));
+    const text = storableText(await readable(installation, String(event.text ?? "")));
     const attached = Array.isArray(event.files) ? event.files.slice(0, MAX_SLACK_REPLY_FILES) : [];
     const files = attached.flatMap((file: Json) =>
       typeof file?.id === "string"
         ? [{
           id: file.id,
           url: deps.mediaLinks.link(installation.appId, file.id),
-          filename: storable(String(file.name ?? file.title ?? file.id)),
+          filename: storableText(String(file.name ?? file.title ?? file.id)),
           mimeType: typeof file.mimetype === "string" ? file.mimetype : null,
           image: typeof file.mimetype === "string" && file.mimetype.startsWith("image/"),
         }]
@@ -402,11 +403,6 @@ export function createSlackInboundProcessor(deps: SlackInboundDeps): SlackInboun
 function failIfFailed(result: CommandResult): void {
   if (result.ok || result.status < 500) return;
   throw result.retryable ? new RetryableApplyError(result.message) : new Error(result.message);
-}
-
-/** Slack text as PostgreSQL can store it (no NUL, no lone surrogate). */
-function storable(text: string): string {
-  return text.toWellFormed().replaceAll("\u0000", "\uFFFD");
 }
 
 /** Whether a member's text is an internal note (CONTRACT §6.2: it starts with `note:`). */

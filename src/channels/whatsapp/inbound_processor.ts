@@ -8,6 +8,7 @@
  * behind it). Deliveries left unprocessed by a crash are picked up again by
  * {@linkcode WhatsAppInboundProcessor.recover}.
  */
+import { storableText } from "../../domain/json_document.ts";
 import type { Sql } from "../../db/client.ts";
 import { appActorKey, type AppCommand, type CommandResult } from "../../actors/protocol.ts";
 import type { WhatsAppInboundEntry } from "../../actors/protocol.ts";
@@ -270,11 +271,7 @@ function textEntry(
   };
 }
 
-/**
- * Customer text as PostgreSQL can store it: a NUL (which text columns refuse) and a lone
- * surrogate (which jsonb refuses) would fail the whole delivery's transaction; both become
- * U+FFFD.
- */
+/** Customer text, or its absence, as PostgreSQL can store it (see `storableText`). */
 function storable<T extends string | null>(text: T): T {
-  return (text === null ? null : text.toWellFormed().replaceAll("\u0000", "\uFFFD")) as T;
+  return (text === null ? null : storableText(text)) as T;
 }
