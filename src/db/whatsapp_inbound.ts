@@ -265,6 +265,7 @@ async function linkRepliesWithinRun(
   inputs: WhatsAppMessageInput[],
   stored: (StoredInbound | null)[],
 ): Promise<void> {
+  if (!inputs.some((input) => input.replyToWamid)) return;
   const storedByWamid = new Map<string, StoredInbound>();
   inputs.forEach((input, index) => {
     const own = stored[index];
