@@ -91,9 +91,15 @@ class Excerpt {
     }
   }
 
-  /** The UTF-8 text, without a character cut in half at the end. */
+  /**
+   * The UTF-8 text, without a character cut in half at the end, and still at most
+   * {@linkcode EXCERPT_BYTES} once stored: each invalid byte of a binary body decodes to U+FFFD,
+   * three bytes of UTF-8, so what comes after the budget is left out.
+   */
   text(): string {
-    return new TextDecoder().decode(this.bytes.subarray(0, this.length), { stream: true });
+    const text = new TextDecoder().decode(this.bytes.subarray(0, this.length), { stream: true });
+    const { read } = new TextEncoder().encodeInto(text, new Uint8Array(EXCERPT_BYTES));
+    return text.slice(0, read);
   }
 }
 

@@ -225,6 +225,17 @@ Deno.test("postPinned keeps a 1024-byte excerpt of a 200 KiB body without hangin
   assert.ok(performance.now() - started < 4_000);
 });
 
+Deno.test("postPinned keeps a binary body's excerpt within 1024 bytes of UTF-8", async () => {
+  const bytes = new Uint8Array(4096).map((_, i) => 0x80 | (i % 64));
+  const { server } = receiver(() => new Response(bytes));
+  await using _ = server;
+  const response = await postPinned(hookRequest(server.addr.port));
+
+  assert.equal(response.status, 200);
+  // Every byte is invalid UTF-8 (U+FFFD, three bytes stored): 341 of them fit.
+  assert.equal(response.bodyExcerpt, "\uFFFD".repeat(Math.floor(EXCERPT_BYTES / 3)));
+});
+
 Deno.test("postPinned stops reading an endless chunked body", async () => {
   const chunk = new TextEncoder().encode("y".repeat(4096));
   const { server } = receiver(() =>
