@@ -16,6 +16,9 @@ import {
 import type { Sql } from "../src/db/client.ts";
 import { applyWhatsAppStatus } from "../src/db/whatsapp_inbound.ts";
 import { editSlackMessage } from "../src/db/slack_inbound.ts";
+import { appendVisitorMessages } from "../src/db/messages.ts";
+import { appendReplies } from "../src/db/replies.ts";
+import { closeConversation } from "../src/db/conversations.ts";
 
 /** A request the receiver got. */
 interface Received {
@@ -549,6 +552,53 @@ Deno.test("receipts and edits announce the message as of their change, and a not
     ["message.updated", sent, "read", "hi"],
     ["message.updated", reply, "sent", "Second"],
     ["message.updated", reply, "sent", "Third"],
+  ]);
+});
+
+Deno.test("a backlog announces each conversation's status and activity as of its event", async () => {
+  await using db = await createTestDatabase();
+  const app = await createKeyedApp(db.sql);
+  await db.sql`INSERT INTO webhooks (app_id, url, events, enabled, secret_encrypted)
+    VALUES (${app.appId}, 'https://example.com/h',
+      '{chat.started,message.received,chat.ended,message.sent}', true, 'x')`;
+  const [client] = await db.sql<{ id: number }[]>`
+    INSERT INTO clients (app_id, name) VALUES (${app.appId}, NULL) RETURNING id`;
+  // Nothing is claimed until the chat has started, ended and been reopened by a reply.
+  const { messages: [asked] } = await appendVisitorMessages(db.sql, [
+    { appId: app.appId, clientId: client.id, messageType: "text", content: "Hello?" },
+  ]);
+  assert.ok(asked);
+  assert.ok(await closeConversation(db.sql, app.appId, asked.chatId));
+  const { replies: [answered] } = await appendReplies(db.sql, [{
+    appId: app.appId,
+    chatId: asked.chatId,
+    senderType: "bot",
+    senderName: null,
+    messageType: "text",
+    content: "Back again",
+    payload: null,
+  }]);
+  assert.equal(answered.kind, "stored");
+  const times = new Map(
+    (await db.sql<{ id: number; at: string }[]>`
+      SELECT id, to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS at
+      FROM messages WHERE app_id = ${app.appId}`).map((row) => [row.id, row.at]),
+  );
+  const askedAt = times.get(asked.messageId);
+  const answeredAt = answered.kind === "stored" ? times.get(answered.messageId) : undefined;
+  assert.ok(askedAt && answeredAt && askedAt < answeredAt);
+
+  const claimed = await claimDueDeliveries(db.sql, { limit: 10, leaseSeconds: 60 });
+  const announced = claimed.sort((a, b) => a.id - b.id).map((delivery) => [
+    delivery.topic,
+    delivery.context.conversation?.status,
+    delivery.context.conversation?.last_message_at,
+  ]);
+  assert.deepEqual(announced, [
+    ["chat.started", "open", askedAt],
+    ["message.received", "open", askedAt],
+    ["chat.ended", "closed", askedAt],
+    ["message.sent", "open", answeredAt],
   ]);
 });
 

@@ -99,8 +99,9 @@ export async function acceptAction(sql: Tx, input: ActionInput): Promise<Accepte
     ), event AS (
       INSERT INTO outbox (app_id, kind, topic, payload)
       SELECT ${input.appId}, 'webhook', 'message.received',
-        jsonb_build_object('conversation_id', ${input.chatId}::bigint, 'message_id', message.id)
-      FROM message JOIN webhooks w ON w.app_id = ${input.appId} AND w.enabled
+        jsonb_build_object('conversation_id', ${input.chatId}::bigint, 'message_id', message.id,
+          'conversation', jsonb_build_object('status', 'open', 'last_message_at', a.at))
+      FROM message CROSS JOIN accepted a JOIN webhooks w ON w.app_id = ${input.appId} AND w.enabled
         AND 'message.received' = ANY (w.events)
       RETURNING 1
     )

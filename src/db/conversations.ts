@@ -54,7 +54,9 @@ export async function closeConversation(
       RETURNING c.id, c.client_id, c.status, c.channel, c.last_message_at, c.created_at
     ), event AS (
       INSERT INTO outbox (app_id, kind, topic, payload)
-      SELECT ${appId}, 'webhook', 'chat.ended', jsonb_build_object('conversation_id', closed.id)
+      SELECT ${appId}, 'webhook', 'chat.ended', jsonb_build_object('conversation_id', closed.id,
+        'conversation', jsonb_build_object('status', 'closed',
+          'last_message_at', closed.last_message_at))
       FROM closed JOIN webhooks w ON w.app_id = ${appId} AND w.enabled
         AND 'chat.ended' = ANY (w.events)
       RETURNING 1

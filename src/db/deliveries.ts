@@ -82,9 +82,9 @@ export async function claimDueDeliveries(
 /**
  * Claims up to `limit` due deliveries for `leaseSeconds`, each with the configuration in force
  * now and its conversation and message as its first claim found them (that claim keeps them in
- * `outbox.snapshot`, so that every attempt announces the same), the message's fields that the
- * event itself carries (`changed`: the status of a receipt, the text of an edit, as of that
- * change) laid over them — one statement for the whole
+ * `outbox.snapshot`, so that every attempt announces the same), what the event itself carries laid
+ * over them (the message's `changed` fields: the status of a receipt, the text of an edit; the
+ * `conversation`'s status and activity time as of the event) — one statement for the whole
  * claim, since per-delivery queries cost the database more than the deliveries themselves.
  *
  * Fair between applications (`application_round.ts`): the applications with deliveries pending
@@ -119,10 +119,14 @@ export async function claimDeliveryRound(
       -- What a first claim announces, kept with the claim (committed before any attempt).
       SELECT due.app_id, due.id, due.turn, CASE WHEN NOT due.kept THEN json_build_object(
         'conversation', CASE WHEN conv.id IS NOT NULL THEN json_build_object(
-          'id', conv.id, 'client_id', conv.client_id, 'status', conv.status,
+          -- Its status and activity as of the event where the event knows them (a chat.started
+          -- claimed after the chat closed still says open), else as of now.
+          'id', conv.id, 'client_id', conv.client_id,
+          'status', coalesce(due.payload #>> '{conversation,status}', conv.status),
           'channel', conv.channel,
-          'last_message_at',
-          to_char(conv.last_message_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
+          'last_message_at', to_char(coalesce(
+            (due.payload #>> '{conversation,last_message_at}')::timestamptz, conv.last_message_at
+          ) AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
           'created_at',
           to_char(conv.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')
         ) END,

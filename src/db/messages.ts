@@ -148,8 +148,9 @@ export async function appendVisitorMessages(
     ), events AS (
       INSERT INTO outbox (app_id, kind, topic, payload)
       SELECT r.app_id, 'webhook', topic.name,
-        jsonb_build_object('conversation_id', r.chat_id, 'message_id', r.message_id)
-      FROM result r
+        jsonb_build_object('conversation_id', r.chat_id, 'message_id', r.message_id,
+          'conversation', jsonb_build_object('status', 'open', 'last_message_at', stamp.at))
+      FROM result r CROSS JOIN stamp
       CROSS JOIN LATERAL (VALUES (1, 'chat.started'), (2, 'message.received')) AS topic (i, name)
       CROSS JOIN LATERAL (
         SELECT 1 FROM webhooks w

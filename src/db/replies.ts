@@ -134,7 +134,9 @@ export async function appendReplies(
       INSERT INTO outbox (app_id, kind, topic, payload)
       SELECT r.app_id, 'webhook', event.topic,
         jsonb_build_object('conversation_id', r.chat_id, 'message_id', r.message_id)
-      FROM result r
+          || CASE WHEN r.failed THEN '{}'::jsonb ELSE jsonb_build_object('conversation',
+            jsonb_build_object('status', 'open', 'last_message_at', stamp.at)) END
+      FROM result r CROSS JOIN stamp
       CROSS JOIN LATERAL (
         SELECT CASE WHEN r.failed THEN 'message.failed' ELSE 'message.sent' END AS topic
       ) event

@@ -233,8 +233,9 @@ export async function storeWhatsAppMessages(
     ), events AS (
       INSERT INTO outbox (app_id, kind, topic, payload)
       SELECT r.app_id, 'webhook', topic.name,
-        jsonb_build_object('conversation_id', r.chat_id, 'message_id', r.message_id)
-      FROM result r
+        jsonb_build_object('conversation_id', r.chat_id, 'message_id', r.message_id,
+          'conversation', jsonb_build_object('status', 'open', 'last_message_at', stamp.at))
+      FROM result r CROSS JOIN stamp
       CROSS JOIN LATERAL (VALUES (1, 'chat.started'), (2, 'message.received')) AS topic (i, name)
       CROSS JOIN LATERAL (
         SELECT 1 FROM webhooks w
@@ -368,8 +369,9 @@ export async function storeWhatsAppClick(
     ), event AS (
       INSERT INTO outbox (app_id, kind, topic, payload)
       SELECT ${appId}, 'webhook', 'message.received',
-        jsonb_build_object('conversation_id', ${entry.chatId}::bigint, 'message_id', message.id)
-      FROM message JOIN webhooks w ON w.app_id = ${appId} AND w.enabled
+        jsonb_build_object('conversation_id', ${entry.chatId}::bigint, 'message_id', message.id,
+          'conversation', jsonb_build_object('status', 'open', 'last_message_at', stamp.at))
+      FROM message CROSS JOIN stamp JOIN webhooks w ON w.app_id = ${appId} AND w.enabled
         AND 'message.received' = ANY (w.events)
       RETURNING 1
     )
