@@ -121,6 +121,14 @@ export interface SlackRenderOptions {
    * @default undefined
    */
   lead?: string;
+  /**
+   * The message's links were written by someone outside the business (a web visitor's file is
+   * wherever they say it is): a file's name is shown beside its address, not laid over it, so
+   * that a name dressed as another address (`https://bank.example/invoice.pdf`) cannot hide
+   * where the link leads.
+   * @default false
+   */
+  showLinkAddresses?: boolean;
 }
 
 /** Room a post keeps for something more than the message. */
@@ -131,7 +139,12 @@ const NO_RESERVE: Reserve = { blocks: 0, text: 0 };
 type Piece = { block: SlackBlock; fallback: string };
 
 /** Counters that make button and block ids unique within one message. */
-type RenderState = { messageId: number; buttons: number; actionsBlocks: number };
+type RenderState = {
+  messageId: number;
+  buttons: number;
+  actionsBlocks: number;
+  showLinkAddresses: boolean;
+};
 
 /** The `action_id` of the button at `index` in a message (running across a carousel's cards). */
 export function buttonActionId(index: number): string {
@@ -243,11 +256,14 @@ function image(content: MediaContent): Piece[] {
   return [piece(block, escapeMrkdwn(content.url)), ...caption];
 }
 
-/** A file: its name linked to its URL, then the caption. */
-function file(content: MediaContent): Piece[] {
+/** A file: its name linked to its URL (or beside it, see `showLinkAddresses`), then the caption. */
+function file(content: MediaContent, state: RenderState): Piece[] {
   const name = content.filename?.trim() || content.url;
   const caption = content.caption?.trim() ? `\n${textToMrkdwn(content.caption)}` : "";
-  return sections(mrkdwnLink(content.url, name) + caption);
+  const link = state.showLinkAddresses && name !== content.url
+    ? `${escapeMrkdwn(name)} (${mrkdwnLink(content.url)})`
+    : mrkdwnLink(content.url, name);
+  return sections(link + caption);
 }
 
 /**
@@ -288,7 +304,7 @@ function renderGroups(message: SlackMessageSource, state: RenderState): Piece[][
       const doc = MEDIA_CONTENT.safeParse(payload);
       // Not native (an http link of a development setup, say): as text, never as its JSON.
       if (!doc.success) return plain(plainTextOf(type, payload, content));
-      return [type === "image" ? image(doc.data) : file(doc.data)];
+      return [type === "image" ? image(doc.data) : file(doc.data, state)];
     }
     case "template": {
       // The template's own wording is at Meta: its name and filled-in texts, and its quick
@@ -392,7 +408,12 @@ export function renderSlackPlainText(
 
 /** The pieces of each post of a message. */
 function renderPieces(message: SlackMessageSource, options: SlackRenderOptions): Piece[][] {
-  const state: RenderState = { messageId: message.id, buttons: 0, actionsBlocks: 0 };
+  const state: RenderState = {
+    messageId: message.id,
+    buttons: 0,
+    actionsBlocks: 0,
+    showLinkAddresses: options.showLinkAddresses ?? false,
+  };
   const lead = options.lead === undefined ? undefined : truncateMrkdwn(
     options.lead,
     MAX_REPLY_CONTEXT,

@@ -197,7 +197,9 @@ export async function sendMirror(deps: MirrorDeps, send: ClaimedMirror): Promise
         ...(referral === null ? [] : [renderAdReferralLine(referral)]),
       ];
       const lead = leadLines.length === 0 ? undefined : leadLines.join("\n");
-      const parts = renderSlackMessage(source, { lead });
+      // A web visitor's file is at an address they typed; a WhatsApp customer's, at Parley's.
+      const showLinkAddresses = message.senderType === "visitor" && conversation.channel === "web";
+      const parts = renderSlackMessage(source, { lead, showLinkAddresses });
       if (message.failure !== null) parts.push(renderNotDelivered(message.failure));
       // Each part is remembered as it lands: a retry goes on from the first part not posted,
       // and a message already there (or typed in Slack) is not posted again.
@@ -215,7 +217,8 @@ export async function sendMirror(deps: MirrorDeps, send: ClaimedMirror): Promise
           // say): the part goes as its whole plain text rather than not at all (CONTRACT §4.2).
           if (slackErrorOf(error).code !== "invalid_blocks" || !post.blocks) throw error;
           const { blocks: _refused, ...plain } = post;
-          const text = renderSlackPlainText(source, { lead })[index] ?? plain.text;
+          const text = renderSlackPlainText(source, { lead, showLinkAddresses })[index] ??
+            plain.text;
           return client.chat.postMessage({ ...plain, text });
         });
         first ??= posted.ts ?? null;

@@ -115,3 +115,27 @@ Deno.test("sendMirror opens a customer's reply with the message it quotes, or th
   );
   assert.deepEqual(saved, [1, 1]);
 });
+
+Deno.test("sendMirror shows where a web visitor's file leads beside its name; a WhatsApp customer's keeps its name as the link", async () => {
+  const payload = {
+    url: "https://evil.example/login",
+    filename: "https://bank.example/invoice.pdf",
+  };
+  const file = { senderType: "visitor", messageType: "file", content: "", payload } as const;
+  const web = recordingDeps();
+  const fromWeb = claimed(file);
+  await sendMirror(web.deps, {
+    ...fromWeb,
+    conversation: { ...fromWeb.conversation!, channel: "web" },
+  });
+  assert.deepEqual(web.posts.map((post) => post.text), [
+    "https://bank.example/invoice.pdf (<https://evil.example/login>)",
+  ]);
+  // A WhatsApp customer's file is at Parley's own media link, whatever its name says.
+  const proxied = { ...payload, url: "https://parley.example/api/v1/whatsapp/media/M1?sig=a" };
+  const whatsapp = recordingDeps();
+  await sendMirror(whatsapp.deps, claimed({ ...file, payload: proxied }));
+  assert.deepEqual(whatsapp.posts.map((post) => post.text), [
+    `<${proxied.url.replaceAll("&", "&amp;")}|https://bank.example/invoice.pdf>`,
+  ]);
+});
