@@ -109,3 +109,26 @@ export function machineBusySeconds(): number {
     return 0; // not Linux
   }
 }
+
+/**
+ * Waits until `cpuSeconds` (a process's CPU so far, e.g. the server's and its PostgreSQL's) grows
+ * by less than `maxCores` of a core over a whole `windowMs`, or `timeoutMs` has passed: a scenario
+ * then starts on a settled service, not charged with the previous one's background work (a
+ * channel's backlog, the mirror's sends, autovacuum). Resolves with the milliseconds waited and
+ * whether the service did settle.
+ */
+export async function waitUntilIdle(
+  cpuSeconds: () => number,
+  { windowMs = 500, maxCores = 0.1, timeoutMs = 20_000 } = {},
+): Promise<{ waitedMs: number; settled: boolean }> {
+  const started = performance.now();
+  let last = cpuSeconds();
+  for (;;) {
+    await new Promise((resolve) => setTimeout(resolve, windowMs));
+    const now = cpuSeconds();
+    const waitedMs = performance.now() - started;
+    if (now - last <= maxCores * windowMs / 1000) return { waitedMs, settled: true };
+    if (waitedMs >= timeoutMs) return { waitedMs, settled: false };
+    last = now;
+  }
+}

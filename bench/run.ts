@@ -43,6 +43,7 @@ import {
   cpuSecondsOf,
   cpuSecondsOfDescendants,
   machineBusySeconds,
+  waitUntilIdle,
 } from "./cpu.ts";
 import { executeCommand } from "../src/cli.ts";
 import { connect } from "../src/db/client.ts";
@@ -98,6 +99,14 @@ async function measure(
     machine: machineBusySeconds(),
     at: performance.now(),
   });
+  const idle = await waitUntilIdle(() =>
+    cpuSecondsOf(server.pid) + (withPostgres ? cpuSecondsOfDescendants(server.pid) : 0)
+  );
+  console.error(
+    idle.settled
+      ? `  settled in ${(idle.waitedMs / 1000).toFixed(1)} s`
+      : `  note: still busy after ${(idle.waitedMs / 1000).toFixed(1)} s; measuring anyway`,
+  );
   const before = usage();
   const result = await load();
   const after = usage();
