@@ -400,11 +400,27 @@ Deno.test("POST /messages queues message.sent for a subscribed webhook in the sa
   await db.sql`INSERT INTO webhooks (app_id, url, events, enabled, secret_encrypted)
     VALUES (${app.appId}, 'https://example.com/hook', '{message.sent}', true, 'v1:x:y')`;
   const res = await send("after subscribing");
-  const rows = await db.sql`SELECT topic, payload FROM outbox WHERE kind = 'webhook' ORDER BY id`;
+  const rows = await db.sql`
+    SELECT o.topic, o.payload, c.last_message_at FROM outbox o
+    JOIN conversations c ON c.id = (o.payload ->> 'conversation_id')::bigint
+    WHERE o.kind = 'webhook' ORDER BY o.id`;
   assert.deepEqual(rows.map((r) => ({ ...r })), [{
     topic: "message.sent",
-    payload: { conversation_id: chat.chatId, message_id: res.json.data.message_id },
+    payload: {
+      conversation_id: chat.chatId,
+      message_id: res.json.data.message_id,
+      // The conversation as of the event, announced whenever the delivery goes.
+      conversation: {
+        status: "open",
+        last_message_at: rows[0]?.payload.conversation.last_message_at,
+      },
+    },
+    last_message_at: rows[0]?.last_message_at,
   }]);
+  assert.equal(
+    new Date(rows[0].payload.conversation.last_message_at).getTime(),
+    new Date(rows[0].last_message_at).getTime(),
+  );
 });
 
 Deno.test("WhatsApp conversations take free-form replies only within 24 hours of the last inbound message", async () => {
