@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { createMediaLinks } from "../src/channels/media_links.ts";
 import { createTestDatabase } from "./support/database.ts";
+import { startPgProxy } from "./support/pg_proxy.ts";
 import { spawnServer, startTestServer } from "./support/server.ts";
 import { createKeyedApp, createVisitorChat } from "./support/open_api.ts";
 import { connect } from "../src/db/client.ts";
@@ -174,98 +175,23 @@ Deno.test("a stop lets a request whose body is still arriving finish, and refuse
   }
 });
 
-/** PostgreSQL's ErrorResponse of a backend ended by `pg_terminate_backend` (57P01). */
-function terminatedResponse(): Uint8Array {
-  const encoder = new TextEncoder();
-  const fields = [
-    ["S", "FATAL"],
-    ["V", "FATAL"],
-    ["C", "57P01"],
-    ["M", "terminating connection due to administrator command"],
-  ];
-  const body = [...fields.flatMap(([key, value]) => [...encoder.encode(key + value), 0]), 0];
-  const message = new Uint8Array(5 + body.length);
-  message[0] = "E".charCodeAt(0);
-  new DataView(message.buffer).setInt32(1, 4 + body.length);
-  message.set(body, 5);
-  return message;
-}
-
-/**
- * A TCP proxy to the database of `databaseUrl` that, the first time a client sends postgres.js's
- * array-type lookup (the first query on each of its connections), answers it as a terminated
- * backend does and closes the connection.
- */
-function terminateAtTypeLookup(databaseUrl: string) {
-  const target = new URL(databaseUrl);
-  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const open = new Set<Deno.Conn>();
-  let terminated = 0;
-  (async () => {
-    for await (const inbound of listener) {
-      const outbound = await Deno.connect({ hostname: target.hostname, port: Number(target.port) });
-      open.add(inbound).add(outbound);
-      const cut = () => {
-        for (const conn of [inbound, outbound]) if (open.delete(conn)) closeQuietly(conn);
-      };
-      const toClient = inbound.writable.getWriter();
-      void (async () => {
-        for await (const chunk of outbound.readable) await toClient.write(chunk);
-      })().catch(cut);
-      void (async () => {
-        const toServer = outbound.writable.getWriter();
-        for await (const chunk of inbound.readable) {
-          if (terminated === 0 && new TextDecoder().decode(chunk).includes("typarray")) {
-            terminated++;
-            await toClient.write(terminatedResponse());
-            return cut();
-          }
-          await toServer.write(chunk);
-        }
-      })().catch(cut);
-    }
-  })().catch(() => {});
-  const url = new URL(databaseUrl);
-  url.hostname = "127.0.0.1";
-  url.port = String((listener.addr as Deno.NetAddr).port);
-  url.searchParams.delete("host");
-  return {
-    url: url.toString(),
-    get terminated() {
-      return terminated;
-    },
-    again() {
-      terminated = 0;
-    },
-    close() {
-      listener.close();
-      for (const conn of open) closeQuietly(conn);
-      open.clear();
-    },
-  };
-}
-
-function closeQuietly(conn: Deno.Conn): void {
-  try {
-    conn.close();
-  } catch {
-    // Its stream closed it already.
-  }
-}
-
 Deno.test("a thread outlives a connection lost during its first array-type lookup", async () => {
   await using db = await createTestDatabase();
   // postgres.js looks the array types up on a connection's first query and left its failure
   // unhandled: PostgreSQL ending the connection then (a restart, pg_terminate_backend) ended the
   // process. The vendored driver handles it (vendor/postgres/PARLEY.md, 5), guards or not.
-  const proxy = terminateAtTypeLookup(db.url);
+  let breaks = 1;
+  const proxy = startPgProxy(
+    db.url,
+    (text, broken) => broken < breaks && text.includes("typarray") ? "terminate" : "pass",
+  );
   try {
     const request = { how: "type-lookup", url: proxy.url } as const;
     assert.equal(await guardedOutcome({ ...request, guard: "none" }), "alive");
-    assert.equal(proxy.terminated, 1);
-    proxy.again();
+    assert.equal(proxy.broken, 1);
+    breaks = 2;
     assert.equal(await guardedOutcome({ ...request, guard: "main" }), "alive");
-    assert.equal(proxy.terminated, 1);
+    assert.equal(proxy.broken, 2);
   } finally {
     proxy.close();
   }

@@ -1,5 +1,7 @@
 import assert from "node:assert/strict";
 import { createTestDatabase } from "./support/database.ts";
+import { startPgProxy } from "./support/pg_proxy.ts";
+import { connect } from "../src/db/client.ts";
 import { commitBatch } from "../src/db/write_batch.ts";
 import { insertApplication } from "../src/db/applications.ts";
 import { CHANGES_CHANNEL, decodeChangeNotice } from "../src/domain/change_notice.ts";
@@ -752,4 +754,61 @@ Deno.test("commitBatch cuts a batch once at every Flow step it must wait for, no
   for (const row of rows) assert.deepEqual(row.contents, ["hi", "Welcome", "help"], row.wa);
   const pending = await db.sql`SELECT id FROM whatsapp_deliveries WHERE processed_at IS NULL`;
   assert.equal(pending.length, 0);
+});
+
+Deno.test("a batch whose COMMIT took effect but whose answer was lost is answered, not committed twice", async () => {
+  await using db = await createTestDatabase();
+  const app = await insertApplication(db.sql, "Acme");
+  const [created] = await commitBatch(db.sql, [
+    { kind: "visitor.create", appId: app.id, tokenHash: "h1", name: null, email: null },
+  ]);
+  const clientId = value<{ client_id: number }>(created).client_id;
+  // The connection is lost once, right after the server got the batch's COMMIT.
+  const proxy = startPgProxy(
+    db.url,
+    (text, broken) => broken === 0 && text.includes("COMMIT") ? "pass-then-cut" : "pass",
+  );
+  const sql = connect(proxy.url, { max: 2 });
+  try {
+    const send = { kind: "visitor.message", appId: app.id, clientId, messageType: "text" } as const;
+    const results = await commitBatch(sql, [
+      { ...send, content: "one" },
+      { ...send, content: "two" },
+    ]);
+    assert.equal(proxy.broken, 1);
+    const ids = results.map((result) => value<{ message_id: number }>(result).message_id);
+    const stored = await db.sql`SELECT id, content FROM messages ORDER BY id`;
+    assert.deepEqual(stored.map((row) => [row.id, row.content]), [
+      [ids[0], "one"],
+      [ids[1], "two"],
+    ]);
+    // The pool goes on without the lost connection.
+    const [again] = await commitBatch(sql, [{ ...send, content: "three" }]);
+    assert.equal(value<{ message_id: number }>(again).message_id, ids[1] + 1);
+  } finally {
+    await sql.end({ timeout: 1 });
+    proxy.close();
+  }
+});
+
+Deno.test("a batch whose COMMIT never reached the server still fails, to be tried again", async () => {
+  await using db = await createTestDatabase();
+  const app = await insertApplication(db.sql, "Acme");
+  // The connection ends as the COMMIT leaves: the server never sees it, and rolls back.
+  const proxy = startPgProxy(
+    db.url,
+    (text, broken) => broken === 0 && text.includes("COMMIT") ? "terminate" : "pass",
+  );
+  const sql = connect(proxy.url, { max: 2 });
+  try {
+    await assert.rejects(commitBatch(sql, [
+      { kind: "visitor.create", appId: app.id, tokenHash: "h1", name: null, email: null },
+    ]));
+    assert.equal(proxy.broken, 1);
+    const [{ n }] = await db.sql`SELECT count(*)::int AS n FROM clients`;
+    assert.equal(n, 0);
+  } finally {
+    await sql.end({ timeout: 1 });
+    proxy.close();
+  }
 });

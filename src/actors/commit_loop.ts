@@ -76,6 +76,19 @@ export const UNAVAILABLE: CommandResult = Object.freeze({
   retryable: true,
 });
 
+/**
+ * Thrown by a commit whose COMMIT was sent but whose outcome could not be learnt (the connection
+ * was lost, and the database could not be asked since). Its commands must not be tried again: they
+ * may have committed. They are answered {@linkcode UNAVAILABLE}, so that a channel's stored request,
+ * applied at most once whatever happens (deduplicated by its platform id), is tried again.
+ */
+export class CommitOutcomeUnknown extends Error {
+  constructor(options?: ErrorOptions) {
+    super("The batch's COMMIT was sent, but whether it took effect is unknown", options);
+    this.name = "CommitOutcomeUnknown";
+  }
+}
+
 /** The answer to a command submitted after {@linkcode CommitLoop.stop}. */
 export const SHUTTING_DOWN: CommandResult = Object.freeze({
   ok: false,
@@ -206,14 +219,21 @@ export function createCommitLoop(options: CommitLoopOptions): CommitLoop {
       let results: CommandResult[];
       try {
         results = trusted(await commit(entries.map((entry) => entry.command)), entries.length);
-      } catch {
-        // The whole transaction rolled back: retry alone so that one bad command fails only itself.
-        results = await commitEachAlone(
-          entries.map((entry) => entry.command),
-          commitAlone,
-          isRetryable,
-          (error) => logError("Command failed alone after its batch failed", error),
-        );
+      } catch (error) {
+        if (error instanceof CommitOutcomeUnknown) {
+          // Perhaps committed: tried again, its commands could commit twice.
+          logError("Batch outcome unknown", error);
+          results = entries.map(() => UNAVAILABLE);
+        } else {
+          // The whole transaction rolled back: retry alone so that one bad command fails only
+          // itself.
+          results = await commitEachAlone(
+            entries.map((entry) => entry.command),
+            commitAlone,
+            isRetryable,
+            (error) => logError("Command failed alone after its batch failed", error),
+          );
+        }
       }
       entries.forEach((entry, index) => entry.answer(results[index]));
       let offset = 0;
@@ -353,7 +373,7 @@ export async function commitEachAlone(
       results.push(await commitOne(command));
     } catch (error) {
       onError(error);
-      const retryable = isRetryable(error);
+      const retryable = error instanceof CommitOutcomeUnknown || isRetryable(error);
       if (retryable) unavailable.add(command.appId);
       results.push(retryable ? UNAVAILABLE : INTERNAL_ERROR);
     }

@@ -1,6 +1,11 @@
 import assert from "node:assert/strict";
 import fc from "fast-check";
-import { createCommitLoop, INTERNAL_ERROR, UNAVAILABLE } from "./commit_loop.ts";
+import {
+  CommitOutcomeUnknown,
+  createCommitLoop,
+  INTERNAL_ERROR,
+  UNAVAILABLE,
+} from "./commit_loop.ts";
 import type { AppCommand, CommandResult } from "./protocol.ts";
 import { capturingErrors } from "../../tests/support/console.ts";
 
@@ -318,6 +323,31 @@ Deno.test("createCommitLoop() retries a failed batch command by command so only 
   assert.equal(line.level, "error");
   assert.equal(line.cause.message, "Check constraint violated");
   assert.ok(!printed[0].includes("bad"), "the command is not logged");
+  await loop.stop();
+});
+
+Deno.test("createCommitLoop() does not try again a batch whose commit may have taken effect", async () => {
+  const batches: string[][] = [];
+  const loop = createCommitLoop({
+    commit: (commands) => {
+      batches.push(commands.map(contentOf));
+      if (commands.some((command) => contentOf(command) === "lost")) {
+        return Promise.reject(new CommitOutcomeUnknown());
+      }
+      return Promise.resolve(okAll(commands));
+    },
+  });
+  let results: CommandResult[] = [];
+  const printed = await capturingErrors(async () => {
+    results = await Promise.all([
+      loop.submit("app:1", message(1, "a1")),
+      loop.submit("app:2", message(2, "lost")),
+    ]);
+  });
+  // Perhaps stored: answered as failed, retryably (a channel's stored request is idempotent).
+  assert.deepEqual(results, [UNAVAILABLE, UNAVAILABLE]);
+  assert.deepEqual(batches, [["a1", "lost"]], "no command was committed again");
+  assert.equal(printed.length, 1);
   await loop.stop();
 });
 

@@ -33,7 +33,7 @@ import { acceptAction, type AcceptedAction } from "./actions.ts";
 import { type FlowEffect, type FlowTrigger, runFlowSteps } from "./flow_runs.ts";
 import { applyWhatsAppDeliveries } from "./whatsapp_batch.ts";
 import { applySlackEvents } from "./slack_batch.ts";
-import { commitEachAlone } from "../actors/commit_loop.ts";
+import { commitEachAlone, CommitOutcomeUnknown, UNAVAILABLE } from "../actors/commit_loop.ts";
 import { describeError, log } from "../log.ts";
 import { isTransientDatabaseError } from "./transient_retry.ts";
 import { type ChangeNotice, CHANGES_CHANNEL, encodeChangeNotice } from "../domain/change_notice.ts";
@@ -114,7 +114,8 @@ class FlowStepsAhead extends Error {
 async function commitAfterCut(sql: Sql, commands: AppCommand[]): Promise<CommandResult[]> {
   try {
     return await commitBatch(sql, commands);
-  } catch {
+  } catch (error) {
+    if (error instanceof CommitOutcomeUnknown) return commands.map(() => UNAVAILABLE);
     return await commitEachAlone(
       commands,
       async (command) => (await commitBatch(sql, [command]))[0],
@@ -165,16 +166,19 @@ async function commitTogether(sql: Sql, commands: AppCommand[]): Promise<Command
     // Queries start when executed and go out in that order, pipelined: BEGIN, the locks and
     // every step leave in one flight, and the NOTIFY and COMMIT in a second one.
     const begun = conn`BEGIN`.execute();
-    const locked = conn`SELECT pg_advisory_xact_lock(id) FROM unnest(${appIds}::bigint[]) AS id`
-      .execute();
+    // The transaction's id, so that a COMMIT whose answer is lost can be asked about.
+    const locked = conn<{ xid: string }[]>`
+      SELECT pg_current_xact_id()::text AS xid, count(pg_advisory_xact_lock(id)) AS locks
+      FROM unnest(${appIds}::bigint[]) AS id`.execute();
     const contextFound = loadBatchContext(conn, appIds);
     const pending = planSteps(commands).map((step) => execute(conn, step));
     let outcomes: Outcome[];
     const flowEffects: FlowEffect[] = [];
     let changes: FlowEffect[] = [];
+    let xid: string;
     try {
       await begun;
-      await locked;
+      [{ xid }] = await locked;
       const { flows, slackApps } = await contextFound;
       outcomes = (await Promise.all(pending)).flat();
       const cuts = flowStepCuts(commands, (index) => {
@@ -207,14 +211,40 @@ async function commitTogether(sql: Sql, commands: AppCommand[]): Promise<Command
           FROM unnest(${encodeChangeNotice(notice)}::text[]) AS payload`.execute()
       : null;
     const committed = conn`COMMIT`.execute();
-    try {
-      await notified;
-    } finally {
-      await committed;
-    }
+    const [notifying, committing] = await Promise.allSettled([notified, committed]);
+    const failure = [notifying, committing].find((one) => one.status === "rejected");
+    // An error after the COMMIT left need not mean it failed (the connection lost with its
+    // answer, say): retried as if it had, the batch would commit twice. The database knows.
+    if (failure && !await committedAfterAll(sql, xid)) throw failure.reason;
     return outcomes.map((outcome) => outcome.result);
   } finally {
     conn.release();
+  }
+}
+
+/** How long {@linkcode committedAfterAll} keeps asking, and how often. */
+const OUTCOME_WAIT_MS = 10_000;
+const OUTCOME_POLL_MS = 200;
+
+/**
+ * Whether transaction `xid` committed, asked on another connection. While it is still in
+ * progress (its backend has not yet seen its client go) or the database cannot be reached, asks
+ * again, for {@linkcode OUTCOME_WAIT_MS} at most; then throws {@linkcode CommitOutcomeUnknown}.
+ */
+async function committedAfterAll(sql: Sql, xid: string): Promise<boolean> {
+  const deadline = Date.now() + OUTCOME_WAIT_MS;
+  let lastError: unknown;
+  for (;;) {
+    try {
+      const [{ status }] = await sql<{ status: string | null }[]>`
+        SELECT pg_xact_status(${xid}::xid8) AS status`;
+      if (status === "committed") return true;
+      if (status === "aborted") return false;
+    } catch (error) {
+      lastError = error;
+    }
+    if (Date.now() >= deadline) throw new CommitOutcomeUnknown({ cause: lastError });
+    await new Promise((resolve) => setTimeout(resolve, OUTCOME_POLL_MS));
   }
 }
 
