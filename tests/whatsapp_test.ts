@@ -457,7 +457,6 @@ Deno.test("a delivery that cannot be handed to its actor counts an attempt, so r
   assert.deepEqual({ ...delivery }, { attempts: 1, last_error: "no worker to take it" });
 });
 
-/** An inbound processor over `ask`, its retries as `retry` says (the actor is the test's). */
 /** A delivery of one text message stored for application `appId`, as the webhook stores it. */
 async function storedDelivery(sql: TestDatabase["sql"], appId: number, text: string) {
   const body = new TextEncoder().encode(JSON.stringify(webhookBody([textMessage(text)])));
@@ -466,6 +465,7 @@ async function storedDelivery(sql: TestDatabase["sql"], appId: number, text: str
   return { id: Number(id), body };
 }
 
+/** An inbound processor over `ask`, its retries as `retry` says (the actor is the test's). */
 function processorAsking(
   sql: TestDatabase["sql"],
   ask: Parameters<typeof createWhatsAppInboundProcessor>[0]["ask"],

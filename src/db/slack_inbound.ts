@@ -6,25 +6,52 @@
  */
 import { Buffer } from "node:buffer";
 import type { Tx } from "./client.ts";
+import {
+  findWaitingRequests,
+  insertRequests,
+  type RequestTable,
+  type StoredRequest,
+} from "./stored_requests.ts";
+
+/** Where Slack requests are stored, ordered per workspace. */
+const REQUESTS: RequestTable = {
+  table: "slack_deliveries",
+  key: { column: "team_id", type: "text" },
+};
 
 /**
- * Stores requests' raw bytes before they are acknowledged, in one statement; returns their ids
- * in order.
+ * Stores requests' raw bytes before they are acknowledged, in one statement, as the instance
+ * `storedBy` stored them; returns their ids in order, each with the requests it waits for.
  */
 export async function insertSlackDeliveries(
   sql: Tx,
-  deliveries: { kind: "event" | "action"; body: Uint8Array }[],
+  storedBy: number,
+  deliveries: { kind: "event" | "action"; teamId: string; body: Uint8Array }[],
+): Promise<StoredRequest[]> {
+  const teamIds = deliveries.map((d) => d.teamId);
+  return await insertRequests(
+    sql,
+    REQUESTS,
+    storedBy,
+    teamIds,
+    sql`
+      INSERT INTO slack_deliveries (kind, team_id, body, stored_by)
+      SELECT d.kind, d.team_id, decode(d.body, 'base64'), ${storedBy}
+      FROM unnest(${deliveries.map((d) => d.kind)}::text[], ${teamIds}::text[],
+        ${deliveries.map((d) => Buffer.from(d.body).toString("base64"))}::text[])
+        WITH ORDINALITY AS d (kind, team_id, body, n)
+      ORDER BY d.n
+      RETURNING team_id, id`,
+  );
+}
+
+/** Which of workspace `teamId`'s requests `ids` are still waiting to be applied. */
+export function findWaitingSlackDeliveries(
+  sql: Tx,
+  teamId: string,
+  ids: readonly number[],
 ): Promise<number[]> {
-  const rows = await sql<{ id: number }[]>`
-    INSERT INTO slack_deliveries (kind, body)
-    SELECT d.kind, decode(d.body, 'base64')
-    FROM unnest(${deliveries.map((d) => d.kind)}::text[],
-      ${deliveries.map((d) => Buffer.from(d.body).toString("base64"))}::text[])
-      WITH ORDINALITY AS d (kind, body, n)
-    ORDER BY d.n
-    RETURNING id`;
-  // Ids are drawn in insertion order.
-  return rows.map((row) => row.id).sort((a, b) => a - b);
+  return findWaitingRequests(sql, REQUESTS, teamId, ids);
 }
 
 /** Marks a stored request applied. */

@@ -5,7 +5,7 @@
  * recovery visits each request once, and requests acknowledged after it began are left to the
  * live path.
  */
-import type { Tx } from "./client.ts";
+import type { PendingQuery, Row, Tx } from "./client.ts";
 
 /** How often recovery tries to apply a stored request before it leaves it for an operator. */
 export const MAX_APPLY_ATTEMPTS = 5;
@@ -60,4 +60,81 @@ function unprocessed(sql: Tx, page: StoredRequestPage) {
   return sql`processed_at IS NULL AND attempts < ${MAX_APPLY_ATTEMPTS}
     AND received_at < ${page.before}::timestamptz ${after}
     ORDER BY received_at, id LIMIT ${page.limit}`;
+}
+
+/** How recent an unapplied request must be for the requests stored after it to wait for it. */
+export const AWAITED_REQUEST_AGE_SECONDS = 10;
+
+/** A request stored, and the requests stored before it that it waits for. */
+export interface StoredRequest {
+  id: number;
+  /**
+   * The requests of its application or workspace that another instance stored before it and
+   * had not applied yet when it was stored: received in the last
+   * {@linkcode AWAITED_REQUEST_AGE_SECONDS}, and never failed. They are applied first (see
+   * `channels/earlier_deliveries.ts`).
+   */
+  earlier: number[];
+}
+
+/** Where a channel keeps its stored requests, and what orders them. */
+export interface RequestTable {
+  table: "whatsapp_deliveries" | "slack_deliveries";
+  /** The column naming the application or workspace, and its type. */
+  key: { column: "app_id"; type: "bigint" } | { column: "team_id"; type: "text" };
+}
+
+/**
+ * Runs `insert` — an INSERT into `where.table` of requests of the keys `keys`, each row with
+ * `stored_by` set to `storedBy`, returning the key column and id — and answers each stored
+ * request, in id order, with the requests it waits for.
+ */
+export async function insertRequests(
+  sql: Tx,
+  where: RequestTable,
+  storedBy: number,
+  keys: readonly (number | string)[],
+  insert: PendingQuery<Row[]>,
+): Promise<StoredRequest[]> {
+  const key = sql(where.key.column);
+  // The statement's snapshot is taken before the rows are inserted, so the waiting ones are
+  // those committed before it: each of them has a smaller id. Read through the index on
+  // (key, stored_by, id) of those waiting, as two ranges, they cost nothing while only this
+  // instance stores the key's requests. Each key's list comes as a row of its own (id null).
+  const rows = await sql<{ key: number | string; id: number | null; earlier: number[] | null }[]>`
+    WITH stored AS (${insert})
+    SELECT ${key} AS key, id, NULL::bigint[] AS earlier FROM stored
+    UNION ALL
+    SELECT ${key}, NULL, array_agg(id ORDER BY id) FROM ${sql(where.table)}
+    WHERE ${key} = ANY (${[...new Set(keys)]}::${sql.unsafe(where.key.type)}[])
+      AND (stored_by < ${storedBy} OR stored_by > ${storedBy})
+      AND processed_at IS NULL AND attempts = 0
+      AND received_at > clock_timestamp() - make_interval(secs => ${AWAITED_REQUEST_AGE_SECONDS})
+    GROUP BY ${key}`;
+  const earlier = new Map<number | string, number[]>();
+  const stored: { key: number | string; id: number }[] = [];
+  for (const row of rows) {
+    if (row.id === null) earlier.set(row.key, row.earlier ?? []);
+    else stored.push({ key: row.key, id: row.id });
+  }
+  // Ids are drawn in insertion order.
+  stored.sort((a, b) => a.id - b.id);
+  return stored.map((row) => ({ id: row.id, earlier: earlier.get(row.key) ?? [] }));
+}
+
+/**
+ * Which of the requests `ids` of `key` in `where.table` are still waiting to be applied (not
+ * applied, and never failed).
+ */
+export async function findWaitingRequests(
+  sql: Tx,
+  where: RequestTable,
+  key: number | string,
+  ids: readonly number[],
+): Promise<number[]> {
+  const rows = await sql<{ id: number }[]>`
+    SELECT id FROM ${sql(where.table)}
+    WHERE ${sql(where.key.column)} = ${key} AND id = ANY (${ids}::bigint[])
+      AND processed_at IS NULL AND attempts = 0`;
+  return rows.map((row) => row.id);
 }

@@ -9,6 +9,12 @@ import { Buffer } from "node:buffer";
 import type { Tx } from "./client.ts";
 import type { WhatsAppInboundEntry } from "../actors/protocol.ts";
 import { queueNotDelivered } from "./slack_mirror.ts";
+import {
+  findWaitingRequests,
+  insertRequests,
+  type RequestTable,
+  type StoredRequest,
+} from "./stored_requests.ts";
 
 type MessageEntry = Extract<WhatsAppInboundEntry, { kind: "message" }>;
 type ClickEntry = Extract<WhatsAppInboundEntry, { kind: "click" }>;
@@ -501,24 +507,46 @@ export async function markWhatsAppDeliveriesProcessed(
       AND id = ANY (${deliveries.map((d) => d.deliveryId)}::bigint[])`;
 }
 
+/** Where WhatsApp deliveries are stored, ordered per application. */
+const DELIVERIES: RequestTable = {
+  table: "whatsapp_deliveries",
+  key: { column: "app_id", type: "bigint" },
+};
+
 /**
- * Stores webhook deliveries' raw bytes before they are acknowledged, in one statement; returns
- * their ids in order.
+ * Stores webhook deliveries' raw bytes before they are acknowledged, in one statement, as the
+ * instance `storedBy` stored them; returns their ids in order, each with the deliveries it waits
+ * for.
  */
 export async function insertWhatsAppDeliveries(
   sql: Tx,
+  storedBy: number,
   deliveries: { appId: number; body: Uint8Array }[],
+): Promise<StoredRequest[]> {
+  const appIds = deliveries.map((d) => d.appId);
+  return await insertRequests(
+    sql,
+    DELIVERIES,
+    storedBy,
+    appIds,
+    sql`
+      INSERT INTO whatsapp_deliveries (app_id, body, stored_by)
+      SELECT d.app_id, decode(d.body, 'base64'), ${storedBy}
+      FROM unnest(${appIds}::bigint[],
+        ${deliveries.map((d) => Buffer.from(d.body).toString("base64"))}::text[])
+        WITH ORDINALITY AS d (app_id, body, n)
+      ORDER BY d.n
+      RETURNING app_id, id`,
+  );
+}
+
+/** Which of application `appId`'s deliveries `ids` are still waiting to be applied. */
+export function findWaitingWhatsAppDeliveries(
+  sql: Tx,
+  appId: number,
+  ids: readonly number[],
 ): Promise<number[]> {
-  const rows = await sql<{ id: number }[]>`
-    INSERT INTO whatsapp_deliveries (app_id, body)
-    SELECT d.app_id, decode(d.body, 'base64')
-    FROM unnest(${deliveries.map((d) => d.appId)}::bigint[],
-      ${deliveries.map((d) => Buffer.from(d.body).toString("base64"))}::text[])
-      WITH ORDINALITY AS d (app_id, body, n)
-    ORDER BY d.n
-    RETURNING id`;
-  // Ids are drawn in insertion order.
-  return rows.map((row) => row.id).sort((a, b) => a - b);
+  return findWaitingRequests(sql, DELIVERIES, appId, ids);
 }
 
 /** Counts a failed application of a stored delivery, with why. */

@@ -28,6 +28,8 @@ import type { WebClient } from "@slack/web-api";
 import { findInstallationByApp } from "../db/slack_installations.ts";
 import { findMediaApps } from "../db/channel_media.ts";
 import { isSlackFileHost } from "../domain/media_hosts.ts";
+import { drawStorerId } from "../channels/earlier_deliveries.ts";
+import { parseSlackRequest, type SlackDocument, slackTeamOf } from "../domain/slack_request.ts";
 
 /** What the Slack routes need. */
 export interface SlackRoutesDeps extends SlackInstallerDeps {
@@ -44,10 +46,11 @@ const MAX_SLACK_BODY_BYTES = 1024 * 1024;
 
 /** Routes under `/api/v1/slack`. */
 export function slackRoutes(deps: SlackRoutesDeps): Hono {
-  // Requests arriving together are stored in one statement.
+  // Requests arriving together are stored in one statement, as this instance's.
+  const storedBy = drawStorerId();
   const storeDelivery = createBatchedWriter(
-    (rows: { kind: "event" | "action"; body: Uint8Array }[]) =>
-      insertSlackDeliveries(deps.sql, rows),
+    (rows: { kind: "event" | "action"; teamId: string; body: Uint8Array }[]) =>
+      insertSlackDeliveries(deps.sql, storedBy, rows),
     { lingerMs: STORE_LINGER_MS },
   );
   const routes = new Hono();
@@ -91,11 +94,15 @@ export function slackRoutes(deps: SlackRoutesDeps): Hono {
     return raw;
   }
 
-  /** Stores a verified request and applies it after the answer (`document`: `raw` parsed). */
-  async function receive(kind: "event" | "action", raw: Uint8Array, document?: unknown) {
-    const id = await storeDelivery({ kind, body: raw });
+  /**
+   * Stores a verified request and applies it after the answer (`document`: `raw` parsed, see
+   * `parseSlackRequest`).
+   */
+  async function receive(kind: "event" | "action", raw: Uint8Array, document: SlackDocument) {
+    const teamId = slackTeamOf(document);
+    const { id, earlier } = await storeDelivery({ kind, teamId, body: raw });
     setTimeout(() => {
-      deps.slackInbound.process(kind, id, raw, document).catch((error) =>
+      deps.slackInbound.process(kind, id, raw, document, earlier).catch((error) =>
         log("error", "slack request failed", { kind, ...describeError(error) })
       );
     }, 0);
@@ -115,7 +122,8 @@ export function slackRoutes(deps: SlackRoutesDeps): Hono {
   });
 
   routes.post("/actions", limited, async (c) => {
-    await receive("action", await verifiedBody(c.req.raw));
+    const raw = await verifiedBody(c.req.raw);
+    await receive("action", raw, parseSlackRequest("action", new TextDecoder().decode(raw)));
     return c.body(null, 200);
   });
 

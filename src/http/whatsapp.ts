@@ -21,6 +21,7 @@ import type { WhatsAppInboundProcessor } from "../channels/whatsapp/inbound_proc
 import type { MediaLinks } from "../channels/media_links.ts";
 import { downloadMedia, lookUpMedia } from "../channels/whatsapp/graph_client.ts";
 import { methodNotAllowed } from "./method_not_allowed.ts";
+import { drawStorerId } from "../channels/earlier_deliveries.ts";
 import { mediaResponse } from "./media_response.ts";
 
 /** What the WhatsApp routes need. */
@@ -72,9 +73,11 @@ export function whatsappRoutes(deps: WhatsAppRoutesDeps): Hono {
     return channel;
   }
 
-  // Deliveries arriving together are stored in one statement.
+  // Deliveries arriving together are stored in one statement, as this instance's.
+  const storedBy = drawStorerId();
   const storeDelivery = createBatchedWriter(
-    (rows: { appId: number; body: Uint8Array }[]) => insertWhatsAppDeliveries(deps.sql, rows),
+    (rows: { appId: number; body: Uint8Array }[]) =>
+      insertWhatsAppDeliveries(deps.sql, storedBy, rows),
     { lingerMs: STORE_LINGER_MS },
   );
   const routes = new Hono();
@@ -109,11 +112,12 @@ export function whatsappRoutes(deps: WhatsAppRoutesDeps): Hono {
         throw new AppError(401, "Invalid signature");
       }
       const appId = Number(appIdText);
-      const deliveryId = await storeDelivery({ appId, body: raw });
+      const { id: deliveryId, earlier } = await storeDelivery({ appId, body: raw });
       // Meta wants its answer at once; the updates are applied after it (and again after a
       // crash: the stored delivery stays unprocessed until they are).
       setTimeout(() => {
-        deps.inbound.process(appId, deliveryId, raw, channel.phoneNumberId).catch((error) =>
+        const { phoneNumberId } = channel;
+        deps.inbound.process(appId, deliveryId, raw, phoneNumberId, earlier).catch((error) =>
           log("error", "whatsapp delivery failed", { app_id: appId, ...describeError(error) })
         );
       }, 0);

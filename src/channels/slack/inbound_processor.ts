@@ -24,6 +24,7 @@ import { findInstallationByTeam, type SlackInstallation } from "../../db/slack_i
 import {
   findMessageConversation,
   findThreadConversation,
+  findWaitingSlackDeliveries,
   markSlackDeliveryProcessed,
   MAX_SLACK_REPLY_FILES,
   recordSlackDeliveryFailure,
@@ -45,6 +46,8 @@ import {
 } from "../ordered_apply.ts";
 import { findUnprocessedSlackDeliveries } from "../../db/stored_requests.ts";
 import { createLiveGate, recoverStored, type RecoveryOptions } from "../recover_stored.ts";
+import { EARLIER_WAIT_MS, waitForEarlier } from "../earlier_deliveries.ts";
+import { parseSlackRequest, type SlackDocument, slackTeamOf } from "../../domain/slack_request.ts";
 
 /** What the processor needs. */
 export interface SlackInboundDeps {
@@ -58,19 +61,24 @@ export interface SlackInboundDeps {
   applyWindowMs?: number;
   /** How a request that failed for a reason that may pass is retried (tests shorten it). */
   retry?: Pick<OrderedApplyOptions, "retryDelaysMs" | "retryWithinMs">;
+  /** Longest wait for another instance's earlier requests. @default EARLIER_WAIT_MS */
+  earlierWaitMs?: number;
 }
 
 /** The processor. */
 export interface SlackInboundProcessor {
   /**
-   * Applies stored request `id` whose raw body is `body`; `document` is that body already parsed,
-   * when the caller had to parse it anyway.
+   * Applies stored request `id` whose raw body is `body`; `document` is that body already parsed
+   * (see `parseSlackRequest`), when the caller had to parse it anyway. It is applied once the
+   * requests `earlier` (another instance's, stored before it) are, or after
+   * {@linkcode EARLIER_WAIT_MS}.
    */
   process(
     kind: "event" | "action",
     id: number,
     body: Uint8Array,
-    document?: unknown,
+    document?: SlackDocument,
+    earlier?: readonly number[],
   ): Promise<void>;
   /**
    * Applies the requests a crash left unapplied (received over a minute ago, unless
@@ -81,12 +89,13 @@ export interface SlackInboundProcessor {
   stop(): void;
 }
 
-// deno-lint-ignore no-explicit-any
-type Json = any;
+type Json = SlackDocument;
 
 /** Creates the processor. */
 export function createSlackInboundProcessor(deps: SlackInboundDeps): SlackInboundProcessor {
   const names = createLruCache<string, { name: string; until: number }>(10_000);
+  /** Ends the waits for other instances' requests (at shutdown). */
+  const stopped = new AbortController();
   /** Per workspace, requests are applied in the order they arrived. */
   const order = createOrderedApply({
     name: "slack",
@@ -329,24 +338,19 @@ export function createSlackInboundProcessor(deps: SlackInboundDeps): SlackInboun
     kind: "event" | "action",
     id: number,
     body: Uint8Array,
-    document?: unknown,
+    document?: SlackDocument,
+    earlier: readonly number[] = [],
   ) {
-    let parsed: Json = document ?? null;
-    if (document === undefined) {
-      const text = new TextDecoder().decode(body);
-      try {
-        parsed = kind === "event"
-          ? JSON.parse(text)
-          : JSON.parse(new URLSearchParams(text).get("payload") ?? "null");
-      } catch {
-        log("warn", "slack request is not JSON", { kind });
-      }
-    }
+    const until = Date.now() + (deps.earlierWaitMs ?? EARLIER_WAIT_MS);
+    const parsed: Json = document === undefined
+      ? parseSlackRequest(kind, new TextDecoder().decode(body))
+      : document;
+    if (parsed === null) log("warn", "slack request is not JSON", { kind });
     // A workspace's requests are applied in the order they arrived — two replies typed in a
     // thread must reach the visitor in that order (see ordered_apply.ts). An event is prepared as
     // it arrives, so that the work is spread between the acknowledgements rather than done in
     // one burst when the window closes.
-    const team = String(parsed?.team_id ?? parsed?.team?.id ?? "");
+    const team = slackTeamOf(parsed);
     // The database not reached (in a lookup or in the actor) is a failure worth retrying.
     const retryable = (run: (place: StreamPlace) => Promise<void>): ApplyAttempt => (place) =>
       run(place).catch((error) => {
@@ -355,14 +359,18 @@ export function createSlackInboundProcessor(deps: SlackInboundDeps): SlackInboun
     const failedPreparation = (error: unknown) => {
       throw asApplyFailure(error);
     };
+    // It is handed over in its turn, once prepared: after another instance's earlier requests
+    // of the workspace are applied (see earlier_deliveries.ts).
+    const earlierApplied = () =>
+      earlier.length > 0 ? afterEarlier(team, earlier, until) : Promise.resolve();
     const prepare = (): Promise<ApplyAttempt> =>
       kind === "event"
-        ? prepareEvent(id, parsed).then(
-          (command) => retryable((place) => submitEvent(id, command, place)),
+        ? Promise.all([prepareEvent(id, parsed), earlierApplied()]).then(
+          ([command]) => retryable((place) => submitEvent(id, command, place)),
           failedPreparation,
         )
-        : prepareAction(parsed).then(
-          (commands) => retryable((place) => submitAction(id, commands, place)),
+        : Promise.all([prepareAction(parsed), earlierApplied()]).then(
+          ([commands]) => retryable((place) => submitAction(id, commands, place)),
           failedPreparation,
         );
     await applyCountingAttempts(order, {
@@ -377,10 +385,25 @@ export function createSlackInboundProcessor(deps: SlackInboundDeps): SlackInboun
   const liveGate = createLiveGate({
     onExpired: () => log("warn", "live Slack requests no longer wait for the recovery at start"),
   });
+  /** Waits for another instance's `earlier` requests of workspace `team` to be applied. */
+  async function afterEarlier(team: string, earlier: readonly number[], until: number) {
+    const left = await waitForEarlier(
+      earlier,
+      (ids) => findWaitingSlackDeliveries(deps.sql, team, ids),
+      { until, signal: stopped.signal },
+    );
+    if (left.length > 0) {
+      log("warn", "slack request applied before another instance's earlier ones", {
+        team_id: team,
+        count: left.length,
+      });
+    }
+  }
+
   return {
-    async process(kind, id, body, document) {
+    async process(kind, id, body, document, earlier) {
       await liveGate.pass(body.byteLength);
-      await process(kind, id, body, document);
+      await process(kind, id, body, document, earlier);
     },
     recover: (options) =>
       recoverStored(deps.sql, {
@@ -391,7 +414,10 @@ export function createSlackInboundProcessor(deps: SlackInboundDeps): SlackInboun
           ),
         liveGate,
       }, options),
-    stop: () => order.stop(),
+    stop() {
+      stopped.abort();
+      order.stop();
+    },
   };
 }
 

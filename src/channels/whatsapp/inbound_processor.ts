@@ -13,7 +13,11 @@ import type { Sql } from "../../db/client.ts";
 import { appActorKey, type AppCommand, type CommandResult } from "../../actors/protocol.ts";
 import type { WhatsAppInboundEntry } from "../../actors/protocol.ts";
 import type { AdReferral } from "../../domain/ad_referral.ts";
-import { findClickTargets, recordWhatsAppDeliveryFailure } from "../../db/whatsapp_inbound.ts";
+import {
+  findClickTargets,
+  findWaitingWhatsAppDeliveries,
+  recordWhatsAppDeliveryFailure,
+} from "../../db/whatsapp_inbound.ts";
 import { findWhatsAppChannel } from "../../db/whatsapp_channels.ts";
 import { buttonIdOfReply } from "../../domain/whatsapp_messages.ts";
 import { buttonsOffered, isMessageType, type MessageType } from "../../domain/message_kinds.ts";
@@ -31,6 +35,7 @@ import {
 } from "../ordered_apply.ts";
 import { findUnprocessedWhatsAppDeliveries } from "../../db/stored_requests.ts";
 import { createLiveGate, recoverStored, type RecoveryOptions } from "../recover_stored.ts";
+import { EARLIER_WAIT_MS, waitForEarlier } from "../earlier_deliveries.ts";
 
 /** What the processor needs. */
 export interface WhatsAppInboundDeps {
@@ -41,6 +46,8 @@ export interface WhatsAppInboundDeps {
   applyWindowMs?: number;
   /** How a delivery that failed for a reason that may pass is retried (tests shorten it). */
   retry?: Pick<OrderedApplyOptions, "retryDelaysMs" | "retryWithinMs">;
+  /** Longest wait for another instance's earlier deliveries. @default EARLIER_WAIT_MS */
+  earlierWaitMs?: number;
 }
 
 /** The processor. */
@@ -48,12 +55,15 @@ export interface WhatsAppInboundProcessor {
   /**
    * Applies stored delivery `deliveryId` of application `appId`, whose raw body is `body`;
    * `phoneNumberId` is the channel's number when the caller knows it (else it is looked up).
+   * It is applied once the deliveries `earlier` (another instance's, stored before it) are, or
+   * after {@linkcode EARLIER_WAIT_MS}.
    */
   process(
     appId: number,
     deliveryId: number,
     body: Uint8Array,
     phoneNumberId?: string,
+    earlier?: readonly number[],
   ): Promise<void>;
   /**
    * Applies the deliveries a crash left unprocessed (received over a minute ago, unless
@@ -74,6 +84,7 @@ export function createWhatsAppInboundProcessor(
     windowMs: deps.applyWindowMs ?? APPLY_WINDOW_MS,
     ...deps.retry,
   });
+  const stopped = new AbortController();
   async function entriesOf(
     appId: number,
     body: Uint8Array,
@@ -175,17 +186,38 @@ export function createWhatsAppInboundProcessor(
     };
   }
 
+  /** Waits for another instance's `earlier` deliveries to be applied (see earlier_deliveries.ts). */
+  async function afterEarlier(appId: number, earlier: readonly number[], until: number) {
+    const left = await waitForEarlier(
+      earlier,
+      (ids) => findWaitingWhatsAppDeliveries(deps.sql, appId, ids),
+      { until, signal: stopped.signal },
+    );
+    if (left.length > 0) {
+      log("warn", "whatsapp delivery applied before another instance's earlier ones", {
+        app_id: appId,
+        count: left.length,
+      });
+    }
+  }
+
   async function process(
     appId: number,
     deliveryId: number,
     body: Uint8Array,
     phoneNumberId?: string,
+    earlier: readonly number[] = [],
   ): Promise<void> {
+    const until = Date.now() + (deps.earlierWaitMs ?? EARLIER_WAIT_MS);
     // Each delivery is prepared (parsed, its clicks looked up) as it arrives, so that the work is
     // spread between the acknowledgements rather than done in one burst when the window closes;
-    // the actor checks again what a click may change.
+    // the actor checks again what a click may change. It is handed over in its turn, once
+    // prepared: after another instance's earlier deliveries are applied.
     const prepare = (): Promise<ApplyAttempt> =>
-      entriesOf(appId, body, phoneNumberId).then((entries) => async (place) => {
+      Promise.all([
+        entriesOf(appId, body, phoneNumberId),
+        earlier.length > 0 ? afterEarlier(appId, earlier, until) : undefined,
+      ]).then(([entries]) => async (place) => {
         const result = await deps.ask(appActorKey(appId), {
           kind: "whatsapp.inbound",
           appId,
@@ -215,9 +247,9 @@ export function createWhatsAppInboundProcessor(
       log("warn", "live WhatsApp deliveries no longer wait for the recovery at start"),
   });
   return {
-    async process(appId, deliveryId, body, phoneNumberId) {
+    async process(appId, deliveryId, body, phoneNumberId, earlier) {
       await liveGate.pass(body.byteLength);
-      await process(appId, deliveryId, body, phoneNumberId);
+      await process(appId, deliveryId, body, phoneNumberId, earlier);
     },
     recover: (options) =>
       recoverStored(deps.sql, {
@@ -228,7 +260,10 @@ export function createWhatsAppInboundProcessor(
           ),
         liveGate,
       }, options),
-    stop: () => order.stop(),
+    stop() {
+      stopped.abort();
+      order.stop();
+    },
   };
 }
 
