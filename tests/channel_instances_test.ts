@@ -72,42 +72,52 @@ Deno.test("WhatsApp deliveries sent one after another through two instances are 
   assert.deepEqual(stored.map((row) => row.content), texts);
 });
 
-Deno.test("a stored delivery lists another instance's deliveries still waiting before it", async () => {
+Deno.test("a stored delivery lists another instance's waiting deliveries of its customers", async () => {
   await using db = await createTestDatabase();
   const app = await insertApplication(db.sql, "Acme");
   const other = await insertApplication(db.sql, "Other");
   const body = new TextEncoder().encode("{}");
   const [us, them] = [1, 2];
-  const store = (appId: number, by = them) =>
-    insertWhatsAppDeliveries(db.sql, by, [{ appId, body }]);
+  const kerry: string[] = ["wa:1"];
+  const store = (appId: number, scopes: string[] | null = kerry, by = them) =>
+    insertWhatsAppDeliveries(db.sql, by, [{ appId, body, scopes }]);
   const [waiting] = await store(app.id);
+  const [unreadable] = await store(app.id, null);
+  const [someoneElse] = await store(app.id, ["wa:2", "user:US.2"]);
   const [applied] = await store(app.id);
   const [failed] = await store(app.id);
   const [old] = await store(app.id);
-  await store(app.id, us);
+  await store(app.id, kerry, us);
   const [otherApps] = await store(other.id);
   await db.sql`UPDATE whatsapp_deliveries SET processed_at = now() WHERE id = ${applied.id}`;
   await db.sql`UPDATE whatsapp_deliveries SET attempts = 1 WHERE id = ${failed.id}`;
   await db.sql`
     UPDATE whatsapp_deliveries SET received_at = now() - interval '1 minute'
     WHERE id = ${old.id}`;
-  // Two of one application and one of the other in one statement: each application's list,
-  // without the statement's own deliveries, nor this instance's earlier one.
+  // In one statement: Kerry's, one of the other application, one that could not be read, one of
+  // status receipts, one of another customer known by either id — never the statement's own,
+  // nor this instance's earlier one.
   const stored = await insertWhatsAppDeliveries(db.sql, us, [
-    { appId: app.id, body },
-    { appId: other.id, body },
-    { appId: app.id, body },
+    { appId: app.id, body, scopes: kerry },
+    { appId: other.id, body, scopes: kerry },
+    { appId: app.id, body, scopes: null },
+    { appId: app.id, body, scopes: [] },
+    { appId: app.id, body, scopes: ["user:US.2"] },
   ]);
   assert.deepEqual(stored.map((delivery) => delivery.earlier), [
-    [waiting.id],
+    [waiting.id, unreadable.id],
     [otherApps.id],
-    [waiting.id],
+    [waiting.id, unreadable.id, someoneElse.id],
+    [unreadable.id],
+    [unreadable.id, someoneElse.id],
   ]);
   assert.deepEqual(
     stored.map((delivery) => delivery.id),
-    [stored[0].id, stored[0].id + 1, stored[0].id + 2],
+    stored.map((_, i) => stored[0].id + i),
     "in the order given",
   );
+  const [row] = await db.sql`SELECT scopes FROM whatsapp_deliveries WHERE id = ${someoneElse.id}`;
+  assert.deepEqual(row.scopes, ["wa:2", "user:US.2"]);
 });
 
 Deno.test("a delivery waits for another instance's earlier one, and only so long", async () => {
@@ -143,14 +153,16 @@ Deno.test("a delivery waits for another instance's earlier one, and only so long
   });
   const [us, them] = [1, 2];
   const store = async (by: number, body: Uint8Array) =>
-    (await insertWhatsAppDeliveries(db.sql, by, [{ appId: app.appId, body }]))[0];
+    (await insertWhatsAppDeliveries(db.sql, by, [{ appId: app.appId, body, scopes: [CUSTOMER] }]))[
+      0
+    ];
   // Another instance stored the first delivery; this one the second.
   const theirs = await store(them, deliveryOf("first"));
   const ourBody = deliveryOf("second");
   const ours = await store(us, ourBody);
   assert.deepEqual(ours.earlier, [theirs.id]);
   const started = Date.now();
-  const applying = processor.process(app.appId, ours.id, ourBody, undefined, ours.earlier);
+  const applying = processor.process(app.appId, ours.id, ourBody, { earlier: ours.earlier });
   await new Promise((resolve) => setTimeout(resolve, 100));
   assert.equal(asked.length, 0, "not before the other instance's");
   await db.sql`UPDATE whatsapp_deliveries SET processed_at = now() WHERE id = ${theirs.id}`;
@@ -164,7 +176,7 @@ Deno.test("a delivery waits for another instance's earlier one, and only so long
   const next = await store(us, nextBody);
   assert.deepEqual(next.earlier, [lost.id]);
   const waited = Date.now();
-  await processor.process(app.appId, next.id, nextBody, undefined, next.earlier);
+  await processor.process(app.appId, next.id, nextBody, { earlier: next.earlier });
   assert.deepEqual(asked.map((ask) => ask.id), [ours.id, next.id]);
   assert.ok(asked[1].at - waited >= 350, `held back ${asked[1].at - waited} ms`);
   processor.stop();
@@ -212,4 +224,58 @@ Deno.test("Slack thread replies sent one after another through two instances rea
     "every reply to be applied",
   );
   assert.deepEqual(stored.map((row) => row.content), texts);
+});
+
+Deno.test("a customer's delivery does not wait for another customer's on another instance", async () => {
+  await using db = await createTestDatabase();
+  await using graph = await startFakeGraphApi({ accessToken: TEST_WHATSAPP.accessToken });
+  await using server = await startTestServer(db.url, { WHATSAPP_GRAPH_URL: graph.url });
+  const app = await createKeyedApp(db.sql);
+  await configureWhatsApp(db.sql, app.appId);
+  const bodyFrom = (customer: string, text: string) =>
+    JSON.stringify(whatsappWebhookBody(TEST_WHATSAPP.phoneNumberId, {
+      contacts: [{ profile: { name: "Someone" }, wa_id: customer }],
+      messages: [{
+        from: customer,
+        id: `wamid.${crypto.randomUUID()}`,
+        timestamp: String(Math.floor(Date.now() / 1000)),
+        type: "text",
+        text: { body: text },
+      }],
+    }));
+  // Another instance stored a delivery of one customer and will never apply it (it crashed).
+  await insertWhatsAppDeliveries(db.sql, 42, [{
+    appId: app.appId,
+    body: new TextEncoder().encode(bodyFrom("16505550001", "lost for now")),
+    scopes: ["wa:16505550001"],
+  }]);
+  const post = async (raw: string) => {
+    const res = await fetch(`${server.baseUrl}/api/v1/whatsapp/webhook/${app.appId}`, {
+      method: "POST",
+      headers: {
+        "x-hub-signature-256": metaSignature(
+          new TextEncoder().encode(raw),
+          TEST_WHATSAPP.appSecret,
+        ),
+      },
+      body: raw,
+    });
+    await res.body?.cancel();
+    assert.equal(res.status, 200);
+  };
+  const stored = (text: string) =>
+    eventually(
+      () => db.sql`SELECT count(*)::int AS n FROM messages WHERE content = ${text}`,
+      ([row]) => row.n === 1,
+      text,
+    );
+  const started = Date.now();
+  await post(bodyFrom("16505550002", "someone else"));
+  await stored("someone else");
+  const otherCustomer = Date.now() - started;
+  await post(bodyFrom("16505550001", "the same customer"));
+  await stored("the same customer");
+  const sameCustomer = Date.now() - started - otherCustomer;
+  assert.ok(otherCustomer < 1_000, `another customer's waited ${otherCustomer} ms`);
+  assert.ok(sameCustomer >= 1_500, `the same customer's waited ${sameCustomer} ms, until 2 s`);
 });

@@ -452,7 +452,10 @@ Deno.test("a delivery that cannot be handed to its actor counts an attempt, so r
     }),
     applyWindowMs: 1,
   });
-  await assert.rejects(processor.process(app.appId, id, body, PHONE_NUMBER_ID), /no worker/);
+  await assert.rejects(
+    processor.process(app.appId, id, body, { phoneNumberId: PHONE_NUMBER_ID }),
+    /no worker/,
+  );
   const [delivery] = await db.sql`SELECT attempts, last_error FROM whatsapp_deliveries`;
   assert.deepEqual({ ...delivery }, { attempts: 1, last_error: "no worker to take it" });
 });
@@ -498,11 +501,13 @@ Deno.test("a delivery failing while the database is unreachable is retried befor
     if (text === "first" && unreachable-- > 0) return Promise.resolve(UNAVAILABLE);
     return Promise.resolve({ ok: true, value: { applied: 1 } });
   }, { retryDelaysMs: [20] });
-  const applyingFirst = processor.process(app.appId, first.id, first.body, PHONE_NUMBER_ID);
+  const applyingFirst = processor.process(app.appId, first.id, first.body, {
+    phoneNumberId: PHONE_NUMBER_ID,
+  });
   await waitUntil(() => asked.length > 0, "the first's first attempt"); // answered: it failed
   await Promise.all([
     applyingFirst,
-    processor.process(app.appId, second.id, second.body, PHONE_NUMBER_ID),
+    processor.process(app.appId, second.id, second.body, { phoneNumberId: PHONE_NUMBER_ID }),
   ]);
   assert.deepEqual(asked, ["first", "first", "first", "second"]);
   const attempts = await db.sql`SELECT attempts FROM whatsapp_deliveries ORDER BY id`;
@@ -515,7 +520,7 @@ Deno.test("a delivery failing while the database is unreachable is retried befor
     retryWithinMs: 50,
   });
   await assert.rejects(
-    stubborn.process(app.appId, third.id, third.body, PHONE_NUMBER_ID),
+    stubborn.process(app.appId, third.id, third.body, { phoneNumberId: PHONE_NUMBER_ID }),
     /Internal server error/,
   );
   const [left] = await db.sql`SELECT attempts FROM whatsapp_deliveries WHERE id = ${third.id}`;
@@ -528,7 +533,9 @@ Deno.test("a delivery failing while the database is unreachable is retried befor
     // Room for the pause: one as long as the deadline is given up at once (a millisecond late).
     retryWithinMs: 600_000,
   });
-  const abandoned = stopping.process(app.appId, fourth.id, fourth.body, PHONE_NUMBER_ID);
+  const abandoned = stopping.process(app.appId, fourth.id, fourth.body, {
+    phoneNumberId: PHONE_NUMBER_ID,
+  });
   await new Promise((resolve) => setTimeout(resolve, 20));
   stopping.stop();
   await assert.rejects(abandoned, ApplyDeferredError);
@@ -573,8 +580,8 @@ Deno.test("a delivery handed over behind one that fails is not applied before it
   const second = await stored("second");
   await capturingErrors(async () => {
     await Promise.all([
-      processor.process(app.appId, first.id, first.body, PHONE_NUMBER_ID),
-      processor.process(app.appId, second.id, second.body, PHONE_NUMBER_ID),
+      processor.process(app.appId, first.id, first.body, { phoneNumberId: PHONE_NUMBER_ID }),
+      processor.process(app.appId, second.id, second.body, { phoneNumberId: PHONE_NUMBER_ID }),
     ]);
   });
   assert.deepEqual(committed, ["first", "second"], "the customer's messages stay in order");
@@ -596,7 +603,7 @@ Deno.test("live deliveries wait until the recovery at start has handed over the 
   }, {});
   const recovered = processor.recover({ olderThanSeconds: 0, holdLive: true });
   // Acknowledged just after the restart (the fake actor never reads its stored row).
-  const live = processor.process(app.appId, 1_000_000, body, PHONE_NUMBER_ID);
+  const live = processor.process(app.appId, 1_000_000, body, { phoneNumberId: PHONE_NUMBER_ID });
   assert.equal(await recovered, left.length);
   await live;
   assert.deepEqual(asked, [...left.map((row) => Number(row.id)), 1_000_000]);

@@ -6,18 +6,22 @@
  * instance applied the earlier one: a customer's messages stored out of order.
  *
  * So a request waits, before it is applied, for the requests of its application stored before it
- * by another instance ("earlier", as the statement that stored it saw them) to be applied, for
- * at most {@linkcode EARLIER_WAIT_MS}: one that takes longer (its instance crashed) is left to
- * recovery. The requests an instance stored itself are ordered by its own order keeper: each
- * stored request names its instance ({@linkcode drawStorerId}).
+ * by another instance that share a scope with it (its customer, its thread; "earlier", as the
+ * statement that stored it saw them) to be applied, while they are being applied: one that is not
+ * for {@linkcode EARLIER_WAIT_MS} (its instance crashed) is left to recovery. The requests an
+ * instance stored itself are ordered by its own order keeper: each stored request names its
+ * instance ({@linkcode drawStorerId}).
  */
 import { ApplyDeferredError } from "./ordered_apply.ts";
 
-/** Longest wait for another instance's earlier requests to be applied. */
-export const EARLIER_WAIT_MS = 5_000;
+/**
+ * How long a wait goes on without any of the requests it waits for being applied: one whose
+ * instance crashed is recovery's. While they are being applied, one after another, it goes on.
+ */
+export const EARLIER_WAIT_MS = 2_000;
 
-/** Pauses between looks at the earlier requests; the last one repeats. */
-const LOOK_DELAYS_MS = [2, 4, 8, 16, 32, 50];
+/** How often a key's awaited requests are looked at, while some are. */
+const LOOK_EVERY_MS = 5;
 
 /**
  * A number naming the instance that stores requests, drawn at random at each start (a restarted
@@ -28,46 +32,103 @@ export function drawStorerId(): number {
   return (high & 0x1f_ffff) * 2 ** 32 + low; // below 2^53
 }
 
-/** Options of {@linkcode waitForEarlier}. */
-export interface WaitForEarlierOptions {
-  /** When the wait ends, applied or not (a `Date.now()` time). */
-  until: number;
-  /** Ends the wait with an {@linkcode ApplyDeferredError} (at shutdown). */
-  signal?: AbortSignal;
+/** Which of `ids` of `key` are still waiting to be applied. */
+export type StillWaiting<K> = (key: K, ids: readonly number[]) => Promise<number[]>;
+
+/** Options of {@linkcode createEarlierWaits}. */
+export interface EarlierWaitsOptions {
+  /** @default EARLIER_WAIT_MS */
+  patienceMs?: number;
+  /** @default LOOK_EVERY_MS */
+  lookEveryMs?: number;
+}
+
+/** Waits for other instances' requests, per key. */
+export interface EarlierWaits<K> {
+  /**
+   * Resolves once none of the requests `ids` of `key` is still waiting — to `[]` — or once none
+   * of them was applied for `patienceMs`, to those still waiting then. Rejects when they could
+   * not be looked at, and with an {@linkcode ApplyDeferredError} once stopped.
+   */
+  wait(key: K, ids: readonly number[]): Promise<number[]>;
+  /** Ends every wait (at shutdown): the requests are left to recovery. */
+  stop(): void;
+}
+
+interface Waiter {
+  ids: Set<number>;
+  /** When one of its requests was last seen applied (or it began). */
+  progressAt: number;
+  resolve(left: number[]): void;
+  reject(error: unknown): void;
 }
 
 /**
- * Waits until none of the requests `ids` is still waiting to be applied — `stillWaiting(ids)`
- * answers which are — or until `options.until`; resolves to those still waiting then (none when
- * they were all applied).
+ * Creates the waits. The waits of one key share their looks: one query every `lookEveryMs`
+ * while any wait, for all their requests.
  */
-export async function waitForEarlier(
-  ids: readonly number[],
-  stillWaiting: (ids: readonly number[]) => Promise<number[]>,
-  options: WaitForEarlierOptions,
-): Promise<number[]> {
-  let waiting = [...ids];
-  for (let look = 0; waiting.length > 0; look++) {
-    if (options.signal?.aborted) {
-      throw new ApplyDeferredError("Stopped while waiting for another instance's requests");
+export function createEarlierWaits<K>(
+  stillWaiting: StillWaiting<K>,
+  options: EarlierWaitsOptions = {},
+): EarlierWaits<K> {
+  const { patienceMs = EARLIER_WAIT_MS, lookEveryMs = LOOK_EVERY_MS } = options;
+  const waiters = new Map<K, Set<Waiter>>();
+  let stopped = false;
+
+  async function look(key: K, ofKey: Set<Waiter>): Promise<void> {
+    while (ofKey.size > 0 && !stopped) {
+      const all = new Set<number>();
+      for (const waiter of ofKey) for (const id of waiter.ids) all.add(id);
+      let still: Set<number>;
+      try {
+        still = new Set(await stillWaiting(key, [...all]));
+      } catch (error) {
+        for (const waiter of ofKey) waiter.reject(error);
+        ofKey.clear();
+        break;
+      }
+      const now = Date.now();
+      for (const waiter of ofKey) {
+        for (const id of waiter.ids) {
+          // One that joined during the look is looked at next time.
+          if (!all.has(id) || still.has(id)) continue;
+          waiter.ids.delete(id);
+          waiter.progressAt = now;
+        }
+        if (waiter.ids.size === 0 || now - waiter.progressAt >= patienceMs) {
+          waiter.resolve([...waiter.ids]);
+          ofKey.delete(waiter);
+        }
+      }
+      if (ofKey.size > 0) await new Promise((resolve) => setTimeout(resolve, lookEveryMs));
     }
-    waiting = await stillWaiting(waiting);
-    const pause = LOOK_DELAYS_MS[Math.min(look, LOOK_DELAYS_MS.length - 1)];
-    if (waiting.length === 0 || Date.now() + pause > options.until) break;
-    await sleep(pause, options.signal);
+    if (waiters.get(key) === ofKey) waiters.delete(key);
   }
-  return waiting;
+
+  return {
+    wait(key, ids) {
+      if (ids.length === 0) return Promise.resolve([]);
+      if (stopped) return Promise.reject(deferred());
+      return new Promise((resolve, reject) => {
+        const waiter = { ids: new Set(ids), progressAt: Date.now(), resolve, reject };
+        const ofKey = waiters.get(key);
+        if (ofKey) return void ofKey.add(waiter);
+        const started = new Set([waiter]);
+        waiters.set(key, started);
+        look(key, started).catch(() => {});
+      });
+    },
+    stop() {
+      stopped = true;
+      for (const ofKey of waiters.values()) {
+        for (const waiter of ofKey) waiter.reject(deferred());
+        ofKey.clear();
+      }
+      waiters.clear();
+    },
+  };
 }
 
-function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
-  return new Promise((resolve) => {
-    if (signal?.aborted) return resolve();
-    const timer = setTimeout(done, ms);
-    signal?.addEventListener("abort", done, { once: true });
-    function done() {
-      clearTimeout(timer);
-      signal?.removeEventListener("abort", done);
-      resolve();
-    }
-  });
+function deferred(): ApplyDeferredError {
+  return new ApplyDeferredError("Stopped while waiting for another instance's requests");
 }

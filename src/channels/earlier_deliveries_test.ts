@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { drawStorerId, waitForEarlier } from "./earlier_deliveries.ts";
+import { createEarlierWaits, drawStorerId } from "./earlier_deliveries.ts";
 import { ApplyDeferredError } from "./ordered_apply.ts";
 
 Deno.test("each storer draws its own id, a safe integer", () => {
@@ -8,45 +8,54 @@ Deno.test("each storer draws its own id, a safe integer", () => {
   assert.ok(ids.every((id) => Number.isSafeInteger(id) && id >= 0));
 });
 
-Deno.test("the wait ends once every earlier request is applied, looking at those left only", async () => {
-  const looks: number[][] = [];
-  const applied = new Set<number>();
-  const left = await waitForEarlier([7, 9], (ids) => {
-    looks.push([...ids]);
-    // The first look finds both waiting; 7 is applied next, then 9.
-    if (looks.length === 2) applied.add(7);
-    if (looks.length === 3) applied.add(9);
-    return Promise.resolve(ids.filter((id) => !applied.has(id)));
-  }, { until: Date.now() + 5_000 });
-  assert.deepEqual(left, []);
-  assert.deepEqual(looks, [[7, 9], [7, 9], [9]]);
+Deno.test("a wait ends once every request it waits for is applied; a key's waits share looks", async () => {
+  const looks: { key: string; ids: number[] }[] = [];
+  const waiting = new Set([7, 8, 9]);
+  const waits = createEarlierWaits<string>((key, ids) => {
+    looks.push({ key, ids: [...ids].sort() });
+    return Promise.resolve(ids.filter((id) => waiting.has(id)));
+  }, { lookEveryMs: 5 });
+  const first = waits.wait("A", [7, 9]);
+  const second = waits.wait("A", [8]);
+  await new Promise((resolve) => setTimeout(resolve, 30));
+  waiting.delete(8);
+  assert.deepEqual(await second, []);
+  waiting.delete(7);
+  waiting.delete(9);
+  assert.deepEqual(await first, []);
+  assert.ok(looks.some((look) => look.ids.join() === "7,8,9"), "one look for both waits");
+  const count = looks.length;
+  await new Promise((resolve) => setTimeout(resolve, 30));
+  assert.equal(looks.length, count, "no looks once nothing waits");
 });
 
-Deno.test("the wait gives up at its deadline and says what is still waiting", async () => {
+Deno.test("a wait goes on while its requests are applied, and gives up once none is", async () => {
+  const waiting = new Set([1, 2, 3, 4]);
+  const waits = createEarlierWaits<number>(
+    (_key, ids) => Promise.resolve(ids.filter((id) => waiting.has(id))),
+    { patienceMs: 100, lookEveryMs: 5 },
+  );
   const started = Date.now();
-  let looks = 0;
-  const left = await waitForEarlier([4], (ids) => {
-    looks++;
-    return Promise.resolve([...ids]);
-  }, { until: started + 150 });
-  assert.deepEqual(left, [4]);
-  assert.ok(Date.now() - started < 1_000, "it stops at its deadline");
-  assert.ok(looks > 2, "it looked again while it waited");
+  const waited = waits.wait(1, [1, 2, 3, 4]);
+  // One applied every 60 ms: each within the patience of the one before.
+  for (const id of [1, 2, 3]) {
+    await new Promise((resolve) => setTimeout(resolve, 60));
+    waiting.delete(id);
+  }
+  // The last one never is (its instance crashed).
+  assert.deepEqual(await waited, [4]);
+  const took = Date.now() - started;
+  assert.ok(took >= 250 && took < 1_000, `gave up after ${took} ms`);
 });
 
-Deno.test("stopping ends the wait: the request is left to recovery", async () => {
-  const stopped = new AbortController();
-  const waiting = waitForEarlier([4], (ids) => Promise.resolve([...ids]), {
-    until: Date.now() + 60_000,
-    signal: stopped.signal,
-  });
-  setTimeout(() => stopped.abort(), 20);
-  await assert.rejects(waiting, ApplyDeferredError);
-});
-
-Deno.test("nothing earlier, nothing looked at", async () => {
-  const left = await waitForEarlier([], () => {
-    throw new Error("looked");
-  }, { until: 0 });
-  assert.deepEqual(left, []);
+Deno.test("a failed look fails its key's waits; stopping defers every wait", async () => {
+  const waits = createEarlierWaits<string>((key, ids) =>
+    key === "broken" ? Promise.reject(new Error("unreachable")) : Promise.resolve([...ids])
+  );
+  await assert.rejects(waits.wait("broken", [1]), /unreachable/);
+  const pending = waits.wait("fine", [2]);
+  setTimeout(() => waits.stop(), 20);
+  await assert.rejects(pending, ApplyDeferredError);
+  await assert.rejects(waits.wait("fine", [3]), ApplyDeferredError);
+  assert.deepEqual(await waits.wait("fine", []), [], "nothing to wait for");
 });

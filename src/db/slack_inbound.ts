@@ -4,7 +4,6 @@
  * that turn a thread reply into an agent message, and the edits and deletions of mirrored
  * messages made in Slack.
  */
-import { Buffer } from "node:buffer";
 import type { Tx } from "./client.ts";
 import {
   findWaitingRequests,
@@ -17,31 +16,29 @@ import {
 const REQUESTS: RequestTable = {
   table: "slack_deliveries",
   key: { column: "team_id", type: "text" },
+  kinds: true,
 };
 
 /**
  * Stores requests' raw bytes before they are acknowledged, in one statement, as the instance
- * `storedBy` stored them; returns their ids in order, each with the requests it waits for.
+ * `storedBy` stored them (`scopes`: see `RequestRow`); returns their ids in order, each with the
+ * requests it waits for.
  */
-export async function insertSlackDeliveries(
+export function insertSlackDeliveries(
   sql: Tx,
   storedBy: number,
-  deliveries: { kind: "event" | "action"; teamId: string; body: Uint8Array }[],
+  deliveries: {
+    kind: "event" | "action";
+    teamId: string;
+    body: Uint8Array;
+    scopes: string[] | null;
+  }[],
 ): Promise<StoredRequest[]> {
-  const teamIds = deliveries.map((d) => d.teamId);
-  return await insertRequests(
+  return insertRequests(
     sql,
     REQUESTS,
     storedBy,
-    teamIds,
-    sql`
-      INSERT INTO slack_deliveries (kind, team_id, body, stored_by)
-      SELECT d.kind, d.team_id, decode(d.body, 'base64'), ${storedBy}
-      FROM unnest(${deliveries.map((d) => d.kind)}::text[], ${teamIds}::text[],
-        ${deliveries.map((d) => Buffer.from(d.body).toString("base64"))}::text[])
-        WITH ORDINALITY AS d (kind, team_id, body, n)
-      ORDER BY d.n
-      RETURNING team_id, id`,
+    deliveries.map(({ kind, teamId, body, scopes }) => ({ key: teamId, body, scopes, kind })),
   );
 }
 

@@ -5,7 +5,8 @@
  * recovery visits each request once, and requests acknowledged after it began are left to the
  * live path.
  */
-import type { PendingQuery, Row, Tx } from "./client.ts";
+import { Buffer } from "node:buffer";
+import type { Tx } from "./client.ts";
 
 /** How often recovery tries to apply a stored request before it leaves it for an operator. */
 export const MAX_APPLY_ATTEMPTS = 5;
@@ -69,8 +70,8 @@ export const AWAITED_REQUEST_AGE_SECONDS = 10;
 export interface StoredRequest {
   id: number;
   /**
-   * The requests of its application or workspace that another instance stored before it and
-   * had not applied yet when it was stored: received in the last
+   * The requests of its application or workspace, sharing a scope with it, that another instance
+   * stored before it and had not applied yet when it was stored: received in the last
    * {@linkcode AWAITED_REQUEST_AGE_SECONDS}, and never failed. They are applied first (see
    * `channels/earlier_deliveries.ts`).
    */
@@ -82,44 +83,67 @@ export interface RequestTable {
   table: "whatsapp_deliveries" | "slack_deliveries";
   /** The column naming the application or workspace, and its type. */
   key: { column: "app_id"; type: "bigint" } | { column: "team_id"; type: "text" };
+  /** Whether its rows have a `kind`. */
+  kinds: boolean;
+}
+
+/** A request to store. */
+export interface RequestRow {
+  /** Its application or workspace. */
+  key: number | string;
+  body: Uint8Array;
+  /**
+   * What it must stay in order with: requests sharing a scope (a customer, a thread) are applied
+   * in the order they were stored; null when that is not known (ordered with every request of
+   * its key). See `domain/order_scopes.ts`.
+   */
+  scopes: string[] | null;
+  /** Its kind, where the table has one. */
+  kind?: string;
 }
 
 /**
- * Runs `insert` — an INSERT into `where.table` of requests of the keys `keys`, each row with
- * `stored_by` set to `storedBy`, returning the key column and id — and answers each stored
- * request, in id order, with the requests it waits for.
+ * Stores `rows` in `where.table` in one statement, as the instance `storedBy`, and answers each
+ * stored request, in order, with the requests it waits for.
  */
 export async function insertRequests(
   sql: Tx,
   where: RequestTable,
   storedBy: number,
-  keys: readonly (number | string)[],
-  insert: PendingQuery<Row[]>,
+  rows: readonly RequestRow[],
 ): Promise<StoredRequest[]> {
   const key = sql(where.key.column);
+  const table = sql(where.table);
+  const kinds = where.kinds ? rows.map((row) => row.kind ?? null) : null;
   // The statement's snapshot is taken before the rows are inserted, so the waiting ones are
   // those committed before it: each of them has a smaller id. Read through the index on
   // (key, stored_by, id) of those waiting, as two ranges, they cost nothing while only this
-  // instance stores the key's requests. Each key's list comes as a row of its own (id null).
-  const rows = await sql<{ key: number | string; id: number | null; earlier: number[] | null }[]>`
-    WITH stored AS (${insert})
-    SELECT ${key} AS key, id, NULL::bigint[] AS earlier FROM stored
-    UNION ALL
-    SELECT ${key}, NULL, array_agg(id ORDER BY id) FROM ${sql(where.table)}
-    WHERE ${key} = ANY (${[...new Set(keys)]}::${sql.unsafe(where.key.type)}[])
-      AND (stored_by < ${storedBy} OR stored_by > ${storedBy})
-      AND processed_at IS NULL AND attempts = 0
-      AND received_at > clock_timestamp() - make_interval(secs => ${AWAITED_REQUEST_AGE_SECONDS})
-    GROUP BY ${key}`;
-  const earlier = new Map<number | string, number[]>();
-  const stored: { key: number | string; id: number }[] = [];
-  for (const row of rows) {
-    if (row.id === null) earlier.set(row.key, row.earlier ?? []);
-    else stored.push({ key: row.key, id: row.id });
-  }
+  // instance stores the key's requests.
+  const stored = await sql<{ id: number; earlier: number[] }[]>`
+    WITH stored AS (
+      INSERT INTO ${table} (${key}, body, scopes, stored_by${kinds ? sql`, kind` : sql``})
+      SELECT d.key, decode(d.body, 'base64'),
+        CASE WHEN d.scopes IS NOT NULL
+          THEN ARRAY(SELECT jsonb_array_elements_text(d.scopes::jsonb)) END,
+        ${storedBy}${kinds ? sql`, d.kind` : sql``}
+      FROM unnest(${rows.map((row) => row.key)}::${sql.unsafe(where.key.type)}[],
+        ${rows.map((row) => Buffer.from(row.body).toString("base64"))}::text[],
+        ${rows.map((row) => row.scopes && JSON.stringify(row.scopes))}::text[],
+        ${kinds ?? rows.map(() => null)}::text[])
+        WITH ORDINALITY AS d (key, body, scopes, kind, n)
+      ORDER BY d.n
+      RETURNING ${key} AS key, id, scopes
+    )
+    SELECT s.id, ARRAY(
+      SELECT w.id FROM ${table} w
+      WHERE w.${key} = s.key AND (w.stored_by < ${storedBy} OR w.stored_by > ${storedBy})
+        AND w.processed_at IS NULL AND w.attempts = 0
+        AND w.received_at > clock_timestamp() - make_interval(secs => ${AWAITED_REQUEST_AGE_SECONDS})
+        AND (w.scopes IS NULL OR s.scopes IS NULL OR w.scopes && s.scopes)
+      ORDER BY w.id) AS earlier
+    FROM stored s`;
   // Ids are drawn in insertion order.
-  stored.sort((a, b) => a.id - b.id);
-  return stored.map((row) => ({ id: row.id, earlier: earlier.get(row.key) ?? [] }));
+  return stored.sort((a, b) => a.id - b.id).map(({ id, earlier }) => ({ id, earlier }));
 }
 
 /**

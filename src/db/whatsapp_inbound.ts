@@ -5,7 +5,6 @@
  * runs pipelined in the actors' batch; every statement is idempotent by WhatsApp's ids, because
  * Meta delivers the same update again for days when it misses an answer.
  */
-import { Buffer } from "node:buffer";
 import type { Tx } from "./client.ts";
 import type { WhatsAppInboundEntry } from "../actors/protocol.ts";
 import { queueNotDelivered } from "./slack_mirror.ts";
@@ -511,32 +510,24 @@ export async function markWhatsAppDeliveriesProcessed(
 const DELIVERIES: RequestTable = {
   table: "whatsapp_deliveries",
   key: { column: "app_id", type: "bigint" },
+  kinds: false,
 };
 
 /**
  * Stores webhook deliveries' raw bytes before they are acknowledged, in one statement, as the
- * instance `storedBy` stored them; returns their ids in order, each with the deliveries it waits
- * for.
+ * instance `storedBy` stored them (`scopes`: see `RequestRow`); returns their ids in order, each
+ * with the deliveries it waits for.
  */
-export async function insertWhatsAppDeliveries(
+export function insertWhatsAppDeliveries(
   sql: Tx,
   storedBy: number,
-  deliveries: { appId: number; body: Uint8Array }[],
+  deliveries: { appId: number; body: Uint8Array; scopes: string[] | null }[],
 ): Promise<StoredRequest[]> {
-  const appIds = deliveries.map((d) => d.appId);
-  return await insertRequests(
+  return insertRequests(
     sql,
     DELIVERIES,
     storedBy,
-    appIds,
-    sql`
-      INSERT INTO whatsapp_deliveries (app_id, body, stored_by)
-      SELECT d.app_id, decode(d.body, 'base64'), ${storedBy}
-      FROM unnest(${appIds}::bigint[],
-        ${deliveries.map((d) => Buffer.from(d.body).toString("base64"))}::text[])
-        WITH ORDINALITY AS d (app_id, body, n)
-      ORDER BY d.n
-      RETURNING app_id, id`,
+    deliveries.map(({ appId, body, scopes }) => ({ key: appId, body, scopes })),
   );
 }
 

@@ -30,6 +30,7 @@ import { findMediaApps } from "../db/channel_media.ts";
 import { isSlackFileHost } from "../domain/media_hosts.ts";
 import { drawStorerId } from "../channels/earlier_deliveries.ts";
 import { parseSlackRequest, type SlackDocument, slackTeamOf } from "../domain/slack_request.ts";
+import { slackOrderScopes } from "../domain/order_scopes.ts";
 
 /** What the Slack routes need. */
 export interface SlackRoutesDeps extends SlackInstallerDeps {
@@ -49,8 +50,14 @@ export function slackRoutes(deps: SlackRoutesDeps): Hono {
   // Requests arriving together are stored in one statement, as this instance's.
   const storedBy = drawStorerId();
   const storeDelivery = createBatchedWriter(
-    (rows: { kind: "event" | "action"; teamId: string; body: Uint8Array }[]) =>
-      insertSlackDeliveries(deps.sql, storedBy, rows),
+    (
+      rows: {
+        kind: "event" | "action";
+        teamId: string;
+        body: Uint8Array;
+        scopes: string[] | null;
+      }[],
+    ) => insertSlackDeliveries(deps.sql, storedBy, rows),
     { lingerMs: STORE_LINGER_MS },
   );
   const routes = new Hono();
@@ -100,7 +107,8 @@ export function slackRoutes(deps: SlackRoutesDeps): Hono {
    */
   async function receive(kind: "event" | "action", raw: Uint8Array, document: SlackDocument) {
     const teamId = slackTeamOf(document);
-    const { id, earlier } = await storeDelivery({ kind, teamId, body: raw });
+    const scopes = slackOrderScopes(kind, document);
+    const { id, earlier } = await storeDelivery({ kind, teamId, body: raw, scopes });
     setTimeout(() => {
       deps.slackInbound.process(kind, id, raw, document, earlier).catch((error) =>
         log("error", "slack request failed", { kind, ...describeError(error) })

@@ -17,7 +17,11 @@ import type { SecretBox } from "../crypto/secret_box.ts";
 import { AppError } from "../domain/app_error.ts";
 import { describeError, log } from "../log.ts";
 import { couldBeMetaSignature, isValidMetaSignature } from "../channels/whatsapp/signature.ts";
-import type { WhatsAppInboundProcessor } from "../channels/whatsapp/inbound_processor.ts";
+import {
+  parseJson,
+  type WhatsAppInboundProcessor,
+} from "../channels/whatsapp/inbound_processor.ts";
+import { whatsappOrderScopes } from "../domain/order_scopes.ts";
 import type { MediaLinks } from "../channels/media_links.ts";
 import { downloadMedia, lookUpMedia } from "../channels/whatsapp/graph_client.ts";
 import { methodNotAllowed } from "./method_not_allowed.ts";
@@ -76,7 +80,7 @@ export function whatsappRoutes(deps: WhatsAppRoutesDeps): Hono {
   // Deliveries arriving together are stored in one statement, as this instance's.
   const storedBy = drawStorerId();
   const storeDelivery = createBatchedWriter(
-    (rows: { appId: number; body: Uint8Array }[]) =>
+    (rows: { appId: number; body: Uint8Array; scopes: string[] | null }[]) =>
       insertWhatsAppDeliveries(deps.sql, storedBy, rows),
     { lingerMs: STORE_LINGER_MS },
   );
@@ -112,14 +116,17 @@ export function whatsappRoutes(deps: WhatsAppRoutesDeps): Hono {
         throw new AppError(401, "Invalid signature");
       }
       const appId = Number(appIdText);
-      const { id: deliveryId, earlier } = await storeDelivery({ appId, body: raw });
+      // Parsed once, here: its customers order it with their other deliveries.
+      const document = parseJson(raw);
+      const scopes = document === undefined ? null : whatsappOrderScopes(document);
+      const { id: deliveryId, earlier } = await storeDelivery({ appId, body: raw, scopes });
       // Meta wants its answer at once; the updates are applied after it (and again after a
       // crash: the stored delivery stays unprocessed until they are).
       setTimeout(() => {
         const { phoneNumberId } = channel;
-        deps.inbound.process(appId, deliveryId, raw, phoneNumberId, earlier).catch((error) =>
-          log("error", "whatsapp delivery failed", { app_id: appId, ...describeError(error) })
-        );
+        deps.inbound.process(appId, deliveryId, raw, { phoneNumberId, document, earlier }).catch((
+          error,
+        ) => log("error", "whatsapp delivery failed", { app_id: appId, ...describeError(error) }));
       }, 0);
       return c.body(null, 200);
     },

@@ -46,7 +46,7 @@ import {
 } from "../ordered_apply.ts";
 import { findUnprocessedSlackDeliveries } from "../../db/stored_requests.ts";
 import { createLiveGate, recoverStored, type RecoveryOptions } from "../recover_stored.ts";
-import { EARLIER_WAIT_MS, waitForEarlier } from "../earlier_deliveries.ts";
+import { createEarlierWaits } from "../earlier_deliveries.ts";
 import { parseSlackRequest, type SlackDocument, slackTeamOf } from "../../domain/slack_request.ts";
 
 /** What the processor needs. */
@@ -61,7 +61,10 @@ export interface SlackInboundDeps {
   applyWindowMs?: number;
   /** How a request that failed for a reason that may pass is retried (tests shorten it). */
   retry?: Pick<OrderedApplyOptions, "retryDelaysMs" | "retryWithinMs">;
-  /** Longest wait for another instance's earlier requests. @default EARLIER_WAIT_MS */
+  /**
+   * How long a wait for another instance's earlier requests goes on while none of them is
+   * applied. @default EARLIER_WAIT_MS
+   */
   earlierWaitMs?: number;
 }
 
@@ -70,8 +73,8 @@ export interface SlackInboundProcessor {
   /**
    * Applies stored request `id` whose raw body is `body`; `document` is that body already parsed
    * (see `parseSlackRequest`), when the caller had to parse it anyway. It is applied once the
-   * requests `earlier` (another instance's, stored before it) are, or after
-   * {@linkcode EARLIER_WAIT_MS}.
+   * requests `earlier` (another instance's, stored before it) are (or once none of them was for
+   * `EARLIER_WAIT_MS`).
    */
   process(
     kind: "event" | "action",
@@ -94,8 +97,11 @@ type Json = SlackDocument;
 /** Creates the processor. */
 export function createSlackInboundProcessor(deps: SlackInboundDeps): SlackInboundProcessor {
   const names = createLruCache<string, { name: string; until: number }>(10_000);
-  /** Ends the waits for other instances' requests (at shutdown). */
-  const stopped = new AbortController();
+  /** Per workspace, the waits for other instances' requests. */
+  const earlierWaits = createEarlierWaits<string>(
+    (team, ids) => findWaitingSlackDeliveries(deps.sql, team, ids),
+    { patienceMs: deps.earlierWaitMs },
+  );
   /** Per workspace, requests are applied in the order they arrived. */
   const order = createOrderedApply({
     name: "slack",
@@ -341,7 +347,6 @@ export function createSlackInboundProcessor(deps: SlackInboundDeps): SlackInboun
     document?: SlackDocument,
     earlier: readonly number[] = [],
   ) {
-    const until = Date.now() + (deps.earlierWaitMs ?? EARLIER_WAIT_MS);
     const parsed: Json = document === undefined
       ? parseSlackRequest(kind, new TextDecoder().decode(body))
       : document;
@@ -362,7 +367,7 @@ export function createSlackInboundProcessor(deps: SlackInboundDeps): SlackInboun
     // It is handed over in its turn, once prepared: after another instance's earlier requests
     // of the workspace are applied (see earlier_deliveries.ts).
     const earlierApplied = () =>
-      earlier.length > 0 ? afterEarlier(team, earlier, until) : Promise.resolve();
+      earlier.length > 0 ? afterEarlier(team, earlier) : Promise.resolve();
     const prepare = (): Promise<ApplyAttempt> =>
       kind === "event"
         ? Promise.all([prepareEvent(id, parsed), earlierApplied()]).then(
@@ -386,12 +391,8 @@ export function createSlackInboundProcessor(deps: SlackInboundDeps): SlackInboun
     onExpired: () => log("warn", "live Slack requests no longer wait for the recovery at start"),
   });
   /** Waits for another instance's `earlier` requests of workspace `team` to be applied. */
-  async function afterEarlier(team: string, earlier: readonly number[], until: number) {
-    const left = await waitForEarlier(
-      earlier,
-      (ids) => findWaitingSlackDeliveries(deps.sql, team, ids),
-      { until, signal: stopped.signal },
-    );
+  async function afterEarlier(team: string, earlier: readonly number[]) {
+    const left = await earlierWaits.wait(team, earlier);
     if (left.length > 0) {
       log("warn", "slack request applied before another instance's earlier ones", {
         team_id: team,
@@ -415,7 +416,7 @@ export function createSlackInboundProcessor(deps: SlackInboundDeps): SlackInboun
         liveGate,
       }, options),
     stop() {
-      stopped.abort();
+      earlierWaits.stop();
       order.stop();
     },
   };

@@ -35,7 +35,7 @@ import {
 } from "../ordered_apply.ts";
 import { findUnprocessedWhatsAppDeliveries } from "../../db/stored_requests.ts";
 import { createLiveGate, recoverStored, type RecoveryOptions } from "../recover_stored.ts";
-import { EARLIER_WAIT_MS, waitForEarlier } from "../earlier_deliveries.ts";
+import { createEarlierWaits } from "../earlier_deliveries.ts";
 
 /** What the processor needs. */
 export interface WhatsAppInboundDeps {
@@ -46,24 +46,34 @@ export interface WhatsAppInboundDeps {
   applyWindowMs?: number;
   /** How a delivery that failed for a reason that may pass is retried (tests shorten it). */
   retry?: Pick<OrderedApplyOptions, "retryDelaysMs" | "retryWithinMs">;
-  /** Longest wait for another instance's earlier deliveries. @default EARLIER_WAIT_MS */
+  /**
+   * How long a wait for another instance's earlier deliveries goes on while none of them is
+   * applied. @default EARLIER_WAIT_MS
+   */
   earlierWaitMs?: number;
+}
+
+/** What the caller of {@linkcode WhatsAppInboundProcessor.process} may know already. */
+export interface ProcessOptions {
+  /** The channel's number (else it is looked up). */
+  phoneNumberId?: string;
+  /** The body parsed as JSON (else it is parsed; undefined when it is not JSON). */
+  document?: unknown;
+  /**
+   * Deliveries another instance stored before it (see `earlier_deliveries.ts`): it is applied
+   * once they are (or once none of them was for `EARLIER_WAIT_MS`).
+   */
+  earlier?: readonly number[];
 }
 
 /** The processor. */
 export interface WhatsAppInboundProcessor {
-  /**
-   * Applies stored delivery `deliveryId` of application `appId`, whose raw body is `body`;
-   * `phoneNumberId` is the channel's number when the caller knows it (else it is looked up).
-   * It is applied once the deliveries `earlier` (another instance's, stored before it) are, or
-   * after {@linkcode EARLIER_WAIT_MS}.
-   */
+  /** Applies stored delivery `deliveryId` of application `appId`, whose raw body is `body`. */
   process(
     appId: number,
     deliveryId: number,
     body: Uint8Array,
-    phoneNumberId?: string,
-    earlier?: readonly number[],
+    options?: ProcessOptions,
   ): Promise<void>;
   /**
    * Applies the deliveries a crash left unprocessed (received over a minute ago, unless
@@ -84,16 +94,17 @@ export function createWhatsAppInboundProcessor(
     windowMs: deps.applyWindowMs ?? APPLY_WINDOW_MS,
     ...deps.retry,
   });
-  const stopped = new AbortController();
+  const earlierWaits = createEarlierWaits<number>(
+    (appId, ids) => findWaitingWhatsAppDeliveries(deps.sql, appId, ids),
+    { patienceMs: deps.earlierWaitMs },
+  );
   async function entriesOf(
     appId: number,
     body: Uint8Array,
-    knownNumber: string | undefined,
+    known: ProcessOptions,
   ): Promise<WhatsAppInboundEntry[]> {
-    let document: unknown;
-    try {
-      document = JSON.parse(new TextDecoder().decode(body));
-    } catch {
+    const document = "document" in known ? known.document : parseJson(body);
+    if (document === undefined) {
       log("warn", "whatsapp delivery is not JSON", { app_id: appId });
       return [];
     }
@@ -101,7 +112,8 @@ export function createWhatsAppInboundProcessor(
     for (const skipped of parsed.skipped) {
       log("warn", "whatsapp update skipped", { app_id: appId, ...skipped });
     }
-    const number = knownNumber ?? (await findWhatsAppChannel(deps.sql, appId))?.phoneNumberId;
+    const number = known.phoneNumberId ??
+      (await findWhatsAppChannel(deps.sql, appId))?.phoneNumberId;
     const ours = parsed.items.filter((item) => item.phoneNumberId === number);
     if (ours.length < parsed.items.length) {
       log("warn", "whatsapp updates for another number skipped", {
@@ -187,12 +199,8 @@ export function createWhatsAppInboundProcessor(
   }
 
   /** Waits for another instance's `earlier` deliveries to be applied (see earlier_deliveries.ts). */
-  async function afterEarlier(appId: number, earlier: readonly number[], until: number) {
-    const left = await waitForEarlier(
-      earlier,
-      (ids) => findWaitingWhatsAppDeliveries(deps.sql, appId, ids),
-      { until, signal: stopped.signal },
-    );
+  async function afterEarlier(appId: number, earlier: readonly number[]) {
+    const left = await earlierWaits.wait(appId, earlier);
     if (left.length > 0) {
       log("warn", "whatsapp delivery applied before another instance's earlier ones", {
         app_id: appId,
@@ -205,18 +213,17 @@ export function createWhatsAppInboundProcessor(
     appId: number,
     deliveryId: number,
     body: Uint8Array,
-    phoneNumberId?: string,
-    earlier: readonly number[] = [],
+    options: ProcessOptions = {},
   ): Promise<void> {
-    const until = Date.now() + (deps.earlierWaitMs ?? EARLIER_WAIT_MS);
+    const earlier = options.earlier ?? [];
     // Each delivery is prepared (parsed, its clicks looked up) as it arrives, so that the work is
     // spread between the acknowledgements rather than done in one burst when the window closes;
     // the actor checks again what a click may change. It is handed over in its turn, once
     // prepared: after another instance's earlier deliveries are applied.
     const prepare = (): Promise<ApplyAttempt> =>
       Promise.all([
-        entriesOf(appId, body, phoneNumberId),
-        earlier.length > 0 ? afterEarlier(appId, earlier, until) : undefined,
+        entriesOf(appId, body, options),
+        earlier.length > 0 ? afterEarlier(appId, earlier) : undefined,
       ]).then(([entries]) => async (place) => {
         const result = await deps.ask(appActorKey(appId), {
           kind: "whatsapp.inbound",
@@ -247,9 +254,9 @@ export function createWhatsAppInboundProcessor(
       log("warn", "live WhatsApp deliveries no longer wait for the recovery at start"),
   });
   return {
-    async process(appId, deliveryId, body, phoneNumberId, earlier) {
+    async process(appId, deliveryId, body, options) {
       await liveGate.pass(body.byteLength);
-      await process(appId, deliveryId, body, phoneNumberId, earlier);
+      await process(appId, deliveryId, body, options);
     },
     recover: (options) =>
       recoverStored(deps.sql, {
@@ -261,7 +268,7 @@ export function createWhatsAppInboundProcessor(
         liveGate,
       }, options),
     stop() {
-      stopped.abort();
+      earlierWaits.stop();
       order.stop();
     },
   };
@@ -309,4 +316,13 @@ function textEntry(
 /** Customer text, or its absence, as PostgreSQL can store it (see `storableText`). */
 function storable<T extends string | null>(text: T): T {
   return (text === null ? null : storableText(text)) as T;
+}
+
+/** A body parsed as JSON; undefined when it is not JSON. */
+export function parseJson(body: Uint8Array): unknown {
+  try {
+    return JSON.parse(new TextDecoder().decode(body));
+  } catch {
+    return undefined;
+  }
 }
