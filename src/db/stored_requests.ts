@@ -118,8 +118,11 @@ export async function insertRequests(
   // The statement's snapshot is taken before the rows are inserted, so the waiting ones are
   // those committed before it: each of them has a smaller id. Read through the index on
   // (key, stored_by, id) of those waiting, as two ranges, they cost nothing while only this
-  // instance stores the key's requests.
-  const stored = await sql<{ id: number; earlier: number[] }[]>`
+  // instance stores the key's requests. They come as rows of their own (\`waiting\` true), once
+  // per statement, and are matched with the stored ones by scope here.
+  const found = await sql<
+    { waiting: boolean; key: number | string; id: number; scopes: string[] | null }[]
+  >`
     WITH stored AS (
       INSERT INTO ${table} (${key}, body, scopes, stored_by${kinds ? sql`, kind` : sql``})
       SELECT d.key, decode(d.body, 'base64'),
@@ -132,18 +135,28 @@ export async function insertRequests(
         ${kinds ?? rows.map(() => null)}::text[])
         WITH ORDINALITY AS d (key, body, scopes, kind, n)
       ORDER BY d.n
-      RETURNING ${key} AS key, id, scopes
+      RETURNING ${key} AS key, id
     )
-    SELECT s.id, ARRAY(
-      SELECT w.id FROM ${table} w
-      WHERE w.${key} = s.key AND (w.stored_by < ${storedBy} OR w.stored_by > ${storedBy})
-        AND w.processed_at IS NULL AND w.attempts = 0
-        AND w.received_at > clock_timestamp() - make_interval(secs => ${AWAITED_REQUEST_AGE_SECONDS})
-        AND (w.scopes IS NULL OR s.scopes IS NULL OR w.scopes && s.scopes)
-      ORDER BY w.id) AS earlier
-    FROM stored s`;
+    SELECT false AS waiting, key, id, NULL::text[] AS scopes FROM stored
+    UNION ALL
+    SELECT true, ${key}, id, scopes FROM ${table}
+    WHERE ${key} = ANY (${[...new Set(rows.map((row) => row.key))]}::${
+    sql.unsafe(where.key.type)
+  }[])
+      AND (stored_by < ${storedBy} OR stored_by > ${storedBy})
+      AND processed_at IS NULL AND attempts = 0
+      AND received_at > clock_timestamp() - make_interval(secs => ${AWAITED_REQUEST_AGE_SECONDS})`;
+  const waiting = found.filter((row) => row.waiting).sort((a, b) => a.id - b.id);
   // Ids are drawn in insertion order.
-  return stored.sort((a, b) => a.id - b.id).map(({ id, earlier }) => ({ id, earlier }));
+  const stored = found.filter((row) => !row.waiting).sort((a, b) => a.id - b.id);
+  return stored.map(({ key, id }, index) => {
+    const scopes = rows[index].scopes;
+    const earlier = waiting.filter((row) =>
+      row.key === key &&
+      (row.scopes === null || scopes === null || row.scopes.some((s) => scopes.includes(s)))
+    );
+    return { id, earlier: earlier.map((row) => row.id) };
+  });
 }
 
 /**
