@@ -36,11 +36,13 @@ export function drawStorerId(): number {
 export type StillWaiting<K> = (key: K, ids: readonly number[]) => Promise<number[]>;
 
 /** Options of {@linkcode createEarlierWaits}. */
-export interface EarlierWaitsOptions {
+export interface EarlierWaitsOptions<K> {
   /** @default EARLIER_WAIT_MS */
   patienceMs?: number;
   /** @default LOOK_EVERY_MS */
   lookEveryMs?: number;
+  /** Told of a wait given up, with the requests still waiting (for a log line). */
+  onGaveUp?: (key: K, left: number[]) => void;
 }
 
 /** Waits for other instances' requests, per key. */
@@ -69,7 +71,7 @@ interface Waiter {
  */
 export function createEarlierWaits<K>(
   stillWaiting: StillWaiting<K>,
-  options: EarlierWaitsOptions = {},
+  options: EarlierWaitsOptions<K> = {},
 ): EarlierWaits<K> {
   const { patienceMs = EARLIER_WAIT_MS, lookEveryMs = LOOK_EVERY_MS } = options;
   const waiters = new Map<K, Set<Waiter>>();
@@ -96,6 +98,7 @@ export function createEarlierWaits<K>(
           waiter.progressAt = now;
         }
         if (waiter.ids.size === 0 || now - waiter.progressAt >= patienceMs) {
+          if (waiter.ids.size > 0) options.onGaveUp?.(key, [...waiter.ids]);
           waiter.resolve([...waiter.ids]);
           ofKey.delete(waiter);
         }

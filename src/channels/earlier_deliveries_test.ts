@@ -31,9 +31,10 @@ Deno.test("a wait ends once every request it waits for is applied; a key's waits
 
 Deno.test("a wait goes on while its requests are applied, and gives up once none is", async () => {
   const waiting = new Set([1, 2, 3, 4]);
+  const gaveUp: [number, number[]][] = [];
   const waits = createEarlierWaits<number>(
     (_key, ids) => Promise.resolve(ids.filter((id) => waiting.has(id))),
-    { patienceMs: 100, lookEveryMs: 5 },
+    { patienceMs: 100, lookEveryMs: 5, onGaveUp: (key, left) => gaveUp.push([key, left]) },
   );
   const started = Date.now();
   const waited = waits.wait(1, [1, 2, 3, 4]);
@@ -46,6 +47,7 @@ Deno.test("a wait goes on while its requests are applied, and gives up once none
   assert.deepEqual(await waited, [4]);
   const took = Date.now() - started;
   assert.ok(took >= 250 && took < 1_000, `gave up after ${took} ms`);
+  assert.deepEqual(gaveUp, [[1, [4]]], "told, for its log");
 });
 
 Deno.test("a failed look fails its key's waits; stopping defers every wait", async () => {

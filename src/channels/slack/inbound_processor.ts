@@ -100,7 +100,14 @@ export function createSlackInboundProcessor(deps: SlackInboundDeps): SlackInboun
   /** Per workspace, the waits for other instances' requests. */
   const earlierWaits = createEarlierWaits<string>(
     (team, ids) => findWaitingSlackDeliveries(deps.sql, team, ids),
-    { patienceMs: deps.earlierWaitMs },
+    {
+      patienceMs: deps.earlierWaitMs,
+      onGaveUp: (key, left) =>
+        log("warn", "slack request applied before another instance's earlier ones", {
+          team_id: key,
+          count: left.length,
+        }),
+    },
   );
   /** Per workspace, requests are applied in the order they arrived. */
   const order = createOrderedApply({
@@ -367,7 +374,7 @@ export function createSlackInboundProcessor(deps: SlackInboundDeps): SlackInboun
     // It is handed over in its turn, once prepared: after another instance's earlier requests
     // of the workspace are applied (see earlier_deliveries.ts).
     const earlierApplied = () =>
-      earlier.length > 0 ? afterEarlier(team, earlier) : Promise.resolve();
+      earlier.length > 0 ? earlierWaits.wait(team, earlier) : Promise.resolve();
     const prepare = (): Promise<ApplyAttempt> =>
       kind === "event"
         ? Promise.all([prepareEvent(id, parsed), earlierApplied()]).then(
@@ -390,16 +397,6 @@ export function createSlackInboundProcessor(deps: SlackInboundDeps): SlackInboun
   const liveGate = createLiveGate({
     onExpired: () => log("warn", "live Slack requests no longer wait for the recovery at start"),
   });
-  /** Waits for another instance's `earlier` requests of workspace `team` to be applied. */
-  async function afterEarlier(team: string, earlier: readonly number[]) {
-    const left = await earlierWaits.wait(team, earlier);
-    if (left.length > 0) {
-      log("warn", "slack request applied before another instance's earlier ones", {
-        team_id: team,
-        count: left.length,
-      });
-    }
-  }
 
   return {
     async process(kind, id, body, document, earlier) {

@@ -96,7 +96,14 @@ export function createWhatsAppInboundProcessor(
   });
   const earlierWaits = createEarlierWaits<number>(
     (appId, ids) => findWaitingWhatsAppDeliveries(deps.sql, appId, ids),
-    { patienceMs: deps.earlierWaitMs },
+    {
+      patienceMs: deps.earlierWaitMs,
+      onGaveUp: (key, left) =>
+        log("warn", "whatsapp delivery applied before another instance's earlier ones", {
+          app_id: key,
+          count: left.length,
+        }),
+    },
   );
   async function entriesOf(
     appId: number,
@@ -198,17 +205,6 @@ export function createWhatsAppInboundProcessor(
     };
   }
 
-  /** Waits for another instance's `earlier` deliveries to be applied (see earlier_deliveries.ts). */
-  async function afterEarlier(appId: number, earlier: readonly number[]) {
-    const left = await earlierWaits.wait(appId, earlier);
-    if (left.length > 0) {
-      log("warn", "whatsapp delivery applied before another instance's earlier ones", {
-        app_id: appId,
-        count: left.length,
-      });
-    }
-  }
-
   async function process(
     appId: number,
     deliveryId: number,
@@ -223,7 +219,7 @@ export function createWhatsAppInboundProcessor(
     const prepare = (): Promise<ApplyAttempt> =>
       Promise.all([
         entriesOf(appId, body, options),
-        earlier.length > 0 ? afterEarlier(appId, earlier) : undefined,
+        earlier.length > 0 ? earlierWaits.wait(appId, earlier) : undefined,
       ]).then(([entries]) => async (place) => {
         const result = await deps.ask(appActorKey(appId), {
           kind: "whatsapp.inbound",
