@@ -118,7 +118,7 @@ export async function insertRequests(
   // The statement's snapshot is taken before the rows are inserted, so the waiting ones are
   // those committed before it: each of them has a smaller id. Read through the index on
   // (key, stored_by, id) of those waiting, as two ranges, they cost nothing while only this
-  // instance stores the key's requests. They come as rows of their own (\`waiting\` true), once
+  // instance stores the key's requests. They come as rows of their own (`waiting` true), once
   // per statement, and are matched with the stored ones by scope here.
   const found = await sql<
     { waiting: boolean; key: number | string; id: number; scopes: string[] | null }[]

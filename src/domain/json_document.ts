@@ -62,3 +62,12 @@ function wellFormed(_key: string, value: unknown): unknown {
 export function storableText(text: string): string {
   return text.toWellFormed().replaceAll("\u0000", "\uFFFD");
 }
+
+/** A body parsed as JSON; undefined when it is not JSON. */
+export function parseJsonBytes(body: Uint8Array): unknown {
+  try {
+    return JSON.parse(new TextDecoder().decode(body));
+  } catch {
+    return undefined;
+  }
+}

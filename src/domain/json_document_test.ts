@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import {
   MAX_JSON_DEPTH,
   nestsDeeperThan,
+  parseJsonBytes,
   parseJsonDocument,
   storableText,
 } from "./json_document.ts";
@@ -39,4 +40,10 @@ Deno.test("nestsDeeperThan counts arrays and objects, not scalars", () => {
 Deno.test("storableText() makes NUL and lone surrogates U+FFFD and keeps the rest", () => {
   assert.equal(storableText("a\u0000b\ud800c\udc00"), "a\uFFFDb\uFFFDc\uFFFD");
   assert.equal(storableText("ok 😀 \u2028"), "ok 😀 \u2028");
+});
+
+Deno.test("bytes are parsed as JSON, or answer undefined when they are not JSON", () => {
+  assert.deepEqual(parseJsonBytes(new TextEncoder().encode('{"a":[1,"é"]}')), { a: [1, "é"] });
+  assert.equal(parseJsonBytes(new TextEncoder().encode("null")), null);
+  assert.equal(parseJsonBytes(new TextEncoder().encode("{not json")), undefined);
 });

@@ -17,10 +17,8 @@ import type { SecretBox } from "../crypto/secret_box.ts";
 import { AppError } from "../domain/app_error.ts";
 import { describeError, log } from "../log.ts";
 import { couldBeMetaSignature, isValidMetaSignature } from "../channels/whatsapp/signature.ts";
-import {
-  parseJson,
-  type WhatsAppInboundProcessor,
-} from "../channels/whatsapp/inbound_processor.ts";
+import type { WhatsAppInboundProcessor } from "../channels/whatsapp/inbound_processor.ts";
+import { parseJsonBytes } from "../domain/json_document.ts";
 import { whatsappOrderScopes } from "../domain/order_scopes.ts";
 import type { MediaLinks } from "../channels/media_links.ts";
 import { downloadMedia, lookUpMedia } from "../channels/whatsapp/graph_client.ts";
@@ -117,7 +115,7 @@ export function whatsappRoutes(deps: WhatsAppRoutesDeps): Hono {
       }
       const appId = Number(appIdText);
       // Parsed once, here: its customers order it with their other deliveries.
-      const document = parseJson(raw);
+      const document = parseJsonBytes(raw);
       const scopes = document === undefined ? null : whatsappOrderScopes(document);
       const { id: deliveryId, earlier } = await storeDelivery({ appId, body: raw, scopes });
       // Meta wants its answer at once; the updates are applied after it (and again after a

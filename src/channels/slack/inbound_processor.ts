@@ -92,8 +92,6 @@ export interface SlackInboundProcessor {
   stop(): void;
 }
 
-type Json = SlackDocument;
-
 /** Creates the processor. */
 export function createSlackInboundProcessor(deps: SlackInboundDeps): SlackInboundProcessor {
   const names = createLruCache<string, { name: string; until: number }>(10_000);
@@ -159,7 +157,7 @@ export function createSlackInboundProcessor(deps: SlackInboundDeps): SlackInboun
     return decodeSlackText(text, { user: (id) => found.get(id) });
   }
 
-  function isOwn(installation: SlackInstallation, message: Json): boolean {
+  function isOwn(installation: SlackInstallation, message: SlackDocument): boolean {
     return Boolean(message?.bot_id) || message?.user === installation.botUserId;
   }
 
@@ -184,7 +182,7 @@ export function createSlackInboundProcessor(deps: SlackInboundDeps): SlackInboun
 
   async function changeOf(
     installation: SlackInstallation,
-    event: Json,
+    event: SlackDocument,
   ): Promise<SlackChange | null> {
     if (event?.type !== "message" || typeof event.channel !== "string") return null;
     const channelId: string = event.channel;
@@ -237,7 +235,7 @@ export function createSlackInboundProcessor(deps: SlackInboundDeps): SlackInboun
     if (event.thread_ts === event.ts) return null;
     const text = storableText(await readable(installation, String(event.text ?? "")));
     const attached = Array.isArray(event.files) ? event.files.slice(0, MAX_SLACK_REPLY_FILES) : [];
-    const files = attached.flatMap((file: Json) =>
+    const files = attached.flatMap((file: SlackDocument) =>
       typeof file?.id === "string"
         ? [{
           id: file.id,
@@ -265,7 +263,7 @@ export function createSlackInboundProcessor(deps: SlackInboundDeps): SlackInboun
   }
 
   /** What the actor is to do with event request `id`: null when the request changes nothing. */
-  async function prepareEvent(id: number, body: Json): Promise<SlackEventCommand | null> {
+  async function prepareEvent(id: number, body: SlackDocument): Promise<SlackEventCommand | null> {
     const installation = await installationOf(body?.team_id);
     if (!installation || body?.type !== "event_callback" || typeof body.event_id !== "string") {
       return null;
@@ -295,7 +293,7 @@ export function createSlackInboundProcessor(deps: SlackInboundDeps): SlackInboun
    * event), so that its hand-over to the actor is not overtaken by the requests behind it.
    */
   async function prepareAction(
-    payload: Json,
+    payload: SlackDocument,
   ): Promise<(CloseChatCommand | VisitorActionCommand)[]> {
     const teamId = payload?.team?.id ?? payload?.user?.team_id;
     const installation = typeof teamId === "string"
@@ -354,7 +352,7 @@ export function createSlackInboundProcessor(deps: SlackInboundDeps): SlackInboun
     document?: SlackDocument,
     earlier: readonly number[] = [],
   ) {
-    const parsed: Json = document === undefined
+    const parsed: SlackDocument = document === undefined
       ? parseSlackRequest(kind, new TextDecoder().decode(body))
       : document;
     if (parsed === null) log("warn", "slack request is not JSON", { kind });
@@ -373,8 +371,7 @@ export function createSlackInboundProcessor(deps: SlackInboundDeps): SlackInboun
     };
     // It is handed over in its turn, once prepared: after another instance's earlier requests
     // of the workspace are applied (see earlier_deliveries.ts).
-    const earlierApplied = () =>
-      earlier.length > 0 ? earlierWaits.wait(team, earlier) : Promise.resolve();
+    const earlierApplied = () => earlierWaits.wait(team, earlier);
     const prepare = (): Promise<ApplyAttempt> =>
       kind === "event"
         ? Promise.all([prepareEvent(id, parsed), earlierApplied()]).then(
@@ -397,7 +394,6 @@ export function createSlackInboundProcessor(deps: SlackInboundDeps): SlackInboun
   const liveGate = createLiveGate({
     onExpired: () => log("warn", "live Slack requests no longer wait for the recovery at start"),
   });
-
   return {
     async process(kind, id, body, document, earlier) {
       await liveGate.pass(body.byteLength);

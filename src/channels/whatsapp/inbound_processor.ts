@@ -8,7 +8,7 @@
  * behind it). Deliveries left unprocessed by a crash are picked up again by
  * {@linkcode WhatsAppInboundProcessor.recover}.
  */
-import { storableText } from "../../domain/json_document.ts";
+import { parseJsonBytes, storableText } from "../../domain/json_document.ts";
 import type { Sql } from "../../db/client.ts";
 import { appActorKey, type AppCommand, type CommandResult } from "../../actors/protocol.ts";
 import type { WhatsAppInboundEntry } from "../../actors/protocol.ts";
@@ -110,7 +110,7 @@ export function createWhatsAppInboundProcessor(
     body: Uint8Array,
     known: ProcessOptions,
   ): Promise<WhatsAppInboundEntry[]> {
-    const document = "document" in known ? known.document : parseJson(body);
+    const document = "document" in known ? known.document : parseJsonBytes(body);
     if (document === undefined) {
       log("warn", "whatsapp delivery is not JSON", { app_id: appId });
       return [];
@@ -211,7 +211,6 @@ export function createWhatsAppInboundProcessor(
     body: Uint8Array,
     options: ProcessOptions = {},
   ): Promise<void> {
-    const earlier = options.earlier ?? [];
     // Each delivery is prepared (parsed, its clicks looked up) as it arrives, so that the work is
     // spread between the acknowledgements rather than done in one burst when the window closes;
     // the actor checks again what a click may change. It is handed over in its turn, once
@@ -219,7 +218,7 @@ export function createWhatsAppInboundProcessor(
     const prepare = (): Promise<ApplyAttempt> =>
       Promise.all([
         entriesOf(appId, body, options),
-        earlier.length > 0 ? earlierWaits.wait(appId, earlier) : undefined,
+        earlierWaits.wait(appId, options.earlier ?? []),
       ]).then(([entries]) => async (place) => {
         const result = await deps.ask(appActorKey(appId), {
           kind: "whatsapp.inbound",
@@ -312,13 +311,4 @@ function textEntry(
 /** Customer text, or its absence, as PostgreSQL can store it (see `storableText`). */
 function storable<T extends string | null>(text: T): T {
   return (text === null ? null : storableText(text)) as T;
-}
-
-/** A body parsed as JSON; undefined when it is not JSON. */
-export function parseJson(body: Uint8Array): unknown {
-  try {
-    return JSON.parse(new TextDecoder().decode(body));
-  } catch {
-    return undefined;
-  }
 }
