@@ -1,14 +1,16 @@
 /**
  * `deno task test`: a self-contained test run. Starts an embedded PostgreSQL with fsync off
  * (unless `TEST_DATABASE_URL` names a server), builds a migrated template database, runs
- * `deno test` with the server's URL in the environment so that each test file clones its own
- * database from the template, then prints one `N passed, N failed` line and exits non-zero on
- * any failure. Arguments are passed on to `deno test` (e.g. a file or `--filter`).
+ * every test file with the server's URL in the environment so that each clones its own database
+ * from the template, then prints one `N passed, N failed` line and exits non-zero on any failure.
+ * Arguments name the files or directories to run (all test files when none) and flags passed on
+ * to `deno test` (e.g. `--filter`).
  */
 import { openEmbeddedPostgres } from "../src/db/embedded.ts";
 import { connect } from "../src/db/client.ts";
 import { migrate } from "../src/db/migrate.ts";
 import { TEMPLATE_DATABASE } from "./support/database.ts";
+import { findTestFiles, runTestFiles, splitArguments } from "./support/file_runner.ts";
 
 const ownDir = Deno.env.get("TEST_DATABASE_URL")
   ? null
@@ -48,28 +50,54 @@ function withDatabase(url: string, database: string): string {
   return parsed.toString();
 }
 
+/**
+ * Type-checks every file once, then runs each test file in a process of its own, a few at a time
+ * (see `support/file_runner.ts`), printing each file's output whole as it ends, and a closing
+ * `N passed, N failed` line. Integration tests (`tests/`) go first: they take longest.
+ */
 async function runDenoTest(url: string, args: string[]): Promise<number> {
-  const child = new Deno.Command(Deno.execPath(), {
-    args: ["test", "-A", "--parallel", ...args],
-    env: { TEST_DATABASE_URL: url },
-    stdout: "piped",
-    stderr: "inherit",
-  }).spawn();
-  let summary: { passed: number; failed: number } | null = null;
-  let tail = "";
-  const decoder = new TextDecoder();
-  for await (const chunk of child.stdout) {
-    await Deno.stdout.write(chunk);
-    tail = (tail + decoder.decode(chunk, { stream: true })).slice(-4096);
+  const split = await splitArguments(args);
+  const files = split.files.length > 0 ? split.files : await findTestFiles(".");
+  files.sort((a, b) => Number(!a.startsWith("tests/")) - Number(!b.startsWith("tests/")));
+  const checked = await new Deno.Command(Deno.execPath(), { args: ["check", ...files] }).output();
+  if (!checked.success) {
+    await Deno.stderr.write(checked.stderr);
+    console.log("0 passed, 1 failed");
+    return 1;
   }
-  const status = await child.status;
-  // deno's closing line: "ok | 12 passed (3 steps) | 0 failed (2s)" or "FAILED | 3 passed | 1 failed ..."
-  // deno-lint-ignore no-control-regex -- strips the colour codes of deno's own output
-  const plain = tail.replace(/\x1b\[[0-9;]*m/g, "");
-  const match = /(?:ok|FAILED) \| (\d+) passed[^|]*\| (\d+) failed/.exec(plain);
-  if (match) summary = { passed: Number(match[1]), failed: Number(match[2]) };
-  const passed = summary?.passed ?? 0;
-  const failed = summary?.failed ?? (status.success ? 0 : 1);
+  const concurrency = Math.max(2, navigator.hardwareConcurrency);
+  const encoder = new TextEncoder();
+  const outcomes = await runTestFiles(files, concurrency, {
+    flags: split.flags,
+    env: { TEST_DATABASE_URL: url },
+    watchdog: { silenceMs: 180_000, totalMs: 1_200_000 },
+  }, (outcome) => {
+    const seconds = (outcome.durationMs / 1000).toFixed(1);
+    const verdict = outcome.killed
+      ? `KILLED: ${outcome.killed}`
+      : outcome.success
+      ? "ok"
+      : "FAILED";
+    writeAll(
+      encoder.encode(`${outcome.output}\n== ${outcome.file}: ${verdict} (${seconds} s)\n\n`),
+    );
+  });
+  for (const outcome of outcomes.filter((outcome) => outcome.killedBefore)) {
+    console.log(`hung once: ${outcome.file} (killed: ${outcome.killedBefore}), then run again`);
+  }
+  const failedFiles = outcomes.filter((outcome) => !outcome.success);
+  for (const outcome of failedFiles) {
+    console.log(`failed: ${outcome.file}${outcome.killed ? ` (killed: ${outcome.killed})` : ""}`);
+  }
+  const passed = outcomes.reduce((sum, outcome) => sum + outcome.passed, 0);
+  const failed = outcomes.reduce((sum, outcome) => sum + outcome.failed, 0);
   console.log(`${passed} passed, ${failed} failed`);
-  return status.success && summary !== null && passed > 0 ? 0 : 1;
+  return failedFiles.length === 0 && failed === 0 && passed > 0 ? 0 : 1;
+}
+
+/** Writes every byte of `bytes` to stdout (one write may take only part of them). */
+function writeAll(bytes: Uint8Array): void {
+  for (let written = 0; written < bytes.length;) {
+    written += Deno.stdout.writeSync(bytes.subarray(written));
+  }
 }
