@@ -16,18 +16,36 @@ export interface DeliveryWorker {
   stop(): Promise<void>;
 }
 
+/** Options of {@linkcode startDeliveryWorkers}. */
+export interface DeliveryWorkerStartOptions {
+  /**
+   * A worker not ready this long after it was created fails the start (it is ended): a start
+   * fails loudly rather than waits forever on a thread whose module never loads. @default 30_000
+   */
+  startTimeoutMs?: number;
+  /** The worker's module (tests start others). @default workers/delivery_worker.ts */
+  workerUrl?: URL;
+}
+
 /**
  * Starts `count` workers (the first one sweeps old records, as `init.sweeps` says); resolves once
- * all are ready.
+ * all are ready, and rejects if one fails or is not ready in time.
  */
 export async function startDeliveryWorkers(
   count: number,
   init: Extract<DeliveryWorkerMessage, { type: "init" }>,
+  options: DeliveryWorkerStartOptions = {},
 ): Promise<DeliveryWorker> {
+  const { startTimeoutMs = 30_000, workerUrl = WORKER_URL } = options;
   const started = await Promise.allSettled(
     Array.from(
       { length: count },
-      (_, index) => startDeliveryWorker({ ...init, sweeps: index === 0 ? init.sweeps : null }),
+      (_, index) =>
+        startDeliveryWorker(
+          { ...init, sweeps: index === 0 ? init.sweeps : null },
+          workerUrl,
+          startTimeoutMs,
+        ),
     ),
   );
   const workers = started.flatMap((result) => result.status === "fulfilled" ? [result.value] : []);
@@ -47,8 +65,10 @@ export async function startDeliveryWorkers(
 /** Starts one worker; resolves once it is ready. */
 async function startDeliveryWorker(
   init: Extract<DeliveryWorkerMessage, { type: "init" }>,
+  workerUrl: URL,
+  startTimeoutMs: number,
 ): Promise<DeliveryWorker> {
-  const worker = new Worker(WORKER_URL, { type: "module" });
+  const worker = new Worker(workerUrl, { type: "module" });
   const replies = new Map<DeliveryWorkerReply["type"], () => void>();
   worker.onmessage = (event: MessageEvent<DeliveryWorkerReply>) => replies.get(event.data.type)?.();
   const answered = (type: DeliveryWorkerReply["type"]) =>
@@ -60,12 +80,21 @@ async function startDeliveryWorker(
       reject(new Error(`The delivery worker failed: ${event.message}`));
     };
   });
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(
+      () => reject(new Error(`The delivery worker was not ready within ${startTimeoutMs} ms`)),
+      startTimeoutMs,
+    );
+  });
   worker.postMessage(init);
   try {
-    await Promise.race([ready, failed]);
+    await Promise.race([ready, failed, late]);
   } catch (error) {
     worker.terminate();
     throw error;
+  } finally {
+    clearTimeout(timer);
   }
   // Later crashes are logged; deliveries wait in the outbox for the next start.
   worker.onerror = (event) => {
