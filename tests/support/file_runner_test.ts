@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { readSummary, runTestFile, splitArguments } from "./file_runner.ts";
+import { readSummary, runTestFile, runTestFiles, splitArguments } from "./file_runner.ts";
 
 Deno.test("readSummary reads deno's closing line, passed and failed", () => {
   assert.deepEqual(readSummary("x ... ok\n\nok | 12 passed (3 steps) | 0 failed (2s)\n"), {
@@ -61,6 +61,36 @@ Deno.test("runTestFile counts a file's passes and failures, and kills one that g
     assert.equal(killed.success, false);
     assert.equal(killed.failed, 1);
     assert.match(killed.output, /waits forever \.\.\./);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("runTestFiles runs a killed file once more and says it hung before", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    const marker = `${dir}/ran_once`;
+    const flaky = `${dir}/flaky_test.ts`;
+    await Deno.writeTextFile(
+      flaky,
+      `Deno.test("hangs the first time only", async () => {
+        const first = await Deno.stat(${JSON.stringify(marker)}).then(() => false, () => true);
+        if (first) {
+          await Deno.writeTextFile(${JSON.stringify(marker)}, "");
+          await new Promise(() => setInterval(() => {}, 1000));
+        }
+      });\n`,
+    );
+    const heard: string[] = [];
+    const options = { flags: [], env: {}, watchdog: { silenceMs: 1_500, totalMs: 60_000 } };
+    const [outcome] = await runTestFiles([flaky], 2, options, (done) => heard.push(done.file));
+    assert.deepEqual(heard, [flaky]);
+    assert.equal(outcome.killedBefore, "printed nothing for 2 s");
+    assert.equal(outcome.killed, null);
+    assert.equal(outcome.success, true);
+    assert.equal(outcome.passed, 1);
+    assert.equal(outcome.failed, 0);
+    assert.match(outcome.output, /KILLED: printed nothing for 2 s; running it again/);
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
