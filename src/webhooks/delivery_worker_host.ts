@@ -28,8 +28,8 @@ export interface DeliveryWorkerStartOptions {
 }
 
 /**
- * Starts `count` workers (the first one sweeps old records, as `init.sweeps` says); resolves once
- * all are ready, and rejects if one fails or is not ready in time.
+ * Starts `count` workers, one after another (the first one sweeps old records, as `init.sweeps`
+ * says); resolves once all are ready, and rejects if one fails or is not ready in time.
  */
 export async function startDeliveryWorkers(
   count: number,
@@ -37,22 +37,18 @@ export async function startDeliveryWorkers(
   options: DeliveryWorkerStartOptions = {},
 ): Promise<DeliveryWorker> {
   const { startTimeoutMs = 30_000, workerUrl = WORKER_URL } = options;
-  const started = await Promise.allSettled(
-    Array.from(
-      { length: count },
-      (_, index) =>
-        startDeliveryWorker(
-          { ...init, sweeps: index === 0 ? init.sweeps : null },
-          workerUrl,
-          startTimeoutMs,
-        ),
-    ),
-  );
-  const workers = started.flatMap((result) => result.status === "fulfilled" ? [result.value] : []);
-  const failure = started.find((result) => result.status === "rejected");
-  if (failure) {
+  // One after another: each worker's module graph holds @slack/web-api, whose dependencies Deno
+  // loads through require() of ES modules, and such loads in several threads at once are where
+  // a CI run saw Deno's module loading wedge (docs/architecture.md, Tests).
+  const workers: DeliveryWorker[] = [];
+  try {
+    for (let index = 0; index < count; index++) {
+      const sweeps = index === 0 ? init.sweeps : null;
+      workers.push(await startDeliveryWorker({ ...init, sweeps }, workerUrl, startTimeoutMs));
+    }
+  } catch (error) {
     await Promise.all(workers.map((worker) => worker.stop()));
-    throw failure.reason;
+    throw error;
   }
   return {
     wake: () => workers.forEach((worker) => worker.wake()),
