@@ -57,6 +57,9 @@ export async function findTestFiles(root: string): Promise<string[]> {
   return found.sort();
 }
 
+/** `deno test` flags whose value is the next argument when not written `--flag=value`. */
+const FLAGS_WITH_VALUE = new Set(["--filter", "--seed", "--reporter", "--junit-path"]);
+
 /**
  * Splits `deno task test` arguments into files (paths that exist; a directory stands for its test
  * files) and the flags passed on to every `deno test` (the value after `--filter` included).
@@ -81,8 +84,6 @@ export async function splitArguments(
   }
   return { files, flags };
 }
-
-const FLAGS_WITH_VALUE = new Set(["--filter", "--seed", "--reporter", "--junit-path"]);
 
 /** Runs one test file in its own `deno test` process and reads its result. */
 export async function runTestFile(file: string, options: RunFileOptions): Promise<FileOutcome> {
