@@ -59,7 +59,7 @@ export interface Config {
     clientId: string | null;
     clientSecret: string | null;
     signingSecret: string | null;
-    /** The Web API base (`SLACK_API_URL`), with a trailing slash as `@slack/web-api` wants it. */
+    /** The Web API base (`SLACK_API_URL`), with a trailing slash: a method's URL is this base and its name. */
     apiUrl: string;
     authorizeUrl: string;
   };

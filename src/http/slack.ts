@@ -24,7 +24,7 @@ import type { SlackInboundProcessor } from "../channels/slack/inbound_processor.
 import { methodNotAllowed } from "./method_not_allowed.ts";
 import { mediaResponse } from "./media_response.ts";
 import type { MediaLinks } from "../channels/media_links.ts";
-import type { WebClient } from "@slack/web-api";
+import type { SlackWebClient } from "../channels/slack/web_client.ts";
 import { findInstallationByApp } from "../db/slack_installations.ts";
 import { findMediaApps } from "../db/channel_media.ts";
 import { isSlackFileHost } from "../domain/media_hosts.ts";
@@ -39,7 +39,7 @@ export interface SlackRoutesDeps extends SlackInstallerDeps {
   /** Verifies links to the media proxy. */
   slackMediaLinks: MediaLinks;
   /** A Web API client for a bot token (sealed). */
-  slackClients(botTokenSealed: string): WebClient;
+  slackClients(botTokenSealed: string): SlackWebClient;
 }
 
 /** Largest request accepted from Slack (its events are small; files never come inline). */

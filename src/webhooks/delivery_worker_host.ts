@@ -28,8 +28,9 @@ export interface DeliveryWorkerStartOptions {
 }
 
 /**
- * Starts `count` workers, one after another (the first one sweeps old records, as `init.sweeps`
- * says); resolves once all are ready, and rejects if one fails or is not ready in time.
+ * Starts `count` workers at once (the first one sweeps old records, as `init.sweeps` says);
+ * resolves once all are ready, and rejects if one fails or is not ready in time, after ending
+ * the others.
  */
 export async function startDeliveryWorkers(
   count: number,
@@ -37,18 +38,17 @@ export async function startDeliveryWorkers(
   options: DeliveryWorkerStartOptions = {},
 ): Promise<DeliveryWorker> {
   const { startTimeoutMs = 30_000, workerUrl = WORKER_URL } = options;
-  // One after another: each worker's module graph holds @slack/web-api, whose dependencies Deno
-  // loads through require() of ES modules, and such loads in several threads at once are where
-  // a CI run saw Deno's module loading wedge (docs/architecture.md, Tests).
-  const workers: DeliveryWorker[] = [];
-  try {
-    for (let index = 0; index < count; index++) {
+  const starts = await Promise.allSettled(
+    Array.from({ length: count }, (_, index) => {
       const sweeps = index === 0 ? init.sweeps : null;
-      workers.push(await startDeliveryWorker({ ...init, sweeps }, workerUrl, startTimeoutMs));
-    }
-  } catch (error) {
+      return startDeliveryWorker({ ...init, sweeps }, workerUrl, startTimeoutMs);
+    }),
+  );
+  const workers = starts.flatMap((start) => start.status === "fulfilled" ? [start.value] : []);
+  const failed = starts.find((start) => start.status === "rejected");
+  if (failed !== undefined) {
     await Promise.all(workers.map((worker) => worker.stop()));
-    throw error;
+    throw failed.reason;
   }
   return {
     wake: () => workers.forEach((worker) => worker.wake()),

@@ -46,3 +46,35 @@ Deno.test("a delivery worker that never becomes ready fails the start in time", 
     await Deno.remove(dir, { recursive: true });
   }
 });
+
+Deno.test("when one delivery worker fails to start, the ones that started are stopped", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    // The sweeping worker (the first) never becomes ready; the others do, and note their stop.
+    // Plain JavaScript, so that no type check delays them.
+    const path = `${dir}/half_worker.js`;
+    await Deno.writeTextFile(
+      path,
+      `self.onmessage = async (event) => {
+        if (event.data.type === "init" && event.data.sweeps === null) {
+          self.postMessage({ type: "ready" });
+        }
+        if (event.data.type === "stop") {
+          await Deno.writeTextFile(${JSON.stringify(`${dir}/stopped`)}, "x\\n", { append: true });
+          self.postMessage({ type: "stopped" });
+        }
+      };`,
+    );
+    const sweeps = { firstInMs: 60_000, everyMs: 60_000 };
+    await assert.rejects(
+      startDeliveryWorkers(3, { ...INIT, sweeps }, {
+        workerUrl: new URL(`file://${path}`),
+        startTimeoutMs: 3_000,
+      }),
+      { message: "The delivery worker was not ready within 3000 ms" },
+    );
+    assert.equal(await Deno.readTextFile(`${dir}/stopped`), "x\nx\n", "both ready workers stopped");
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});

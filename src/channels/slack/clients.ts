@@ -1,14 +1,17 @@
 /**
- * Web API clients per bot token: a `WebClient` keeps its own queue and retry state, so one is
+ * Web API clients per bot token: a client holds back its calls after a 429, so one is
  * made per token and reused; tokens arrive sealed and are opened once.
  */
-import type { WebClient } from "@slack/web-api";
 import type { SecretBox } from "../../crypto/secret_box.ts";
 import { createLruCache } from "../../cache/lru_cache.ts";
-import { createSlackWebClient, type SlackWebClientOptions } from "./web_client.ts";
+import {
+  createSlackWebClient,
+  type SlackWebClient,
+  type SlackWebClientOptions,
+} from "./web_client.ts";
 
 /** A function answering the client of a sealed bot token. */
-export type SlackClients = (botTokenSealed: string) => WebClient;
+export type SlackClients = (botTokenSealed: string) => SlackWebClient;
 
 /** Creates the per-token client cache for `apiUrl` (`SLACK_API_URL`). */
 export function createSlackClients(
@@ -16,7 +19,7 @@ export function createSlackClients(
   apiUrl: string,
   options: SlackWebClientOptions = {},
 ): SlackClients {
-  const clients = createLruCache<string, WebClient>(1_000);
+  const clients = createLruCache<string, SlackWebClient>(1_000);
   return (sealed) => {
     let client = clients.get(sealed);
     if (!client) {

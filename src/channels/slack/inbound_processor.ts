@@ -8,7 +8,7 @@
  * a crash left unapplied are applied again by {@linkcode SlackInboundProcessor.recover}.
  */
 import { storableText } from "../../domain/json_document.ts";
-import type { WebClient } from "@slack/web-api";
+import type { SlackWebClient } from "./web_client.ts";
 import type { Sql } from "../../db/client.ts";
 import {
   appActorKey,
@@ -54,7 +54,7 @@ export interface SlackInboundDeps {
   sql: Sql;
   ask(key: string, command: AppCommand): Promise<CommandResult>;
   /** A Web API client for a bot token (sealed). */
-  clientFor(botTokenSealed: string): WebClient;
+  clientFor(botTokenSealed: string): SlackWebClient;
   /** Signs links to the Slack media proxy. */
   mediaLinks: MediaLinks;
   /** How long requests wait to be applied together (see apply_window.ts). @default APPLY_WINDOW_MS */

@@ -1,6 +1,6 @@
 /**
- * The Slack mirror's sender (CONTRACT §6.2): one claimed send becomes Slack Web API calls through
- * the official client. A conversation's first send posts its root message (the visitor, the
+ * The Slack mirror's sender (CONTRACT §6.2): one claimed send becomes Slack Web API calls
+ * (`web_client.ts`). A conversation's first send posts its root message (the visitor, the
  * channel, the status, a `Close` button) and remembers the thread; a message is posted in that
  * thread under its sender's name, rendered with the Block Kit renderer (a customer's reply opens
  * with a line quoting the message it answers); a status change updates the root. A rate-limited
@@ -10,7 +10,6 @@
  * other failures retry on the channel schedule, and a refusal Slack will repeat (a revoked token,
  * a deleted channel) gives up.
  */
-import type { WebClient } from "@slack/web-api";
 import type { ClaimedMirror, MirroredParts } from "../../db/slack_sends.ts";
 import {
   MAX_SEND_RETRY_AFTER_MS,
@@ -25,7 +24,7 @@ import {
 import { renderAdReferralLine } from "../../domain/ad_referral.ts";
 import { renderReplyContext } from "../../domain/slack_reply_context.ts";
 import { escapeMrkdwn } from "../../domain/slack_mrkdwn.ts";
-import { slackErrorOf } from "./web_client.ts";
+import { slackErrorOf, type SlackWebClient } from "./web_client.ts";
 
 /** The `action_id` of the root message's `Close` button. */
 export const CLOSE_ACTION_ID = "parley_close";
@@ -44,7 +43,7 @@ export function parseChatBlockId(blockId: string): number | null {
 /** What the sender needs from the outside world. */
 export interface MirrorDeps {
   /** A Web API client for a bot token (sealed). */
-  clientFor(botTokenSealed: string): WebClient;
+  clientFor(botTokenSealed: string): SlackWebClient;
   saveThread(
     thread: { appId: number; chatId: number; teamId: string; channelId: string; ts: string },
   ): Promise<void>;

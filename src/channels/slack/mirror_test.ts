@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import type { WebClient } from "@slack/web-api";
+import type { SlackWebClient } from "./web_client.ts";
 import type { ClaimedMirror } from "../../db/slack_sends.ts";
 import { type MirrorDeps, sendMirror } from "./mirror.ts";
 
@@ -16,7 +16,7 @@ function recordingDeps() {
       },
       update: () => Promise.resolve({ ok: true }),
     },
-  } as unknown as WebClient;
+  } as unknown as SlackWebClient;
   const deps: MirrorDeps = {
     clientFor: () => client,
     saveThread: () => Promise.resolve(),

@@ -1,22 +1,24 @@
 import assert from "node:assert/strict";
-import { LogLevel, WebClient } from "@slack/web-api";
 import { type FakeSlack, startFakeSlack } from "../../../tests/support/fake_slack.ts";
-import { createSlackWebClient, slackErrorOf } from "./web_client.ts";
+import { silentListener } from "../../../tests/support/silent_peer.ts";
+import {
+  createSlackWebClient,
+  encodeSlackParams,
+  SlackCallError,
+  slackErrorOf,
+} from "./web_client.ts";
 
 const APP = { clientId: "123.456", clientSecret: "client-secret", signingSecret: "signing-secret" };
 const CHANNEL = "C0SUPPORT";
-/** For the plain clients built here: the library's own warnings would only clutter the output. */
-const QUIET = { logLevel: LogLevel.ERROR };
 
-/** Installs the app into the fake workspace with the official client; answers the bot token. */
+/** Installs the app into the fake workspace with a tokenless client; answers the bot token. */
 async function botToken(slack: FakeSlack): Promise<string> {
   const code = slack.issueCode({ channelId: CHANNEL });
-  const access = await new WebClient(undefined, { slackApiUrl: slack.apiUrl, ...QUIET }).oauth.v2
-    .access({
-      client_id: APP.clientId,
-      client_secret: APP.clientSecret,
-      code,
-    });
+  const access = await createSlackWebClient(undefined, slack.apiUrl).oauth.v2.access({
+    client_id: APP.clientId,
+    client_secret: APP.clientSecret,
+    code,
+  });
   return access.access_token!;
 }
 
@@ -114,11 +116,7 @@ Deno.test("slackErrorOf() is ratelimited with Retry-After once the client's retr
   assert.equal(slack.calls.filter((call) => call.method === "chat.postMessage").length, 3);
 
   slack.queue("auth.test", { status: 429, headers: { "retry-after": "3" }, body: RATE_LIMITED });
-  const rejecting = new WebClient(token, {
-    slackApiUrl: slack.apiUrl,
-    rejectRateLimitedCalls: true,
-    ...QUIET,
-  });
+  const rejecting = createSlackWebClient(token, slack.apiUrl, { rejectRateLimited: true });
   assert.deepEqual(slackErrorOf(await rejection(rejecting.auth.test())), {
     code: "ratelimited",
     retryAfterMs: 3_000,
@@ -136,11 +134,7 @@ Deno.test("slackErrorOf() tells HTTP errors from unreachable hosts and from non-
   const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
   const closed = `http://127.0.0.1:${listener.addr.port}/api/`;
   listener.close();
-  const unreachable = new WebClient(token, {
-    slackApiUrl: closed,
-    retryConfig: { retries: 0 },
-    ...QUIET,
-  });
+  const unreachable = createSlackWebClient(token, closed, { retries: 0 });
   assert.deepEqual(slackErrorOf(await rejection(unreachable.auth.test())), {
     code: "request_error",
     retryAfterMs: null,
@@ -152,4 +146,123 @@ Deno.test("slackErrorOf() tells HTTP errors from unreachable hosts and from non-
   });
   assert.deepEqual(slackErrorOf("text"), { code: "unknown_error", retryAfterMs: null });
   assert.deepEqual(slackErrorOf(null), { code: "unknown_error", retryAfterMs: null });
+});
+
+Deno.test("encodeSlackParams() encodes as the official client: text as is, objects as JSON, nothing for absent values", () => {
+  const form = encodeSlackParams({
+    channel: "C1",
+    text: "a & b = ü",
+    unfurl_links: false,
+    limit: 3,
+    blocks: [{ type: "divider" }],
+    metadata: { event_type: "x" },
+    thread_ts: undefined,
+    icon_emoji: null,
+  });
+  assert.equal(
+    form.toString(),
+    "channel=C1&text=a+%26+b+%3D+%C3%BC&unfurl_links=false&limit=3" +
+      "&blocks=%5B%7B%22type%22%3A%22divider%22%7D%5D&metadata=%7B%22event_type%22%3A%22x%22%7D",
+  );
+});
+
+Deno.test("createSlackWebClient() holds back the same client's other calls after a 429, not another token's", async () => {
+  await using slack = await startFakeSlack(APP);
+  const token = await botToken(slack);
+  const client = createSlackWebClient(token, slack.apiUrl);
+  const other = createSlackWebClient(await botToken(slack), slack.apiUrl);
+  slack.queue("chat.postMessage", {
+    status: 429,
+    headers: { "retry-after": "1" },
+    body: RATE_LIMITED,
+  });
+  const started = performance.now();
+  const posting = client.chat.postMessage({ channel: CHANNEL, text: "First" });
+  while (!slack.calls.some((call) => call.method === "chat.postMessage")) {
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+  await new Promise((resolve) => setTimeout(resolve, 20));
+  await other.auth.test();
+  const otherMs = performance.now() - started;
+  const identity = await client.auth.test();
+  const heldMs = performance.now() - started;
+  assert.equal(identity.ok, true);
+  assert.equal((await posting).ok, true);
+  assert.ok(otherMs < 900, `another token's call was not held (${otherMs} ms)`);
+  assert.ok(heldMs >= 1_000, `the same client's next call waited out Retry-After (${heldMs} ms)`);
+});
+
+Deno.test("createSlackWebClient() retries an HTTP 500 after half a second", async () => {
+  await using slack = await startFakeSlack(APP);
+  const client = createSlackWebClient(await botToken(slack), slack.apiUrl);
+  slack.queue("chat.postMessage", { status: 500, body: "Internal Server Error" });
+  const started = performance.now();
+  const posted = await client.chat.postMessage({ channel: CHANNEL, text: "Again" });
+  assert.equal(posted.ok, true);
+  assert.ok(performance.now() - started >= 500, "waited before retrying");
+  assert.equal(slack.calls.filter((call) => call.method === "chat.postMessage").length, 2);
+});
+
+Deno.test("slackErrorOf() is http_error for an answer that is not Slack's JSON, ratelimited without retry for a 429 without Retry-After", async () => {
+  await using slack = await startFakeSlack(APP);
+  const client = createSlackWebClient(await botToken(slack), slack.apiUrl, { retries: 0 });
+  slack.queue("auth.test", { body: "<html>maintenance</html>" }, { body: [1, 2] });
+  assert.deepEqual(slackErrorOf(await rejection(client.auth.test())), {
+    code: "http_error",
+    retryAfterMs: null,
+  });
+  assert.deepEqual(slackErrorOf(await rejection(client.auth.test())).code, "http_error");
+
+  const retrying = createSlackWebClient(await botToken(slack), slack.apiUrl);
+  slack.queue("chat.postMessage", { status: 429, headers: { "retry-after": "soon" }, body: "" });
+  const error = await rejection(retrying.chat.postMessage({ channel: CHANNEL, text: "x" }));
+  assert.ok(error instanceof SlackCallError);
+  assert.deepEqual(slackErrorOf(error), { code: "ratelimited", retryAfterMs: null });
+  assert.equal(slack.calls.filter((call) => call.method === "chat.postMessage").length, 1);
+});
+
+Deno.test("createSlackWebClient() abandons an attempt that gets no answer in time: request_error", async () => {
+  const silent = silentListener();
+  try {
+    const client = createSlackWebClient("xoxb-1", `http://127.0.0.1:${silent.port}/api/`, {
+      timeoutMs: 200,
+      retries: 1,
+    });
+    const started = performance.now();
+    const error = await rejection(client.auth.test());
+    assert.deepEqual(slackErrorOf(error), { code: "request_error", retryAfterMs: null });
+    const elapsed = performance.now() - started;
+    assert.ok(elapsed >= 900, `two attempts of 200 ms, 500 ms apart (${elapsed} ms)`);
+    assert.equal(silent.accepted.length, 2, "tried twice");
+  } finally {
+    await silent.release();
+  }
+});
+
+Deno.test("no module loads @slack/web-api at run time: only its types are imported", async () => {
+  const offenders: string[] = [];
+  const statement = /\b(?:import|export)\s+([^;]*?)\s*from\s*["']@slack\/web-api["']/g;
+  const dynamic = /\bimport\s*\(\s*["']@slack\/web-api["']/;
+  const roots = ["src", "workers", "tests", "bench"].map((dir) =>
+    new URL(`../../../${dir}/`, import.meta.url)
+  );
+  const files = [new URL("../../../main.ts", import.meta.url)];
+  while (roots.length > 0) {
+    const dir = roots.pop()!;
+    for await (const entry of Deno.readDir(dir)) {
+      if (entry.isDirectory) roots.push(new URL(`${entry.name}/`, dir));
+      else if (entry.name.endsWith(".ts")) files.push(new URL(entry.name, dir));
+    }
+  }
+  let typeImports = 0;
+  for (const file of files) {
+    const text = await Deno.readTextFile(file);
+    if (dynamic.test(text)) offenders.push(file.pathname);
+    for (const [, clause] of text.matchAll(statement)) {
+      if (clause.startsWith("type ")) typeImports++;
+      else offenders.push(file.pathname);
+    }
+  }
+  assert.deepEqual(offenders, []);
+  assert.ok(typeImports >= 1, "the scan found web_client.ts's type import");
 });
