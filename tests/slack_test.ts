@@ -241,6 +241,60 @@ Deno.test("a visitor conversation is mirrored as a thread, and an agent's thread
   assert.equal(posts(env.slack).length, 3);
 });
 
+Deno.test("another organisation's member in a shared channel is no agent: their replies, edits and clicks change nothing", async () => {
+  await using env = await setUp();
+  await install(env);
+  const chat = await createVisitorChat(env.server.baseUrl, env.app.publicId, "Hello");
+  const thread = await threadTs(env);
+  env.slack.addUser({ id: "U1", displayName: "Ana" });
+  env.slack.addUser({ id: "UX", displayName: "Outsider" });
+  const post = eventPoster(env);
+  const outside = { user: "UX", user_team: "TOTHER", source_team: "TOTHER", team: "TOTHER" };
+  await post(
+    threadEvent("EvX1", thread, { ...outside, text: "from outside", ts: "1800000000.000101" }),
+  );
+  await post(threadEvent("EvX2", thread, {
+    subtype: "message_changed",
+    message: {
+      ...outside,
+      text: "edited outside",
+      ts: "1800000000.000101",
+      thread_ts: thread,
+      files: [{ id: "F0OUT", name: "x.png", mimetype: "image/png" }],
+    },
+  }));
+  // A member's reply naming the workspace's own team, after them: applied once they were.
+  const member = { user: "U1", user_team: TEAM, team: TEAM };
+  await post(threadEvent("EvM1", thread, { ...member, text: "from Ana", ts: "1800000000.000102" }));
+  const rows = await agentMessages(env, chat.chatId, (found) => found.length >= 1, "Ana's reply");
+  await new Promise((resolve) => setTimeout(resolve, 300)); // anything else would show by now
+  const after = await env.db.sql`
+    SELECT sender_type, sender_name, content FROM messages
+    WHERE conversation_id = ${chat.chatId} AND sender_type <> 'visitor' ORDER BY id`;
+  assert.deepEqual(after.map((row) => ({ ...row })), [
+    { sender_type: "agent", sender_name: "Ana", content: "from Ana" },
+  ]);
+  assert.equal(rows.length, 1);
+  // The outsider's Close, once applied (as changing nothing), has left the conversation open.
+  const clicked = await env.slack.postAction(
+    `${env.server.baseUrl}/api/v1/slack/actions`,
+    { ...blockActions([closeAction(chat.chatId)], "UX"), user: { id: "UX", team_id: "TOTHER" } },
+  );
+  assert.equal(clicked.status, 200);
+  await clicked.body?.cancel();
+  await eventually(
+    () =>
+      env.db.sql`
+      SELECT count(*)::int AS total, count(*) FILTER (WHERE processed_at IS NULL)::int AS open
+      FROM slack_deliveries`,
+    ([row]) => row.total >= 4 && row.open === 0,
+    "every request applied (as changing nothing)",
+  );
+  const [conversation] = await env.db.sql`
+    SELECT status FROM conversations WHERE id = ${chat.chatId}`;
+  assert.equal(conversation.status, "open", "the outsider's Close did nothing");
+});
+
 /** The ts of the conversation's thread. */
 async function threadTs(env: Env): Promise<string> {
   const [row] = await eventually(

@@ -23,3 +23,25 @@ export function parseSlackRequest(kind: "event" | "action", text: string): Slack
 export function slackTeamOf(document: SlackDocument): string {
   return String(document?.team_id ?? document?.team?.id ?? "");
 }
+
+/**
+ * Whether a message or a click comes from a member of the installation's own workspace
+ * (`teamId`), by the team its author belongs to: a message's `user_team` (else `team`), a
+ * click's `user.team_id`. In a channel shared with other organisations (Slack Connect), their
+ * members' posts and clicks name their own team: they are not the business's agents. A document
+ * that names no team is taken as the workspace's own (Slack's older payloads name none), as is
+ * one naming the organisation (`enterpriseId`) the workspace belongs to.
+ */
+export function isFromWorkspaceMember(
+  authorTeam: unknown,
+  teamId: string,
+  enterpriseId?: unknown,
+): boolean {
+  if (typeof authorTeam !== "string" || authorTeam === "") return true;
+  return authorTeam === teamId || (typeof enterpriseId === "string" && authorTeam === enterpriseId);
+}
+
+/** The team the author of a message event (or of the message inside an edit) belongs to. */
+export function messageAuthorTeam(message: SlackDocument): unknown {
+  return message?.user_team ?? message?.team;
+}

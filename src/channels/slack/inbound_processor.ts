@@ -47,7 +47,13 @@ import {
 import { findUnprocessedSlackDeliveries } from "../../db/stored_requests.ts";
 import { createLiveGate, recoverStored, type RecoveryOptions } from "../recover_stored.ts";
 import { createEarlierWaits } from "../earlier_deliveries.ts";
-import { parseSlackRequest, type SlackDocument, slackTeamOf } from "../../domain/slack_request.ts";
+import {
+  isFromWorkspaceMember,
+  messageAuthorTeam,
+  parseSlackRequest,
+  type SlackDocument,
+  slackTeamOf,
+} from "../../domain/slack_request.ts";
 
 /** What the processor needs. */
 export interface SlackInboundDeps {
@@ -161,6 +167,18 @@ export function createSlackInboundProcessor(deps: SlackInboundDeps): SlackInboun
     return Boolean(message?.bot_id) || message?.user === installation.botUserId;
   }
 
+  /**
+   * Whether `message` was written by someone outside the workspace (another organisation's
+   * member in a shared channel): it is not an agent's, so it changes nothing.
+   */
+  function isForeign(
+    installation: SlackInstallation,
+    message: SlackDocument,
+    enterpriseId: unknown,
+  ): boolean {
+    return !isFromWorkspaceMember(messageAuthorTeam(message), installation.teamId, enterpriseId);
+  }
+
   /** The conversation a thread of the installation's channel mirrors, or null. */
   async function threadOf(
     installation: SlackInstallation,
@@ -183,6 +201,7 @@ export function createSlackInboundProcessor(deps: SlackInboundDeps): SlackInboun
   async function changeOf(
     installation: SlackInstallation,
     event: SlackDocument,
+    enterpriseId: unknown,
   ): Promise<SlackChange | null> {
     if (event?.type !== "message" || typeof event.channel !== "string") return null;
     const channelId: string = event.channel;
@@ -231,6 +250,7 @@ export function createSlackInboundProcessor(deps: SlackInboundDeps): SlackInboun
       return null;
     }
     if (isOwn(installation, event) || typeof event.user !== "string") return null;
+    if (isForeign(installation, event, enterpriseId)) return null;
     if (typeof event.ts !== "string" || typeof event.thread_ts !== "string") return null;
     if (event.thread_ts === event.ts) return null;
     const text = storableText(await readable(installation, String(event.text ?? "")));
@@ -274,7 +294,7 @@ export function createSlackInboundProcessor(deps: SlackInboundDeps): SlackInboun
       teamId: installation.teamId,
       eventId: body.event_id,
       deliveryId: id,
-      change: await changeOf(installation, body.event),
+      change: await changeOf(installation, body.event, body.enterprise_id),
     };
   }
 
@@ -300,6 +320,11 @@ export function createSlackInboundProcessor(deps: SlackInboundDeps): SlackInboun
       ? await findInstallationByTeam(deps.sql, teamId)
       : null;
     if (!installation || payload?.type !== "block_actions" || !Array.isArray(payload.actions)) {
+      return [];
+    }
+    // Another organisation's member in a shared channel is no agent: their clicks do nothing.
+    const enterpriseId = payload.enterprise?.id ?? payload.user?.enterprise_id;
+    if (!isFromWorkspaceMember(payload.user?.team_id, installation.teamId, enterpriseId)) {
       return [];
     }
     const appId = installation.appId;
