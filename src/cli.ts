@@ -57,21 +57,36 @@ export function parseCommandLine(args: string[]): CommandLine {
     return name;
   };
   const flags: Record<string, string> = {};
+  /** Sets a flag once: given twice, which one was meant is anybody's guess. */
+  const set = (name: string, value: string) => {
+    if (Object.hasOwn(flags, checked(name))) throw new Error(`Flag --${name} given twice`);
+    flags[name] = value;
+  };
+  let last: string | null = null;
   for (let i = 0; i < rest.length; i++) {
     const arg = rest[i];
     const inline = /^--([a-z][a-z0-9-]*)=(.*)$/s.exec(arg);
     if (inline) {
-      flags[checked(inline[1])] = inline[2];
+      set(inline[1], inline[2]);
+      last = inline[1];
       continue;
     }
     const flag = /^--([a-z][a-z0-9-]*)$/.exec(arg);
-    if (!flag) throw new Error(`Unexpected argument "${arg}"`);
+    if (!flag) {
+      // The argument itself is not repeated: it may be half of a secret typed without quotes.
+      throw new Error(
+        last === null
+          ? "Unexpected argument before the first flag"
+          : `Unexpected argument after the value of --${last} (quote a value containing spaces)`,
+      );
+    }
     const value = rest[i + 1];
     const next = value === undefined ? null : /^--([a-z][a-z0-9-]*)(=|$)/.exec(value);
     if (value === undefined || (next && known.includes(next[1]))) {
       throw new Error(`Flag --${checked(flag[1])} needs a value`);
     }
-    flags[checked(flag[1])] = value;
+    set(flag[1], value);
+    last = flag[1];
     i++;
   }
   return { command, flags };

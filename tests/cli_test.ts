@@ -15,7 +15,30 @@ Deno.test("parseCommandLine reads --flag value and --flag=value", () => {
     flags: { app: "1", id: "2" },
   });
   assert.throws(() => parseCommandLine(["app:create", "--name"]), /Flag --name needs a value/);
-  assert.throws(() => parseCommandLine(["app:create", "stray"]), /Unexpected argument "stray"/);
+  assert.throws(() => parseCommandLine(["app:create", "stray"]), {
+    message: "Unexpected argument before the first flag",
+  });
+});
+
+Deno.test("parseCommandLine never repeats a stray argument, which may be half of a secret", () => {
+  const args = ["user:create", "--app", "1", "--email", "a@b.c", "--password", "hunter2", "tail"];
+  assert.throws(() => parseCommandLine(args), (error: Error) => {
+    assert.equal(
+      error.message,
+      "Unexpected argument after the value of --password (quote a value containing spaces)",
+    );
+    assert.ok(!error.message.includes("tail") && !error.message.includes("hunter2"));
+    return true;
+  });
+});
+
+Deno.test("parseCommandLine refuses a flag given twice", () => {
+  assert.throws(() => parseCommandLine(["app:create", "--name", "x", "--name", "y"]), {
+    message: "Flag --name given twice",
+  });
+  assert.throws(() => parseCommandLine(["app:create", "--name=x", "--name", "y"]), {
+    message: "Flag --name given twice",
+  });
 });
 
 Deno.test("parseCommandLine refuses a flag the command does not take", () => {
