@@ -188,7 +188,10 @@ export async function startParley(
     clientFor: slackClients,
     mediaLinks: slackMediaLinks,
   });
+  /** Set as the stop begins: from then on the app refuses requests (see drain.ts). */
+  let shuttingDown = false;
   const app = createHttpApp({
+    shuttingDown: () => shuttingDown,
     sql,
     ask,
     inbound,
@@ -245,7 +248,10 @@ export async function startParley(
   // Before listening: live requests wait until this run has handed over what it finds.
   recover({ olderThanSeconds: 0, holdLive: true });
 
-  const requests = drainable((request, info) => app.fetch(request, info));
+  const requests = drainable(
+    (request, info) => app.fetch(request, info),
+    (request, info) => app.fetch(request, info),
+  );
   const server = await serveKept({
     port: config.port,
     hostname: "0.0.0.0",
@@ -269,6 +275,7 @@ export async function startParley(
         clearInterval(recovery);
         const started = Date.now();
         // Handlers first, then Deno's shutdown, which would cut the bodies still arriving.
+        shuttingDown = true;
         const handled = await requests.drain(shutdownGraceMs);
         const drained = server.shutdown();
         hub.stop();

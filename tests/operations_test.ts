@@ -163,6 +163,27 @@ Deno.test("a stop lets a request whose body is still arriving finish, and refuse
     const meanwhile = await fetch(`${server.baseUrl}/healthz`);
     assert.equal(meanwhile.status, 503);
     assert.equal((await meanwhile.json()).message, "Shutting down");
+    assert.ok(meanwhile.headers.get("x-request-id"), "refused by the app: logged, with an id");
+    // The Open API's refusal still carries the rate-limit headers (CONTRACT §2.1), the widget's
+    // its CORS and rate-limit headers too, and neither reads the request.
+    const listing = await fetch(`${server.baseUrl}/openapi/v1/conversations`, {
+      headers: { authorization: `Bearer ${app.key}` },
+    });
+    assert.equal(listing.status, 503);
+    assert.deepEqual(await listing.json(), { code: 503, message: "Shutting down" });
+    assert.equal(listing.headers.get("connection"), "close");
+    assert.equal(listing.headers.get("x-ratelimit-limit"), "120");
+    assert.match(listing.headers.get("x-ratelimit-remaining") ?? "", /^\d+$/);
+    assert.match(listing.headers.get("ratelimit") ?? "", /^"default";r=\d+;t=\d+$/);
+    const visitor = await fetch(`${server.baseUrl}/api/v1/widget/${app.publicId}/visitors`, {
+      method: "POST",
+      headers: { origin: "https://shop.example", "content-type": "application/json" },
+      body: "{}",
+    });
+    assert.equal(visitor.status, 503);
+    assert.equal((await visitor.json()).message, "Shutting down");
+    assert.equal(visitor.headers.get("access-control-allow-origin"), "*");
+    assert.ok(visitor.headers.get("x-ratelimit-limit"));
     rest.resolve();
     const answer = await upload;
     assert.equal(answer.status, 200, await answer.clone().text());

@@ -10,6 +10,7 @@ import { describeError, log } from "../log.ts";
 import { errorResponse } from "./envelope.ts";
 import { healthRoutes } from "./health.ts";
 import { requestLog, type RequestLogVariables } from "./middleware/request_log.ts";
+import { refuseWhileShuttingDown } from "./middleware/shutting_down.ts";
 import { type WidgetDeps, widgetRoutes } from "./widget.ts";
 import { type OpenApiDeps, openApiRoutes } from "./openapi/router.ts";
 import { whatsappRoutes, type WhatsAppRoutesDeps } from "./whatsapp.ts";
@@ -20,13 +21,18 @@ export interface HttpDeps extends WidgetDeps, OpenApiDeps, WhatsAppRoutesDeps, S
   sql: Sql;
 }
 
+/** Where the routers that refuse by themselves while the instance stops are mounted. */
+const WIDGET_MOUNT = "/api/v1/widget";
+const OPEN_API_MOUNT = "/openapi/v1";
+
 /** Builds the HTTP application. */
 export function createHttpApp(deps: HttpDeps): Hono<{ Variables: RequestLogVariables }> {
   const app = new Hono<{ Variables: RequestLogVariables }>();
   app.use(requestLog());
+  app.use(refuseWhileShuttingDown(deps.shuttingDown, [WIDGET_MOUNT, OPEN_API_MOUNT]));
   app.route("/", healthRoutes(deps.sql));
-  app.route("/api/v1/widget", widgetRoutes(deps));
-  app.route("/openapi/v1", openApiRoutes(deps));
+  app.route(WIDGET_MOUNT, widgetRoutes(deps));
+  app.route(OPEN_API_MOUNT, openApiRoutes(deps));
   app.route("/api/v1/whatsapp", whatsappRoutes(deps));
   app.route("/api/v1/slack", slackRoutes(deps));
   app.notFound(() => errorResponse(404, "Not found"));

@@ -3,8 +3,9 @@
  * `HttpServer.shutdown()` makes the body of every request in flight unreadable at once
  * (denoland/deno#36809: `BadResource`), so a request whose body was still arriving when the
  * instance was told to stop got a 500. So a stop first drains: requests that arrive meanwhile are
- * refused with `503 Shutting down` (and `Connection: close`, for the client to go elsewhere),
- * and `shutdown()` is called once the handlers of those in flight have answered.
+ * refused — by `refuse`, uncounted, or else with `503 Shutting down` and `Connection: close`, for
+ * the client to go elsewhere — and `shutdown()` is called once the handlers of those in flight
+ * have answered.
  */
 import { errorResponse } from "./envelope.ts";
 
@@ -24,8 +25,15 @@ export interface DrainableHandler {
   drain(timeoutMs: number): Promise<boolean>;
 }
 
-/** Wraps `handle` to count the requests it is handling. */
-export function drainable(handle: ServeHandler): DrainableHandler {
+/**
+ * Wraps `handle` to count the requests it is handling. `refuse` answers the requests that arrive
+ * once draining began (the app itself, which then refuses them with its headers: see
+ * `middleware/shutting_down.ts`); it must not read their bodies.
+ */
+export function drainable(
+  handle: ServeHandler,
+  refuse: ServeHandler = () => errorResponse(503, "Shutting down", { connection: "close" }),
+): DrainableHandler {
   let running = 0;
   let draining = false;
   let idle: (() => void) | null = null;
@@ -45,7 +53,7 @@ export function drainable(handle: ServeHandler): DrainableHandler {
 
   return {
     handler(request, info) {
-      if (draining) return errorResponse(503, "Shutting down", { connection: "close" });
+      if (draining) return refuse(request, info);
       return counted(request, info);
     },
     drain(timeoutMs) {

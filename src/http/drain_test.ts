@@ -25,3 +25,17 @@ Deno.test("drainable() waits for the handlers running, refuses new requests, and
   assert.equal(await stuck.drain(30), false);
   assert.equal(await drainable(() => new Response()).drain(30), true, "idle at once");
 });
+
+Deno.test("drainable() hands the requests arriving while it drains to its refusal, uncounted", async () => {
+  const answer = Promise.withResolvers<Response>();
+  const refusal = Promise.withResolvers<Response>();
+  const requests = drainable(() => answer.promise, () => refusal.promise);
+  const running = requests.handler(new Request("http://x/"), INFO);
+  const draining = requests.drain(1_000);
+  const refused = requests.handler(new Request("http://x/late"), INFO);
+  answer.resolve(new Response("done"));
+  assert.equal(await (await running).text(), "done");
+  assert.equal(await draining, true, "drained though the refusal is still being answered");
+  refusal.resolve(new Response("refused", { status: 503 }));
+  assert.equal((await refused).status, 503);
+});

@@ -26,10 +26,13 @@ import type { HitCounter } from "../rate_limit/hit_counter.ts";
 import { createBucketNames } from "../rate_limit/bucket_names.ts";
 import { createVisitorAuth, visitorTokenOf } from "./visitor_auth.ts";
 import { type AttachVisitor, widgetSocketHandler } from "./widget_socket.ts";
+import { refuseWhileShuttingDown, type ShuttingDown } from "./middleware/shutting_down.ts";
 
 /** What the widget routes need. */
 export interface WidgetDeps {
   sql: Sql;
+  /** True once the instance is stopping: requests are refused (after CORS and rate limit). */
+  shuttingDown?: ShuttingDown;
   ask(key: string, command: AppCommand): Promise<CommandResult>;
   attachVisitor: AttachVisitor;
   /** Where widget requests are counted. */
@@ -110,6 +113,7 @@ export function widgetRoutes(deps: WidgetDeps): Hono {
       return token ? bucketOfToken(token) : `widget-ip:${clientIp(c, deps.trustProxy)}`;
     },
   }));
+  routes.use(refuseWhileShuttingDown(deps.shuttingDown));
 
   routes.use(bodySizeLimit());
 

@@ -34,10 +34,13 @@ import { FLOW_ROUTE_DOCS, flowRoutes } from "./flow.ts";
 import type { RouteDoc } from "./schemas.ts";
 import type { ConversationListCache } from "../../cache/conversation_lists.ts";
 import { z } from "zod";
+import { refuseWhileShuttingDown, type ShuttingDown } from "../middleware/shutting_down.ts";
 
 /** What the Open API needs. */
 export interface OpenApiDeps extends WebhookRoutesDeps, DeliveryRoutesDeps {
   sql: Sql;
+  /** True once the instance is stopping: requests are refused (after the rate limit). */
+  shuttingDown?: ShuttingDown;
   ask(key: string, command: AppCommand): Promise<CommandResult>;
   /** The active key with this plaintext, or null. */
   findApiKey(key: string): Promise<ApiCaller | null>;
@@ -83,6 +86,7 @@ export function openApiRoutes(deps: OpenApiDeps): Hono<{ Variables: ApiKeyAuthVa
     limit: deps.rateLimitPerMinute,
     bucketOf: (c) => bucketOf(c, deps.trustProxy, bucketOfCredential),
   }));
+  routes.use(refuseWhileShuttingDown(deps.shuttingDown));
   routes.get(
     "/openapi.json",
     (c) => c.body(document, 200, { "content-type": "application/json; charset=utf-8" }),
