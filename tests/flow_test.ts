@@ -112,6 +112,39 @@ async function setUp() {
   };
 }
 
+Deno.test("a Flow that says goodbye at once: the socket still hears the conversation open before its messages, then closed", async () => {
+  await using env = await setUp();
+  const farewell = {
+    start: "bye",
+    nodes: { bye: { message: { message_type: "text", content: "We are closed." }, then: "close" } },
+  };
+  const put = await apiCall(env.server.baseUrl, "/flow", {
+    method: "PUT",
+    key: env.app.key,
+    json: farewell,
+  });
+  assert.equal(put.status, 200);
+  await using visitor = await visitorOf(env.server.baseUrl, env.app.publicId);
+  const sent = await visitor.send("Anyone there?");
+  assert.equal(sent.status, 200);
+  const chatId: number = sent.json.data.chat_id;
+  await waitUntil(
+    () => visitor.frames.some((frame) => frame.chat?.status === "closed"),
+    "the conversation closed",
+  );
+  const seen = visitor.frames.map((frame) =>
+    frame.type === "chat.updated"
+      ? `${frame.type} ${frame.chat_id} ${frame.chat?.status}`
+      : `${frame.type} ${frame.chat_id} ${frame.message?.sender_type}`
+  );
+  assert.deepEqual(seen, [
+    `chat.updated ${chatId} open`,
+    `message.created ${chatId} visitor`,
+    `message.created ${chatId} flow`,
+    `chat.updated ${chatId} closed`,
+  ]);
+});
+
 Deno.test("a Flow walks over the widget: start, buttons on the socket, click, next node, handoff", async () => {
   await using env = await setUp();
   await using visitor = await visitorOf(env.server.baseUrl, env.app.publicId);

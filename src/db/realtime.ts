@@ -4,7 +4,7 @@
  * edits read to announce a deletion, deleted messages), because these rows go straight to
  * visitors.
  */
-import type { Tx } from "./client.ts";
+import type { Sql, Tx } from "./client.ts";
 import { type MessageRow, toMessage } from "./messages.ts";
 import type { Conversation, Message } from "../domain/conversation.ts";
 
@@ -141,14 +141,27 @@ export interface ClientChanges {
  * created at or after `since` ({@linkcode listClientMessagesSince}), their conversations whose
  * state may have changed since, and their visible messages edited, given a status or deleted
  * since. A conversation written to counts (a reopen moves only its activity time), so some of
- * these changed nothing a socket has not seen.
+ * these changed nothing a socket has not seen. The three reads see one snapshot (a read-only
+ * repeatable-read transaction): read apart, a conversation could be seen closed without the
+ * messages committed before its close.
  */
 export async function listClientChangesSince(
-  sql: Tx,
+  sql: Sql,
   clients: WatchedClient[],
   since: Date,
 ): Promise<ClientChanges> {
   if (clients.length === 0) return { conversations: [], messages: [], edited: [] };
+  return await sql.begin(
+    "isolation level repeatable read read only",
+    (tx) => readClientChangesSince(tx, clients, since),
+  );
+}
+
+async function readClientChangesSince(
+  sql: Tx,
+  clients: WatchedClient[],
+  since: Date,
+): Promise<ClientChanges> {
   const { appIds, clientIds } = columns(clients);
   const at = since.toISOString();
   const [messages, conversations, edited] = await Promise.all([

@@ -91,7 +91,7 @@ const REPEAT_WINDOW_MS = 10_000;
 /** A socket's catch-up (see `catchUp` in the hub). */
 interface CatchUpState {
   holding: boolean;
-  held: { frame: VisitorFrame; data: string }[];
+  held: { frame: VisitorFrame; data: string; openedBy?: number }[];
   sent: SentFrames;
 }
 
@@ -179,7 +179,11 @@ export function createRealtimeHub(options: RealtimeHubOptions): RealtimeHub {
     }
   }
 
-  function push(appId: number, clientId: number, frame: VisitorFrame): void {
+  /**
+   * Sends `frame` to the visitor's sockets; one announcing a conversation's opening
+   * (`openedBy`: the message that opened it) not to a socket that was sent that message already.
+   */
+  function push(appId: number, clientId: number, frame: VisitorFrame, openedBy?: number): void {
     const targets = sockets.of(appId, clientId);
     if (!targets || stopped) return;
     const data = JSON.stringify(frame);
@@ -188,7 +192,9 @@ export function createRealtimeHub(options: RealtimeHubOptions): RealtimeHub {
       if (!caught) {
         sockets.send(socket, data);
       } else if (caught.holding) {
-        caught.held.push({ frame, data });
+        caught.held.push({ frame, data, openedBy });
+      } else if (openedBy !== undefined && caught.sent.ids.has(openedBy)) {
+        continue;
       } else if (!isRepeat(caught.sent, frame, data)) {
         remember(caught.sent, frame, data);
         sockets.send(socket, data);
@@ -249,10 +255,11 @@ export function createRealtimeHub(options: RealtimeHubOptions): RealtimeHub {
         remember(caught.sent, frame, data);
         sockets.send(socket, data);
       }
-      for (const { frame, data } of caught.held) {
+      for (const { frame, data, openedBy } of caught.held) {
         const isCovered = frame.type === "message.created"
           ? covered.ids.has(frame.message.id)
-          : covered.last.has(frameKey(frame));
+          : covered.last.has(frameKey(frame)) ||
+            (openedBy !== undefined && covered.ids.has(openedBy));
         if (isCovered) continue;
         remember(caught.sent, frame, data);
         sockets.send(socket, data);
@@ -280,7 +287,9 @@ export function createRealtimeHub(options: RealtimeHubOptions): RealtimeHub {
 
   /** Pushes `changes` ({@linkcode framesOf}); a message goes out once, to its visitor's sockets. */
   function pushChanges(changes: ClientChanges): void {
-    for (const { appId, clientId, frame } of framesOf(changes)) {
+    for (const { appId, clientId, frame, openedBy } of framesOf(changes)) {
+      // A conversation's opening, when the message that opened it went out before, is old news.
+      if (openedBy !== undefined && pushed.has(openedBy)) continue;
       if (frame.type === "message.created") {
         const id = frame.message.id;
         // Only a message pushed to a socket counts as pushed: a replay may still owe it to one.
@@ -288,7 +297,7 @@ export function createRealtimeHub(options: RealtimeHubOptions): RealtimeHub {
         pushed.add(id);
         if (pushed.size > REMEMBERED_MESSAGES) pushed.delete(pushed.values().next().value!);
       }
-      push(appId, clientId, frame);
+      push(appId, clientId, frame, openedBy);
     }
   }
 

@@ -50,17 +50,33 @@ export function isRepeat(sent: SentFrames, frame: VisitorFrame, data: string): b
  * The frames of `changes`, each with the visitor it is for: an open conversation's state before
  * the new messages (a new or reopened conversation comes before the messages in it), a closed
  * one's after them (a farewell or the click that closed it comes before the close), then edits.
+ * A conversation opened and already closed by the time its changes were read (a Flow that says
+ * goodbye at once) gets both: its state as it opened, before its messages, and its close after;
+ * that opening frame names the message that opened the conversation (`openedBy`), to be left out
+ * where that message was sent before.
  */
 export function framesOf(
   changes: ClientChanges,
-): { appId: number; clientId: number; frame: VisitorFrame }[] {
+): { appId: number; clientId: number; frame: VisitorFrame; openedBy?: number }[] {
   const state = ({ appId, chat }: ClientChanges["conversations"][number]) => ({
     appId,
     clientId: chat.client_id,
     frame: { type: "chat.updated", chat_id: chat.id, message: chat, chat } as VisitorFrame,
   });
+  // A conversation is stored with the message that opens it, in one statement stamping both
+  // with the same time: that message among the changes means the conversation opened in them.
+  const opened = changes.conversations.flatMap(({ appId, chat }) => {
+    if (chat.status === "open") return [];
+    const first = changes.messages.find(({ message }) =>
+      message.chat_id === chat.id && message.created_at === chat.created_at
+    );
+    if (first === undefined) return [];
+    const asOpened = { ...chat, status: "open" as const, last_message_at: chat.created_at };
+    return [{ ...state({ appId, chat: asOpened }), openedBy: first.message.id }];
+  });
   return [
     ...changes.conversations.filter(({ chat }) => chat.status === "open").map(state),
+    ...opened,
     ...changes.messages.map(({ appId, clientId, message }) => ({
       appId,
       clientId,
