@@ -210,6 +210,12 @@ Deno.test("POST /messages answers every error row of the contract and writes not
     ["content number", body({ chat_id: id, content: 5 }), 400, required],
     ["form without content", form({ chat_id: String(id) }), 400, required],
     ["form blank chat_id", form({ chat_id: "", content: "hi" }), 400, required],
+    [
+      "form escapes that make no UTF-8",
+      { body: `chat_id=${id}&content=%FF%FE`, type: "application/x-www-form-urlencoded" },
+      400,
+      "Invalid JSON body",
+    ],
     ["unknown type", body({ chat_id: id, content: "hi", message_type: "gif" }), 400, types],
     ["null type", body({ chat_id: id, content: "hi", message_type: null }), 400, types],
     [

@@ -6,6 +6,7 @@
 import type { Context } from "hono";
 import { AppError } from "../domain/app_error.ts";
 import { parseJsonDocument } from "../domain/json_document.ts";
+import { parseFormUrlencoded } from "../domain/form_urlencoded.ts";
 
 /** Body encodings a route may accept. */
 export type BodyEncoding = "json" | "form";
@@ -21,7 +22,8 @@ function encodingOf(c: Context, accepted: BodyEncoding[]): BodyEncoding | null {
 }
 
 /**
- * Reads the body as a plain object. Form bodies give string values. A JSON value other than an
+ * Reads the body as a plain object. Form bodies give string values, and must make UTF-8 like JSON
+ * bodies. A JSON value other than an
  * object names no fields: it reads as `{}`, so that the route reports the fields it lacks.
  */
 export async function readBody(
@@ -32,7 +34,9 @@ export async function readBody(
   const encoding = encodingOf(c, accepted);
   if (encoding === null) throw new AppError(415, "Unsupported content type");
   if (encoding === "form") {
-    return Object.fromEntries(new URLSearchParams(lenientUtf8.decode(bytes)));
+    const pairs = parseFormUrlencoded(new Uint8Array(bytes));
+    if (pairs === null) throw new AppError(400, "Invalid JSON body");
+    return Object.fromEntries(pairs);
   }
   const value = parseJson(bytes);
   if (value === null || typeof value !== "object" || Array.isArray(value)) return {};

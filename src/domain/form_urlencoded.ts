@@ -1,0 +1,72 @@
+/**
+ * `application/x-www-form-urlencoded` bodies parsed as the WHATWG URL Standard says (split on `&`,
+ * then on the first `=`, `+` as a space, `%XX` as a byte), except that the bytes must make UTF-8:
+ * where `URLSearchParams` puts U+FFFD for an escape such as `%FF` — storing something the client
+ * never sent — this answers null, so that the body is refused like a JSON body that is not UTF-8.
+ */
+
+const strictUtf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
+const AMPERSAND = 0x26;
+const EQUALS = 0x3d;
+const PLUS = 0x2b;
+const PERCENT = 0x25;
+const SPACE = 0x20;
+
+/** The value of hex digit `byte`, or -1. */
+function hexValue(byte: number): number {
+  if (byte >= 0x30 && byte <= 0x39) return byte - 0x30;
+  if (byte >= 0x41 && byte <= 0x46) return byte - 0x41 + 10;
+  if (byte >= 0x61 && byte <= 0x66) return byte - 0x61 + 10;
+  return -1;
+}
+
+/** `bytes` with `+` as a space and each `%XX` as its byte; a `%` without two hex digits stays. */
+function percentDecode(bytes: Uint8Array): Uint8Array {
+  const out = new Uint8Array(bytes.length);
+  let length = 0;
+  for (let i = 0; i < bytes.length; i++) {
+    const byte = bytes[i];
+    if (byte === PLUS) {
+      out[length++] = SPACE;
+    } else if (
+      byte === PERCENT && i + 2 < bytes.length && hexValue(bytes[i + 1]) >= 0 &&
+      hexValue(bytes[i + 2]) >= 0
+    ) {
+      out[length++] = hexValue(bytes[i + 1]) * 16 + hexValue(bytes[i + 2]);
+      i += 2;
+    } else {
+      out[length++] = byte;
+    }
+  }
+  return out.subarray(0, length);
+}
+
+/** The text of `bytes`, or null when they are not UTF-8. */
+function utf8(bytes: Uint8Array): string | null {
+  try {
+    return strictUtf8.decode(bytes);
+  } catch {
+    return null;
+  }
+}
+
+/** The name-value pairs of a form body, in order; null when a name or value is not UTF-8. */
+export function parseFormUrlencoded(body: Uint8Array): [string, string][] | null {
+  const pairs: [string, string][] = [];
+  let start = 0;
+  while (start <= body.length) {
+    let end = body.indexOf(AMPERSAND, start);
+    if (end === -1) end = body.length;
+    const sequence = body.subarray(start, end);
+    start = end + 1;
+    if (sequence.length === 0) continue;
+    const equals = sequence.indexOf(EQUALS);
+    const name = utf8(percentDecode(equals === -1 ? sequence : sequence.subarray(0, equals)));
+    const value = utf8(
+      percentDecode(equals === -1 ? new Uint8Array() : sequence.subarray(equals + 1)),
+    );
+    if (name === null || value === null) return null;
+    pairs.push([name, value]);
+  }
+  return pairs;
+}

@@ -1,0 +1,45 @@
+import assert from "node:assert/strict";
+import fc from "fast-check";
+import { parseFormUrlencoded } from "./form_urlencoded.ts";
+
+const bytes = (text: string) => new TextEncoder().encode(text);
+
+Deno.test("parseFormUrlencoded() reads what URLSearchParams writes", () => {
+  fc.assert(
+    fc.property(
+      fc.array(fc.tuple(fc.string({ unit: "grapheme" }), fc.string({ unit: "grapheme" }))),
+      (pairs) => {
+        const body = new URLSearchParams(pairs).toString();
+        assert.deepEqual(parseFormUrlencoded(bytes(body)), pairs);
+      },
+    ),
+  );
+});
+
+Deno.test("parseFormUrlencoded() agrees with URLSearchParams on any body that makes UTF-8", () => {
+  const alphabet = fc.constantFrom("a", "=", "&", "+", "%", "2", "F", "c", "3", "A", "9", "é", " ");
+  fc.assert(
+    fc.property(fc.array(alphabet, { maxLength: 40 }).map((parts) => parts.join("")), (text) => {
+      const parsed = parseFormUrlencoded(bytes(text));
+      const expected = [...new URLSearchParams(text)];
+      if (parsed === null) {
+        assert.ok(expected.some(([name, value]) => `${name}${value}`.includes("\ufffd")));
+      } else {
+        assert.deepEqual(parsed, expected);
+      }
+    }),
+  );
+});
+
+Deno.test("parseFormUrlencoded() refuses escapes that make no UTF-8, and keeps a stray %", () => {
+  assert.equal(parseFormUrlencoded(bytes("chat_id=1&content=%FF%FE")), null);
+  assert.equal(parseFormUrlencoded(bytes("content=%C3")), null, "a sequence cut short");
+  assert.equal(parseFormUrlencoded(new Uint8Array([0x61, 0x3d, 0xff])), null, "a raw byte");
+  assert.deepEqual(parseFormUrlencoded(bytes("a=100%&b=%zz&c=%C3%A9+x")), [
+    ["a", "100%"],
+    ["b", "%zz"],
+    ["c", "é x"],
+  ]);
+  assert.deepEqual(parseFormUrlencoded(bytes("&&a&=b&")), [["a", ""], ["", "b"]]);
+  assert.deepEqual(parseFormUrlencoded(bytes("")), []);
+});
