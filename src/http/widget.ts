@@ -61,8 +61,11 @@ function isVisitorMessageType(value: unknown): value is typeof VISITOR_MESSAGE_T
 /** What an application's public id may look like (they are made as `app_` and 24 hex digits). */
 const PUBLIC_ID = /^[A-Za-z0-9_-]{1,64}$/;
 
-/** The largest id a path or body may name (PostgreSQL bigint, kept exact in a JS number). */
-const ID = z.number().int().positive().max(Number.MAX_SAFE_INTEGER);
+/** How a body names a field that is no id. */
+const NOT_AN_ID = { error: "must be a positive integer" };
+/** An id a body may name: up to the largest a JS number keeps exact (PostgreSQL bigint). */
+const ID = z.number(NOT_AN_ID).int(NOT_AN_ID).positive(NOT_AN_ID)
+  .max(Number.MAX_SAFE_INTEGER, NOT_AN_ID);
 
 const actionSchema = z.object({
   chat_id: ID,
