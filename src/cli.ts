@@ -22,6 +22,7 @@ import { loadEncryptionKey } from "./crypto/encryption_key.ts";
 import { checkEncryptionKey } from "./db/key_check.ts";
 import { setLogLevel } from "./log.ts";
 import { insertUser } from "./db/users.ts";
+import { findPublicBaseUrl } from "./db/public_base_url.ts";
 import { checkPassword, emailKey, parseEmail, parseRole } from "./domain/user.ts";
 import { hashPassword } from "./crypto/password.ts";
 
@@ -327,10 +328,11 @@ export async function runCli(args: string[]): Promise<number> {
       await checkEncryptionKey(sql!, box);
       return box;
     };
-    const output = await executeCommand(sql, line, {
-      secretBox,
-      publicBaseUrl: config.publicBaseUrl,
-    });
+    // Links go where the running server is reached, unless this environment says where.
+    const publicBaseUrl = config.publicBaseUrlSet
+      ? config.publicBaseUrl
+      : (await findPublicBaseUrl(sql)) ?? config.publicBaseUrl;
+    const output = await executeCommand(sql, line, { secretBox, publicBaseUrl });
     console.log(JSON.stringify(output));
     return 0;
   } catch (error) {

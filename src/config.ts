@@ -38,6 +38,8 @@ export interface Config {
   databaseUrl: string | null;
   dataDir: string;
   publicBaseUrl: string;
+  /** Whether `PUBLIC_BASE_URL` was set (else {@linkcode publicBaseUrl} is `http://localhost:PORT`). */
+  publicBaseUrlSet: boolean;
   rateLimitPerMinute: number;
   widgetRateLimitPerMinute: number;
   /** Actor worker threads. */
@@ -83,6 +85,7 @@ export function loadConfig(env: Record<string, string | undefined> = Deno.env.to
     databaseUrl: values.DATABASE_URL ?? null,
     dataDir: values.DATA_DIR,
     publicBaseUrl: (values.PUBLIC_BASE_URL ?? `http://localhost:${values.PORT}`).replace(/\/$/, ""),
+    publicBaseUrlSet: values.PUBLIC_BASE_URL !== undefined,
     rateLimitPerMinute: values.RATE_LIMIT_PER_MINUTE,
     widgetRateLimitPerMinute: values.WIDGET_RATE_LIMIT_PER_MINUTE,
     workers: values.WORKERS ?? navigator.hardwareConcurrency ?? 2,

@@ -43,6 +43,7 @@ import { createSlackClients } from "./channels/slack/clients.ts";
 import { createSlackInboundProcessor } from "./channels/slack/inbound_processor.ts";
 import { findActiveApiKey } from "./db/api_keys.ts";
 import { sha256Bytes } from "./crypto/tokens.ts";
+import { recordPublicBaseUrl } from "./db/public_base_url.ts";
 
 /**
  * How long stopping waits by default for requests in flight (uploads, media downloads) before
@@ -258,6 +259,12 @@ export async function startParley(
     handler: requests.handler,
     onGiveUp: lost.resolve,
   });
+  // For the CLI's links: with no PUBLIC_BASE_URL, the port really listened on (PORT may be 0).
+  // Not worth failing a start for: the CLI then falls back to its own configuration.
+  await recordPublicBaseUrl(
+    sql,
+    config.publicBaseUrlSet ? config.publicBaseUrl : `http://localhost:${server.port}`,
+  ).catch((error) => log("warn", "could not record the public base URL", describeError(error)));
   announce("listening", {
     port: server.port,
     workers: config.workers,

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { runCliProcess } from "./support/cli.ts";
 import { createTestDatabase } from "./support/database.ts";
-import { spawnServer } from "./support/server.ts";
+import { spawnServer, startTestServer } from "./support/server.ts";
 import { commitBatch } from "../src/db/write_batch.ts";
 import { parseCommandLine } from "../src/cli.ts";
 import { verifyPassword } from "../src/crypto/password.ts";
@@ -66,6 +66,32 @@ Deno.test("parseCommandLine takes a value starting with -- unless it names a fla
   assert.throws(
     () => parseCommandLine(["user:create", "--role", "--email=a@b.co"]),
     /Flag --role needs a value/,
+  );
+});
+
+Deno.test("cli slack:install-url links to where the running server is reached, unless its own PUBLIC_BASE_URL says", async () => {
+  await using db = await createTestDatabase();
+  const env = { DATABASE_URL: db.url, PARLEY_ENCRYPTION_KEY: TEST_ENCRYPTION_KEY };
+  const app = JSON.parse((await runCliProcess(["app:create", "--name", "A"], env)).stdout);
+  const args = ["slack:install-url", "--app", String(app.id)];
+  const before = await runCliProcess(args, env);
+  assert.equal(before.code, 0, before.stderr);
+  assert.match(
+    JSON.parse(before.stdout).url,
+    /^http:\/\/localhost:8080\/api\/v1\/slack\/install\?ticket=[0-9a-f]{64}$/,
+  );
+  await using server = await startTestServer(db.url);
+  const running = await runCliProcess(args, env);
+  assert.equal(running.code, 0, running.stderr);
+  assert.ok(
+    JSON.parse(running.stdout).url.startsWith(
+      `http://localhost:${server.parley.port}/api/v1/slack/install?ticket=`,
+    ),
+    running.stdout,
+  );
+  const own = await runCliProcess(args, { ...env, PUBLIC_BASE_URL: "https://chat.example.com/" });
+  assert.ok(
+    JSON.parse(own.stdout).url.startsWith("https://chat.example.com/api/v1/slack/install?ticket="),
   );
 });
 
