@@ -8,7 +8,7 @@ import { claimChannelSends } from "../src/db/channel_sends.ts";
 import { sweepChannelRecords } from "../src/db/channel_sweep.ts";
 import { listConversations } from "../src/db/conversations.ts";
 import { deleteOldAttempts } from "../src/db/deliveries.ts";
-import { listClientChangesSince, listClientMessagesSince } from "../src/db/realtime.ts";
+import { listClientMessagesSince, readClientChangesSince } from "../src/db/realtime.ts";
 import { createTestDatabase } from "./support/database.ts";
 import { createKeyedApp } from "./support/open_api.ts";
 import { tuplesRead } from "./support/tuples_read.ts";
@@ -150,7 +150,7 @@ Deno.test("a replay reads each watched client's conversations, not the whole tab
     WHERE app_id = ${app} AND id = ${watched[0].chatId}`;
   await db.sql`VACUUM ANALYZE conversations`;
   const read = await tuplesRead(db.sql, { table: "conversations" }, async (sql) => {
-    const changes = await listClientChangesSince(
+    const changes = await readClientChangesSince(
       sql,
       watched.map((c) => ({ appId: app, clientId: c.clientId })),
       since,

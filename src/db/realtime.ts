@@ -157,7 +157,11 @@ export async function listClientChangesSince(
   );
 }
 
-async function readClientChangesSince(
+/**
+ * The reads of {@linkcode listClientChangesSince} on `sql` as it is: one snapshot only when `sql`
+ * is a repeatable-read transaction (or a single connection nothing else writes through).
+ */
+export async function readClientChangesSince(
   sql: Tx,
   clients: WatchedClient[],
   since: Date,
