@@ -24,21 +24,32 @@ export function slackTeamOf(document: SlackDocument): string {
   return String(document?.team_id ?? document?.team?.id ?? "");
 }
 
+/** Where a request happened, as its envelope says. */
+export interface SlackRequestContext {
+  /** The installation's workspace. */
+  teamId: string;
+  /** The organisation (Enterprise Grid) the request names, if any. */
+  enterpriseId?: unknown;
+  /**
+   * The envelope's `is_ext_shared_channel`: false means the channel is shared with no other
+   * organisation, so everyone in it is one of the business's people.
+   */
+  externallyShared?: unknown;
+}
+
 /**
- * Whether a message or a click comes from a member of the installation's own workspace
- * (`teamId`), by the team its author belongs to: a message's `user_team` (else `team`), a
- * click's `user.team_id`. In a channel shared with other organisations (Slack Connect), their
- * members' posts and clicks name their own team: they are not the business's agents. A document
- * that names no team is taken as the workspace's own (Slack's older payloads name none), as is
- * one naming the organisation (`enterpriseId`) the workspace belongs to.
+ * Whether a message or a click comes from a member of the installation's own workspace, by the
+ * team its author belongs to: a message's `user_team` (else `team`), a click's `user.team_id`. In
+ * a channel shared with other organisations (Slack Connect), their members' posts and clicks name
+ * their own team: they are not the business's agents. An author is the workspace's own when the
+ * channel is shared with no other organisation, when no team is named (Slack's older payloads
+ * name none), or when the team named is the workspace or its organisation.
  */
-export function isFromWorkspaceMember(
-  authorTeam: unknown,
-  teamId: string,
-  enterpriseId?: unknown,
-): boolean {
+export function isFromWorkspaceMember(authorTeam: unknown, context: SlackRequestContext): boolean {
+  if (context.externallyShared === false) return true;
   if (typeof authorTeam !== "string" || authorTeam === "") return true;
-  return authorTeam === teamId || (typeof enterpriseId === "string" && authorTeam === enterpriseId);
+  return authorTeam === context.teamId ||
+    (typeof context.enterpriseId === "string" && authorTeam === context.enterpriseId);
 }
 
 /** The team the author of a message event (or of the message inside an edit) belongs to. */

@@ -52,6 +52,7 @@ import {
   messageAuthorTeam,
   parseSlackRequest,
   type SlackDocument,
+  type SlackRequestContext,
   slackTeamOf,
 } from "../../domain/slack_request.ts";
 
@@ -171,12 +172,8 @@ export function createSlackInboundProcessor(deps: SlackInboundDeps): SlackInboun
    * Whether `message` was written by someone outside the workspace (another organisation's
    * member in a shared channel): it is not an agent's, so it changes nothing.
    */
-  function isForeign(
-    installation: SlackInstallation,
-    message: SlackDocument,
-    enterpriseId: unknown,
-  ): boolean {
-    return !isFromWorkspaceMember(messageAuthorTeam(message), installation.teamId, enterpriseId);
+  function isForeign(message: SlackDocument, context: SlackRequestContext): boolean {
+    return !isFromWorkspaceMember(messageAuthorTeam(message), context);
   }
 
   /** The conversation a thread of the installation's channel mirrors, or null. */
@@ -201,7 +198,7 @@ export function createSlackInboundProcessor(deps: SlackInboundDeps): SlackInboun
   async function changeOf(
     installation: SlackInstallation,
     event: SlackDocument,
-    enterpriseId: unknown,
+    context: SlackRequestContext,
   ): Promise<SlackChange | null> {
     if (event?.type !== "message" || typeof event.channel !== "string") return null;
     const channelId: string = event.channel;
@@ -250,7 +247,7 @@ export function createSlackInboundProcessor(deps: SlackInboundDeps): SlackInboun
       return null;
     }
     if (isOwn(installation, event) || typeof event.user !== "string") return null;
-    if (isForeign(installation, event, enterpriseId)) return null;
+    if (isForeign(event, context)) return null;
     if (typeof event.ts !== "string" || typeof event.thread_ts !== "string") return null;
     if (event.thread_ts === event.ts) return null;
     const text = storableText(await readable(installation, String(event.text ?? "")));
@@ -294,7 +291,11 @@ export function createSlackInboundProcessor(deps: SlackInboundDeps): SlackInboun
       teamId: installation.teamId,
       eventId: body.event_id,
       deliveryId: id,
-      change: await changeOf(installation, body.event, body.enterprise_id),
+      change: await changeOf(installation, body.event, {
+        teamId: installation.teamId,
+        enterpriseId: body.enterprise_id,
+        externallyShared: body.is_ext_shared_channel,
+      }),
     };
   }
 
@@ -324,7 +325,9 @@ export function createSlackInboundProcessor(deps: SlackInboundDeps): SlackInboun
     }
     // Another organisation's member in a shared channel is no agent: their clicks do nothing.
     const enterpriseId = payload.enterprise?.id ?? payload.user?.enterprise_id;
-    if (!isFromWorkspaceMember(payload.user?.team_id, installation.teamId, enterpriseId)) {
+    if (
+      !isFromWorkspaceMember(payload.user?.team_id, { teamId: installation.teamId, enterpriseId })
+    ) {
       return [];
     }
     const appId = installation.appId;
