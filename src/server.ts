@@ -189,10 +189,10 @@ export async function startParley(
     clientFor: slackClients,
     mediaLinks: slackMediaLinks,
   });
-  /** Set as the stop begins: from then on the app refuses requests (see drain.ts). */
-  let shuttingDown = false;
+  /** The requests that arrived once the stop began: the app refuses them (see drain.ts). */
+  const refused = new WeakSet<Request>();
   const app = createHttpApp({
-    shuttingDown: () => shuttingDown,
+    shuttingDown: (request) => refused.has(request),
     sql,
     ask,
     inbound,
@@ -251,7 +251,10 @@ export async function startParley(
 
   const requests = drainable(
     (request, info) => app.fetch(request, info),
-    (request, info) => app.fetch(request, info),
+    (request, info) => {
+      refused.add(request);
+      return app.fetch(request, info);
+    },
   );
   const server = await serveKept({
     port: config.port,
@@ -264,6 +267,7 @@ export async function startParley(
   await recordPublicBaseUrl(
     sql,
     config.publicBaseUrlSet ? config.publicBaseUrl : `http://localhost:${server.port}`,
+    config.publicBaseUrlSet,
   ).catch((error) => log("warn", "could not record the public base URL", describeError(error)));
   announce("listening", {
     port: server.port,
@@ -282,7 +286,6 @@ export async function startParley(
         clearInterval(recovery);
         const started = Date.now();
         // Handlers first, then Deno's shutdown, which would cut the bodies still arriving.
-        shuttingDown = true;
         const handled = await requests.drain(shutdownGraceMs);
         const drained = server.shutdown();
         hub.stop();

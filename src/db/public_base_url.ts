@@ -4,11 +4,21 @@
  */
 import type { Tx } from "./client.ts";
 
-/** Records `url` as where Parley is reached. */
-export async function recordPublicBaseUrl(sql: Tx, url: string): Promise<void> {
+/**
+ * Records `url` as where Parley is reached: `explicit` when a server's `PUBLIC_BASE_URL` says so,
+ * else a guess (localhost and its port), which never replaces an explicit one — a debugging
+ * instance started against the same database does not redirect the links.
+ */
+export async function recordPublicBaseUrl(
+  sql: Tx,
+  url: string,
+  explicit: boolean,
+): Promise<void> {
   await sql`
-    INSERT INTO public_base_url (url) VALUES (${url})
-    ON CONFLICT (id) DO UPDATE SET url = excluded.url, updated_at = excluded.updated_at`;
+    INSERT INTO public_base_url (url, explicit) VALUES (${url}, ${explicit})
+    ON CONFLICT (id) DO UPDATE
+      SET url = excluded.url, explicit = excluded.explicit, updated_at = excluded.updated_at
+      WHERE excluded.explicit OR NOT public_base_url.explicit`;
 }
 
 /** Where the last server to start said Parley is reached; null when none has started. */

@@ -31,7 +31,7 @@ import { refuseWhileShuttingDown, type ShuttingDown } from "./middleware/shuttin
 /** What the widget routes need. */
 export interface WidgetDeps {
   sql: Sql;
-  /** True once the instance is stopping: requests are refused (after CORS and rate limit). */
+  /** Marks the requests that arrived once the stop began: refused after CORS and rate limit. */
   shuttingDown?: ShuttingDown;
   ask(key: string, command: AppCommand): Promise<CommandResult>;
   attachVisitor: AttachVisitor;

@@ -65,11 +65,15 @@ export function framesOf(
   });
   // A conversation is stored with the message that opens it, in one statement stamping both
   // with the same time: that message among the changes means the conversation opened in them.
+  // Looked up by conversation and time: a replay may hold thousands of each.
+  const byStamp = new Map<string, ClientChanges["messages"][number]>();
+  for (const entry of changes.messages) {
+    const key = `${entry.appId} ${entry.message.chat_id} ${entry.message.created_at}`;
+    if (!byStamp.has(key)) byStamp.set(key, entry);
+  }
   const opened = changes.conversations.flatMap(({ appId, chat }) => {
     if (chat.status === "open") return [];
-    const first = changes.messages.find(({ message }) =>
-      message.chat_id === chat.id && message.created_at === chat.created_at
-    );
+    const first = byStamp.get(`${appId} ${chat.id} ${chat.created_at}`);
     if (first === undefined) return [];
     const asOpened = { ...chat, status: "open" as const, last_message_at: chat.created_at };
     return [{ ...state({ appId, chat: asOpened }), openedBy: first.message.id }];

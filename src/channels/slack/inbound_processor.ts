@@ -324,10 +324,12 @@ export function createSlackInboundProcessor(deps: SlackInboundDeps): SlackInboun
       return [];
     }
     // Another organisation's member in a shared channel is no agent: their clicks do nothing.
-    const enterpriseId = payload.enterprise?.id ?? payload.user?.enterprise_id;
-    if (
-      !isFromWorkspaceMember(payload.user?.team_id, { teamId: installation.teamId, enterpriseId })
-    ) {
+    // Where an Enterprise Grid organisation is involved, a click's user.team_id may name any of
+    // its workspaces, whichever the click was made in: there a member could be taken for an
+    // outsider, so the check is left out (docs/architecture.md, Slack).
+    const grid = payload.enterprise != null || payload.user?.enterprise_id != null ||
+      payload.is_enterprise_install === true;
+    if (!grid && !isFromWorkspaceMember(payload.user?.team_id, { teamId: installation.teamId })) {
       return [];
     }
     const appId = installation.appId;

@@ -152,6 +152,8 @@ export function createSlackWebClient(
         },
         body,
         signal: AbortSignal.timeout(timeoutMs),
+        // Slack's methods answer where they are asked; a redirect would go on without the token.
+        redirect: "manual",
       });
     } catch (error) {
       throw new SlackCallError(method, { code: "request_error", retryAfterMs: null }, {
@@ -199,12 +201,15 @@ export function createSlackWebClient(
       try {
         return await attempt(method, body) as T;
       } catch (error) {
-        if (!(error instanceof SlackCallError) || tries >= retries) throw error;
+        if (!(error instanceof SlackCallError)) throw error;
         const { code, retryAfterMs } = error.info;
+        const held = code === "ratelimited" && !options.rejectRateLimited && retryAfterMs !== null;
+        // The client's other calls wait as Slack asked, also after this call's last attempt.
+        if (held) heldUntil = Math.max(heldUntil, Date.now() + retryAfterMs);
+        if (tries >= retries) throw error;
         if (code === "ratelimited") {
           // Without a usable Retry-After there is no telling how long to wait: the caller decides.
-          if (options.rejectRateLimited || retryAfterMs === null) throw error;
-          heldUntil = Math.max(heldUntil, Date.now() + retryAfterMs);
+          if (!held) throw error;
         } else if (code === "http_error" || code === "request_error") {
           await sleep(FIRST_RETRY_DELAY_MS * 2 ** tries);
         } else {

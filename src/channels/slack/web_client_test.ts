@@ -266,3 +266,34 @@ Deno.test("no module loads @slack/web-api at run time: only its types are import
   assert.deepEqual(offenders, []);
   assert.ok(typeImports >= 1, "the scan found web_client.ts's type import");
 });
+
+Deno.test("createSlackWebClient() holds its other calls for Retry-After also when a call's last attempt was a 429", async () => {
+  await using slack = await startFakeSlack(APP);
+  const client = createSlackWebClient(await botToken(slack), slack.apiUrl, { retries: 0 });
+  slack.queue("chat.postMessage", {
+    status: 429,
+    headers: { "retry-after": "1" },
+    body: RATE_LIMITED,
+  });
+  const started = performance.now();
+  const error = await rejection(client.chat.postMessage({ channel: CHANNEL, text: "x" }));
+  assert.deepEqual(slackErrorOf(error), { code: "ratelimited", retryAfterMs: 1_000 });
+  assert.ok(performance.now() - started < 900, "no attempt left: it fails at once");
+  assert.equal((await client.auth.test()).ok, true);
+  assert.ok(performance.now() - started >= 1_000, "the next call waited out Retry-After");
+});
+
+Deno.test("createSlackWebClient() follows no redirect: a 3xx is an http_error", async () => {
+  await using slack = await startFakeSlack(APP);
+  const client = createSlackWebClient(await botToken(slack), slack.apiUrl, { retries: 0 });
+  slack.queue("auth.test", {
+    status: 302,
+    headers: { location: `${slack.apiUrl}users.info` },
+    body: "",
+  });
+  assert.deepEqual(slackErrorOf(await rejection(client.auth.test())), {
+    code: "http_error",
+    retryAfterMs: null,
+  });
+  assert.ok(!slack.calls.some((call) => call.method === "users.info"), "not followed");
+});

@@ -39,7 +39,7 @@ import { refuseWhileShuttingDown, type ShuttingDown } from "../middleware/shutti
 /** What the Open API needs. */
 export interface OpenApiDeps extends WebhookRoutesDeps, DeliveryRoutesDeps {
   sql: Sql;
-  /** True once the instance is stopping: requests are refused (after the rate limit). */
+  /** Marks the requests that arrived once the stop began: refused after the rate limit. */
   shuttingDown?: ShuttingDown;
   ask(key: string, command: AppCommand): Promise<CommandResult>;
   /** The active key with this plaintext, or null. */
