@@ -168,14 +168,6 @@ export function createSlackInboundProcessor(deps: SlackInboundDeps): SlackInboun
     return Boolean(message?.bot_id) || message?.user === installation.botUserId;
   }
 
-  /**
-   * Whether `message` was written by someone outside the workspace (another organisation's
-   * member in a shared channel): it is not an agent's, so it changes nothing.
-   */
-  function isForeign(message: SlackDocument, context: SlackRequestContext): boolean {
-    return !isFromWorkspaceMember(messageAuthorTeam(message), context);
-  }
-
   /** The conversation a thread of the installation's channel mirrors, or null. */
   async function threadOf(
     installation: SlackInstallation,
@@ -247,7 +239,8 @@ export function createSlackInboundProcessor(deps: SlackInboundDeps): SlackInboun
       return null;
     }
     if (isOwn(installation, event) || typeof event.user !== "string") return null;
-    if (isForeign(event, context)) return null;
+    // Another organisation's member in a shared channel is no agent: their reply changes nothing.
+    if (!isFromWorkspaceMember(messageAuthorTeam(event), context)) return null;
     if (typeof event.ts !== "string" || typeof event.thread_ts !== "string") return null;
     if (event.thread_ts === event.ts) return null;
     const text = storableText(await readable(installation, String(event.text ?? "")));

@@ -203,13 +203,13 @@ export function createSlackWebClient(
       } catch (error) {
         if (!(error instanceof SlackCallError)) throw error;
         const { code, retryAfterMs } = error.info;
-        const held = code === "ratelimited" && !options.rejectRateLimited && retryAfterMs !== null;
+        const holds = code === "ratelimited" && !options.rejectRateLimited && retryAfterMs !== null;
         // The client's other calls wait as Slack asked, also after this call's last attempt.
-        if (held) heldUntil = Math.max(heldUntil, Date.now() + retryAfterMs);
+        if (holds) heldUntil = Math.max(heldUntil, Date.now() + retryAfterMs);
         if (tries >= retries) throw error;
         if (code === "ratelimited") {
           // Without a usable Retry-After there is no telling how long to wait: the caller decides.
-          if (!held) throw error;
+          if (!holds) throw error;
         } else if (code === "http_error" || code === "request_error") {
           await sleep(FIRST_RETRY_DELAY_MS * 2 ** tries);
         } else {
