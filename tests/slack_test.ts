@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { createTestDatabase, type TestDatabase } from "./support/database.ts";
 import { startTestServer, type TestServer } from "./support/server.ts";
 import { apiCall, createKeyedApp, createVisitorChat, type KeyedApp } from "./support/open_api.ts";
-import type { FakeSlack } from "./support/fake_slack.ts";
+import type { FakeSlack, FakeSlackInstall } from "./support/fake_slack.ts";
 import {
   installLink,
   installSlack,
@@ -69,8 +69,8 @@ async function callback(env: Env, query: string, cookie: string | null) {
 }
 
 /** Installs the app into the fake workspace. */
-function install(env: Env): Promise<void> {
-  return installSlack(env.db.sql, env.server.baseUrl, env.slack, env.app.appId);
+function install(env: Env, workspace: FakeSlackInstall = {}): Promise<void> {
+  return installSlack(env.db.sql, env.server.baseUrl, env.slack, env.app.appId, workspace);
 }
 
 async function installations(env: Env) {
@@ -293,6 +293,82 @@ Deno.test("another organisation's member in a shared channel is no agent: their 
   const [conversation] = await env.db.sql`
     SELECT status FROM conversations WHERE id = ${chat.chatId}`;
   assert.equal(conversation.status, "open", "the outsider's Close did nothing");
+});
+
+Deno.test("in an Enterprise Grid organisation's shared channel, colleagues from its other workspaces are agents and other organisations' members are not", async () => {
+  await using env = await setUp();
+  await install(env, { enterprise: { id: "E0ACME", name: "Acme Group" } });
+  const [stored] = await env.db.sql`SELECT enterprise_id FROM slack_installations`;
+  assert.equal(stored.enterprise_id, "E0ACME", "the organisation is recorded at install");
+  const chat = await createVisitorChat(env.server.baseUrl, env.app.publicId, "Hello");
+  const thread = await threadTs(env);
+  // Bea works in the organisation's other workspace; Olaf in another Grid organisation.
+  env.slack.addUser({
+    id: "W0BEA",
+    displayName: "Bea",
+    teamId: "T0OTHERWS",
+    enterpriseId: "E0ACME",
+  });
+  env.slack.addUser({
+    id: "W0OLAF",
+    displayName: "Olaf",
+    teamId: "T0GLOBEX",
+    enterpriseId: "E0GLOBEX",
+  });
+  const post = eventPoster(env);
+  const shared = { is_ext_shared_channel: true };
+  const event = (id: string, fields: Record<string, unknown>) => ({
+    ...threadEvent(id, thread, fields),
+    ...shared,
+  });
+  await post(
+    event("EvG1", {
+      user: "W0OLAF",
+      user_team: "T0GLOBEX",
+      text: "from Globex",
+      ts: "1800000000.000201",
+    }),
+  );
+  await post(
+    event("EvG2", {
+      user: "W0BEA",
+      user_team: "T0OTHERWS",
+      text: "from Bea",
+      ts: "1800000000.000202",
+    }),
+  );
+  await agentMessages(env, chat.chatId, (found) => found.length >= 1, "Bea's reply");
+  // Olaf's Close (his click names his organisation) does nothing; Bea's, naming another of her
+  // organisation's workspaces, closes the conversation.
+  const click = async (user: string, team: string) => {
+    const res = await env.slack.postAction(`${env.server.baseUrl}/api/v1/slack/actions`, {
+      ...blockActions([closeAction(chat.chatId)], user),
+      user: { id: user, team_id: team },
+      enterprise: { id: "E0ACME", name: "Acme Group" },
+    });
+    assert.equal(res.status, 200);
+    await res.body?.cancel();
+  };
+  await click("W0OLAF", "E0GLOBEX");
+  await eventually(
+    () => env.db.sql`SELECT count(*)::int AS open FROM slack_deliveries WHERE processed_at IS NULL`,
+    ([row]) => row.open === 0,
+    "Olaf's click applied (as changing nothing)",
+  );
+  const [before] = await env.db.sql`SELECT status FROM conversations WHERE id = ${chat.chatId}`;
+  assert.equal(before.status, "open", "another organisation's member cannot close it");
+  await click("W0BEA", "T0OTHERWS");
+  await eventually(
+    () => env.db.sql`SELECT status FROM conversations WHERE id = ${chat.chatId}`,
+    ([row]) => row.status === "closed",
+    "Bea's Close applied",
+  );
+  const replies = await env.db.sql`
+    SELECT sender_name, content FROM messages
+    WHERE conversation_id = ${chat.chatId} AND sender_type = 'agent' ORDER BY id`;
+  assert.deepEqual(replies.map((row) => ({ ...row })), [
+    { sender_name: "Bea", content: "from Bea" },
+  ]);
 });
 
 /** The ts of the conversation's thread. */

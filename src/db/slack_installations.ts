@@ -55,6 +55,8 @@ export interface SlackInstallation {
   teamId: string;
   appId: number;
   teamName: string | null;
+  /** The Enterprise Grid organisation of the workspace; null when none (or not recorded). */
+  enterpriseId: string | null;
   botTokenSealed: string;
   botUserId: string;
   botId: string | null;
@@ -66,6 +68,7 @@ interface InstallationRow {
   team_id: string;
   app_id: number;
   team_name: string | null;
+  enterprise_id: string | null;
   bot_token_sealed: string;
   bot_user_id: string;
   bot_id: string | null;
@@ -78,6 +81,7 @@ function toInstallation(row: InstallationRow): SlackInstallation {
     teamId: row.team_id,
     appId: row.app_id,
     teamName: row.team_name,
+    enterpriseId: row.enterprise_id,
     botTokenSealed: row.bot_token_sealed,
     botUserId: row.bot_user_id,
     botId: row.bot_id,
@@ -99,10 +103,10 @@ export async function replaceInstallation(
       DELETE FROM slack_installations
       WHERE team_id = ${installation.teamId} OR app_id = ${installation.appId}`;
     await tx`
-      INSERT INTO slack_installations (team_id, app_id, team_name, bot_token_sealed, bot_user_id,
-        bot_id, channel_id, signing_secret_sealed)
+      INSERT INTO slack_installations (team_id, app_id, team_name, enterprise_id,
+        bot_token_sealed, bot_user_id, bot_id, channel_id, signing_secret_sealed)
       VALUES (${installation.teamId}, ${installation.appId}, ${installation.teamName},
-        ${installation.botTokenSealed}, ${installation.botUserId}, ${installation.botId},
+        ${installation.enterpriseId}, ${installation.botTokenSealed}, ${installation.botUserId}, ${installation.botId},
         ${installation.channelId}, ${installation.signingSecretSealed})`;
   });
 }

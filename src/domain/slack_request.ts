@@ -24,32 +24,68 @@ export function slackTeamOf(document: SlackDocument): string {
   return String(document?.team_id ?? document?.team?.id ?? "");
 }
 
-/** Where a request happened, as its envelope says. */
+/** Where a request happened: the installation, and what the request's envelope says. */
 export interface SlackRequestContext {
   /** The installation's workspace. */
   teamId: string;
-  /** The organisation (Enterprise Grid) the request names, if any. */
+  /**
+   * The workspace's organisation (Enterprise Grid): the one stored at install, else the one the
+   * envelope names. Null or absent when the workspace belongs to none.
+   */
   enterpriseId?: unknown;
   /**
    * The envelope's `is_ext_shared_channel`: false means the channel is shared with no other
    * organisation, so everyone in it is one of the business's people.
    */
   externallyShared?: unknown;
+  /** Whether the request names an Enterprise Grid organisation anywhere (a click may). */
+  gridNamed?: boolean;
 }
 
 /**
- * Whether a message or a click comes from a member of the installation's own workspace, by the
- * team its author belongs to: a message's `user_team` (else `team`), a click's `user.team_id`. In
- * a channel shared with other organisations (Slack Connect), their members' posts and clicks name
- * their own team: they are not the business's agents. An author is the workspace's own when the
- * channel is shared with no other organisation, when no team is named (Slack's older payloads
- * name none), or when the team named is the workspace or its organisation.
+ * Whether a message or a click comes from one of the business's own people, by the team its
+ * author names: a message's `user_team` (else `team`), a click's `user.team_id` (which names the
+ * organisation's id in Enterprise Grid). In a channel shared with other organisations (Slack
+ * Connect), their members' posts and clicks name their own team: they are not agents.
+ *
+ * - `"member"`: the channel is shared with no other organisation; no team is named (Slack's
+ *   older payloads name none); or the team named is the workspace or its organisation.
+ * - `"outsider"`: another team is named, and no Enterprise Grid organisation is involved (a
+ *   workspace outside Grid has no other team of its own).
+ * - `"ask"`: another team is named where an organisation is involved: it may be another of the
+ *   organisation's workspaces. The author's profile decides ({@linkcode isOrganisationProfile}).
  */
-export function isFromWorkspaceMember(authorTeam: unknown, context: SlackRequestContext): boolean {
-  if (context.externallyShared === false) return true;
-  if (typeof authorTeam !== "string" || authorTeam === "") return true;
-  return authorTeam === context.teamId ||
-    (typeof context.enterpriseId === "string" && authorTeam === context.enterpriseId);
+export function judgeAuthorTeam(
+  authorTeam: unknown,
+  context: SlackRequestContext,
+): "member" | "outsider" | "ask" {
+  if (context.externallyShared === false) return "member";
+  if (typeof authorTeam !== "string" || authorTeam === "") return "member";
+  const organisation = typeof context.enterpriseId === "string" && context.enterpriseId !== ""
+    ? context.enterpriseId
+    : null;
+  if (authorTeam === context.teamId || authorTeam === organisation) return "member";
+  return organisation !== null || context.gridNamed === true ? "ask" : "outsider";
+}
+
+/**
+ * Whether a user's profile (`users.info`'s `user`, read with the installation's bot token) is one
+ * of the business's people: their home team is the workspace or its organisation, or they belong
+ * to that organisation (`enterprise_user.enterprise_id`) or to the workspace among its teams
+ * (`enterprise_user.teams`). A Slack Connect member of another organisation names theirs.
+ */
+export function isOrganisationProfile(
+  user: SlackDocument,
+  context: Pick<SlackRequestContext, "teamId" | "enterpriseId">,
+): boolean {
+  const organisation = typeof context.enterpriseId === "string" && context.enterpriseId !== ""
+    ? context.enterpriseId
+    : null;
+  const home = user?.team_id;
+  if (typeof home === "string" && (home === context.teamId || home === organisation)) return true;
+  const enterpriseUser = user?.enterprise_user;
+  if (organisation !== null && enterpriseUser?.enterprise_id === organisation) return true;
+  return Array.isArray(enterpriseUser?.teams) && enterpriseUser.teams.includes(context.teamId);
 }
 
 /** The team the author of a message event (or of the message inside an edit) belongs to. */

@@ -1,25 +1,72 @@
 import assert from "node:assert/strict";
-import { isFromWorkspaceMember, messageAuthorTeam, slackTeamOf } from "./slack_request.ts";
+import {
+  isOrganisationProfile,
+  judgeAuthorTeam,
+  messageAuthorTeam,
+  slackTeamOf,
+} from "./slack_request.ts";
 
-Deno.test("isFromWorkspaceMember() admits the workspace's own team, its organisation and an unnamed team only", () => {
+Deno.test("judgeAuthorTeam() admits the workspace's own team, its organisation and an unnamed team", () => {
   const own = { teamId: "T1" };
-  assert.equal(isFromWorkspaceMember("T1", own), true);
-  assert.equal(isFromWorkspaceMember(undefined, own), true, "older payloads name no team");
-  assert.equal(isFromWorkspaceMember("", own), true);
-  assert.equal(
-    isFromWorkspaceMember("E1", { ...own, enterpriseId: "E1" }),
-    true,
-    "its organisation",
-  );
-  assert.equal(isFromWorkspaceMember("T2", own), false, "another organisation's member");
-  assert.equal(isFromWorkspaceMember("T2", { ...own, enterpriseId: "E1" }), false);
-  assert.equal(isFromWorkspaceMember("T2", { ...own, externallyShared: true }), false);
-  assert.equal(isFromWorkspaceMember(["T1"], own), true, "not a team id: nothing to compare");
+  assert.equal(judgeAuthorTeam("T1", own), "member");
+  assert.equal(judgeAuthorTeam(undefined, own), "member", "older payloads name no team");
+  assert.equal(judgeAuthorTeam("", own), "member");
+  assert.equal(judgeAuthorTeam("E1", { ...own, enterpriseId: "E1" }), "member", "its organisation");
+  assert.equal(judgeAuthorTeam(["T1"], own), "member", "not a team id: nothing to compare");
 });
 
-Deno.test("isFromWorkspaceMember() admits everyone in a channel shared with no other organisation", () => {
+Deno.test("judgeAuthorTeam() takes another team for an outsider where no organisation is involved", () => {
+  assert.equal(judgeAuthorTeam("T2", { teamId: "T1" }), "outsider");
+  assert.equal(judgeAuthorTeam("T2", { teamId: "T1", externallyShared: true }), "outsider");
+  assert.equal(judgeAuthorTeam("T2", { teamId: "T1", enterpriseId: null }), "outsider");
+  assert.equal(judgeAuthorTeam("E9", { teamId: "T1", enterpriseId: "" }), "outsider");
+});
+
+Deno.test("judgeAuthorTeam() leaves another team to the author's profile where an organisation is involved", () => {
+  // It may be another of the organisation's workspaces, or another organisation.
+  assert.equal(judgeAuthorTeam("T2", { teamId: "T1", enterpriseId: "E1" }), "ask");
+  assert.equal(judgeAuthorTeam("E9", { teamId: "T1", enterpriseId: "E1" }), "ask");
+  assert.equal(judgeAuthorTeam("T2", { teamId: "T1", gridNamed: true }), "ask");
+});
+
+Deno.test("judgeAuthorTeam() admits everyone in a channel shared with no other organisation", () => {
   // An Enterprise Grid colleague from another of the organisation's workspaces names that one.
-  assert.equal(isFromWorkspaceMember("T2", { teamId: "T1", externallyShared: false }), true);
+  assert.equal(judgeAuthorTeam("T2", { teamId: "T1", externallyShared: false }), "member");
+  assert.equal(
+    judgeAuthorTeam("E9", { teamId: "T1", enterpriseId: "E1", externallyShared: false }),
+    "member",
+  );
+});
+
+Deno.test("isOrganisationProfile() admits a user of the workspace or its organisation only", () => {
+  const grid = { teamId: "T1", enterpriseId: "E1" };
+  assert.equal(isOrganisationProfile({ team_id: "T1" }, { teamId: "T1" }), true);
+  assert.equal(isOrganisationProfile({ team_id: "E1" }, grid), true);
+  assert.equal(
+    isOrganisationProfile({ team_id: "T2", enterprise_user: { enterprise_id: "E1" } }, grid),
+    true,
+    "a colleague from another of the organisation's workspaces",
+  );
+  assert.equal(
+    isOrganisationProfile({ team_id: "T2", enterprise_user: { teams: ["T3", "T1"] } }, grid),
+    true,
+    "one of the workspace's teams",
+  );
+  assert.equal(
+    isOrganisationProfile({ team_id: "T9", enterprise_user: { enterprise_id: "E9" } }, grid),
+    false,
+    "another organisation's member",
+  );
+  assert.equal(isOrganisationProfile({ team_id: "T9" }, grid), false);
+  assert.equal(
+    isOrganisationProfile({ team_id: "T9", enterprise_user: { enterprise_id: null } }, {
+      teamId: "T1",
+      enterpriseId: null,
+    }),
+    false,
+    "no organisation to compare",
+  );
+  assert.equal(isOrganisationProfile(null, grid), false);
 });
 
 Deno.test("messageAuthorTeam() reads user_team, else team", () => {

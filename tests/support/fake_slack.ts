@@ -35,6 +35,10 @@ export interface FakeSlackUser {
   displayName: string;
   /** @default displayName */
   realName?: string;
+  /** Their home workspace. @default the installation's */
+  teamId?: string;
+  /** Their Enterprise Grid organisation: `users.info` then describes an `enterprise_user`. */
+  enterpriseId?: string;
 }
 
 /** A running fake Slack; disposing of it stops the server. */
@@ -87,6 +91,8 @@ export interface FakeSlackInstall {
   botUserId?: string;
   botId?: string;
   redirectUri?: string;
+  /** The Enterprise Grid organisation of the workspace. @default null */
+  enterprise?: { id: string; name: string } | null;
 }
 
 /**
@@ -197,7 +203,8 @@ export function startFakeSlack(options: FakeSlackOptions): Promise<FakeSlack> {
     const install = codes.get(str(params.code));
     if (install === undefined) return refuse("invalid_code");
     if (install.used) return refuse("code_already_used");
-    const { teamId, teamName, channelId, botToken, botUserId, botId, redirectUri } = install;
+    const { teamId, teamName, channelId, botToken, botUserId, botId, redirectUri, enterprise } =
+      install;
     if (redirectUri !== undefined && params.redirect_uri !== redirectUri) {
       return refuse("bad_redirect_uri");
     }
@@ -218,7 +225,7 @@ export function startFakeSlack(options: FakeSlackOptions): Promise<FakeSlack> {
       access_token: botToken,
       bot_user_id: botUserId,
       team: { id: teamId, name: teamName },
-      enterprise: null,
+      enterprise,
       is_enterprise_install: false,
       incoming_webhook,
     });
@@ -278,9 +285,21 @@ export function startFakeSlack(options: FakeSlackOptions): Promise<FakeSlack> {
       const user = users.get(str(params.user));
       if (user === undefined) return refuse("user_not_found");
       const { id, displayName: display_name, realName: real_name = display_name } = user;
+      const team_id = user.teamId ?? install.teamId;
       const name = display_name.toLowerCase().replace(/\s+/g, ".");
       const profile = { display_name, real_name };
-      return reply({ ok: true, user: { id, team_id: install.teamId, name, real_name, profile } });
+      const enterprise_user = user.enterpriseId === undefined ? undefined : {
+        id,
+        enterprise_id: user.enterpriseId,
+        enterprise_name: `Org ${user.enterpriseId}`,
+        is_admin: false,
+        is_owner: false,
+        teams: [team_id],
+      };
+      return reply({
+        ok: true,
+        user: { id, team_id, name, real_name, profile, ...defined({ enterprise_user }) },
+      });
     },
     "files.info": (params, install) => {
       const id = str(params.file);
@@ -375,6 +394,7 @@ export function startFakeSlack(options: FakeSlackOptions): Promise<FakeSlack> {
         botToken: `xoxb-${codes.size + 1}-${hex(24)}`,
         botUserId: "U0BOT0001",
         botId: "B0BOT0001",
+        enterprise: null,
         ...defined({ ...install }),
         used: false,
       });

@@ -2,7 +2,7 @@
 import assert from "node:assert/strict";
 import type { Sql } from "../../src/db/client.ts";
 import { executeCommand } from "../../src/cli.ts";
-import { type FakeSlack, startFakeSlack } from "./fake_slack.ts";
+import { type FakeSlack, type FakeSlackInstall, startFakeSlack } from "./fake_slack.ts";
 
 /** The Slack app's credentials the tests configure (and the fake Slack expects). */
 export const TEST_SLACK = {
@@ -50,12 +50,16 @@ export async function installLink(sql: Sql, baseUrl: string, appId: number): Pro
   return url.replace(PUBLIC_BASE_URL, baseUrl);
 }
 
-/** Installs application `appId` into {@linkcode TEST_WORKSPACE} through the install flow. */
+/**
+ * Installs application `appId` into {@linkcode TEST_WORKSPACE} through the install flow;
+ * `workspace` overrides what the fake Slack says of it (e.g. its organisation).
+ */
 export async function installSlack(
   sql: Sql,
   baseUrl: string,
   slack: FakeSlack,
   appId: number,
+  workspace: FakeSlackInstall = {},
 ): Promise<void> {
   const started = await fetch(await installLink(sql, baseUrl, appId), { redirect: "manual" });
   await started.body?.cancel();
@@ -64,6 +68,7 @@ export async function installSlack(
   const cookie = (started.headers.get("set-cookie") ?? "").split(";")[0];
   const code = slack.issueCode({
     ...TEST_WORKSPACE,
+    ...workspace,
     redirectUri: `${PUBLIC_BASE_URL}/api/v1/slack/callback`,
   });
   const done = await fetch(`${baseUrl}/api/v1/slack/callback?code=${code}&state=${state}`, {

@@ -48,7 +48,8 @@ import { findUnprocessedSlackDeliveries } from "../../db/stored_requests.ts";
 import { createLiveGate, recoverStored, type RecoveryOptions } from "../recover_stored.ts";
 import { createEarlierWaits } from "../earlier_deliveries.ts";
 import {
-  isFromWorkspaceMember,
+  isOrganisationProfile,
+  judgeAuthorTeam,
   messageAuthorTeam,
   parseSlackRequest,
   type SlackDocument,
@@ -101,7 +102,7 @@ export interface SlackInboundProcessor {
 
 /** Creates the processor. */
 export function createSlackInboundProcessor(deps: SlackInboundDeps): SlackInboundProcessor {
-  const names = createLruCache<string, { name: string; until: number }>(10_000);
+  const profiles = createLruCache<string, { user: SlackDocument | null; until: number }>(10_000);
   /** Per workspace, the waits for other instances' requests. */
   const earlierWaits = createEarlierWaits<string>(
     (team, ids) => findWaitingSlackDeliveries(deps.sql, team, ids),
@@ -138,21 +139,51 @@ export function createSlackInboundProcessor(deps: SlackInboundDeps): SlackInboun
     return installation;
   }
 
-  /** A member's display name (cached 10 minutes); their id when Slack does not say. */
-  async function displayName(installation: SlackInstallation, userId: string): Promise<string> {
+  /**
+   * A user's profile as `users.info` gives it (cached 10 minutes), or null when Slack would not
+   * say (cached a minute).
+   */
+  async function profileOf(
+    installation: SlackInstallation,
+    userId: string,
+  ): Promise<SlackDocument | null> {
     const key = `${installation.teamId}:${userId}`;
-    const cached = names.get(key);
-    if (cached && cached.until > Date.now()) return cached.name;
-    let name = userId;
+    const cached = profiles.get(key);
+    if (cached && cached.until > Date.now()) return cached.user;
+    let user: SlackDocument | null = null;
     try {
       const info = await deps.clientFor(installation.botTokenSealed).users.info({ user: userId });
-      name = info.user?.profile?.display_name || info.user?.profile?.real_name ||
-        info.user?.real_name || info.user?.name || userId;
+      user = info.user ?? null;
     } catch (error) {
       log("warn", "slack users.info failed", describeError(error));
     }
-    names.set(key, { name, until: Date.now() + 600_000 });
-    return name;
+    profiles.set(key, { user, until: Date.now() + (user === null ? 60_000 : 600_000) });
+    return user;
+  }
+
+  /** A member's display name; their id when Slack does not say. */
+  async function displayName(installation: SlackInstallation, userId: string): Promise<string> {
+    const user = await profileOf(installation, userId);
+    return user?.profile?.display_name || user?.profile?.real_name || user?.real_name ||
+      user?.name || userId;
+  }
+
+  /**
+   * Whether `userId`, whose request names `authorTeam`, is one of the business's people (see
+   * `judgeAuthorTeam`): where the team named leaves it open, their profile decides, and a user
+   * Slack would not describe is taken for an outsider.
+   */
+  async function isAgent(
+    installation: SlackInstallation,
+    userId: unknown,
+    authorTeam: unknown,
+    context: SlackRequestContext,
+  ): Promise<boolean> {
+    const verdict = judgeAuthorTeam(authorTeam, context);
+    if (verdict !== "ask") return verdict === "member";
+    if (typeof userId !== "string") return false;
+    const user = await profileOf(installation, userId);
+    return user !== null && isOrganisationProfile(user, context);
   }
 
   /** Slack's `text` as the visitor is to read it, mentioned members by name. */
@@ -240,7 +271,7 @@ export function createSlackInboundProcessor(deps: SlackInboundDeps): SlackInboun
     }
     if (isOwn(installation, event) || typeof event.user !== "string") return null;
     // Another organisation's member in a shared channel is no agent: their reply changes nothing.
-    if (!isFromWorkspaceMember(messageAuthorTeam(event), context)) return null;
+    if (!await isAgent(installation, event.user, messageAuthorTeam(event), context)) return null;
     if (typeof event.ts !== "string" || typeof event.thread_ts !== "string") return null;
     if (event.thread_ts === event.ts) return null;
     const text = storableText(await readable(installation, String(event.text ?? "")));
@@ -286,7 +317,7 @@ export function createSlackInboundProcessor(deps: SlackInboundDeps): SlackInboun
       deliveryId: id,
       change: await changeOf(installation, body.event, {
         teamId: installation.teamId,
-        enterpriseId: body.enterprise_id,
+        enterpriseId: installation.enterpriseId ?? body.enterprise_id,
         externallyShared: body.is_ext_shared_channel,
       }),
     };
@@ -317,14 +348,14 @@ export function createSlackInboundProcessor(deps: SlackInboundDeps): SlackInboun
       return [];
     }
     // Another organisation's member in a shared channel is no agent: their clicks do nothing.
-    // Where an Enterprise Grid organisation is involved, a click's user.team_id may name any of
-    // its workspaces, whichever the click was made in: there a member could be taken for an
-    // outsider, so the check is left out (docs/architecture.md, Slack).
-    const grid = payload.enterprise != null || payload.user?.enterprise_id != null ||
-      payload.is_enterprise_install === true;
-    if (!grid && !isFromWorkspaceMember(payload.user?.team_id, { teamId: installation.teamId })) {
-      return [];
-    }
+    // The workspace's organisation is the one stored at install: a click's may be its clicker's.
+    const context: SlackRequestContext = {
+      teamId: installation.teamId,
+      enterpriseId: installation.enterpriseId,
+      gridNamed: payload.enterprise != null || payload.user?.enterprise_id != null ||
+        payload.team?.enterprise_id != null || payload.is_enterprise_install === true,
+    };
+    if (!await isAgent(installation, payload.user?.id, payload.user?.team_id, context)) return [];
     const appId = installation.appId;
     const commands: (CloseChatCommand | VisitorActionCommand)[] = [];
     for (const action of payload.actions) {

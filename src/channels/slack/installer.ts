@@ -155,6 +155,7 @@ export async function completeInstall(
     teamId,
     appId,
     teamName: access.team?.name ?? null,
+    enterpriseId: access.enterprise?.id ?? null,
     botTokenSealed: deps.secretBox.seal(botToken),
     botUserId: access.bot_user_id,
     botId,
