@@ -429,13 +429,13 @@ Deno.test("POST /messages queues message.sent for a subscribed webhook in the sa
   );
 });
 
-Deno.test("WhatsApp conversations take free-form replies only within 24 hours of the last inbound message", async () => {
+Deno.test("WhatsApp conversations take free-form replies only within 24 hours of the customer's last inbound message", async () => {
   await using db = await createTestDatabase();
   await using server = await startTestServer(db.url);
   const app = await createKeyedApp(db.sql);
-  const [client] = await db.sql`INSERT INTO clients (app_id, name) VALUES (${app.appId}, 'Wa')
-    RETURNING id`;
   const chatAt = async (hoursAgo: number) => {
+    const [client] = await db.sql`INSERT INTO clients (app_id, name) VALUES (${app.appId}, 'Wa')
+      RETURNING id`;
     const [chat] = await db.sql`
       INSERT INTO conversations (app_id, client_id, channel, last_inbound_at)
       VALUES (${app.appId}, ${client.id}, 'whatsapp',

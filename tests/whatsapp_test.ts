@@ -19,6 +19,7 @@ import type { AppCommand } from "../src/actors/protocol.ts";
 import { firstAnswer } from "./support/raw_http.ts";
 import { capturingErrors } from "./support/console.ts";
 import { ApplyDeferredError } from "../src/channels/ordered_apply.ts";
+import { executeCommand } from "../src/cli.ts";
 
 const {
   phoneNumberId: PHONE_NUMBER_ID,
@@ -411,6 +412,14 @@ Deno.test("each inbound kind is stored readably; media get a proxy link that str
   const own = await fetch(links.link(env.app.appId, "1048576"));
   assert.equal(own.status, 200);
   await own.body?.cancel();
+  // Media Meta would have downloaded from elsewhere: the access token is not sent there.
+  env.graph.addMedia("2", bytes, "audio/ogg", "https://files.example.net/2.ogg");
+  const audio = new URL(rows[1].payload.url);
+  const elsewhere = await fetch(`${env.server.baseUrl}${audio.pathname}${audio.search}`);
+  assert.deepEqual([elsewhere.status, await elsewhere.json()], [403, {
+    code: 403,
+    message: "File is not on a Meta media host",
+  }]);
 });
 
 Deno.test("an unreadable error code in a status sinks nothing else of its delivery", async () => {
@@ -705,6 +714,38 @@ Deno.test("the 24-hour window: free-form inside, 422 outside, templates always",
     json: { chat_id: chat.id, content: "Hello again" },
   });
   assert.equal(inside.status, 200);
+});
+
+Deno.test("the 24-hour window is the customer's: a reply to their closed conversation goes out once they wrote again", async () => {
+  await using env = await setUp();
+  const old = Math.floor(Date.now() / 1000) - 25 * 3600;
+  assert.equal(await post(env, webhookBody([textMessage("long ago", old)])), 200);
+  await processed(env);
+  const [first] = await env.db.sql`SELECT id FROM conversations`;
+  await executeCommand(env.db.sql, {
+    command: "chat:close",
+    flags: { app: String(env.app.appId), id: String(first.id) },
+  });
+  assert.equal(await post(env, webhookBody([textMessage("I'm back")])), 200);
+  await processed(env);
+  const chats = await env.db.sql`SELECT id, status FROM conversations ORDER BY id`;
+  assert.deepEqual(chats.map((row) => row.status), ["closed", "open"], "a new conversation");
+  const reply = await apiCall(env.server.baseUrl, "/messages", {
+    key: env.app.key,
+    json: { chat_id: first.id, content: "About your earlier question" },
+  });
+  assert.equal(reply.status, 200, "the customer wrote a moment ago");
+  await waitUntil(() => sends(env.graph).length === 1, "the reply sent");
+});
+
+Deno.test("a message dated in the future keeps the 24-hour window open no longer than one sent now", async () => {
+  await using env = await setUp();
+  const nextWeek = Math.floor(Date.now() / 1000) + 7 * 24 * 3600;
+  assert.equal(await post(env, webhookBody([textMessage("from the future", nextWeek)])), 200);
+  await processed(env);
+  const [chat] = await env.db.sql`
+    SELECT last_inbound_at <= clock_timestamp() AS bounded FROM conversations`;
+  assert.equal(chat.bounded, true);
 });
 
 Deno.test("sends retry on 429 and 500, honour Retry-After, and fail at once on a 400", async () => {

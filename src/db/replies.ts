@@ -81,7 +81,12 @@ export async function appendReplies(
           AS outside_window
       FROM input i CROSS JOIN stamp
       CROSS JOIN LATERAL (
-        SELECT status, channel, last_inbound_at FROM conversations c
+        -- The window is the customer's: their last message in any of their conversations.
+        SELECT status, channel, CASE WHEN c.channel = 'whatsapp' THEN (
+            SELECT max(o.last_inbound_at) FROM conversations o
+            WHERE o.app_id = c.app_id AND o.client_id = c.client_id AND o.channel = 'whatsapp'
+          ) END AS last_inbound_at
+        FROM conversations c
         WHERE c.app_id = i.app_id AND c.id = i.chat_id
       ) c
     ), accepted AS (

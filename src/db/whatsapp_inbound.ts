@@ -95,7 +95,9 @@ export async function storeWhatsAppMessages(
       WHERE stored.found IS NULL
       ORDER BY i.app_id, i.wamid, i.n
     ), sender AS (
-      SELECT app_id, key, max(wa_id) AS wa_id, max(user_id) AS user_id, max(sent_at) AS last_sent,
+      -- A time to come (a sender's clock ahead) opens the 24-hour window no longer than now.
+      SELECT app_id, key, max(wa_id) AS wa_id, max(user_id) AS user_id,
+        LEAST(max(sent_at), (SELECT at FROM stamp)) AS last_sent,
         (array_agg(name ORDER BY n) FILTER (WHERE name IS NOT NULL))[1] AS name
       FROM fresh GROUP BY app_id, key
     ), known AS (
@@ -320,7 +322,9 @@ export async function storeWhatsAppClick(
     { message_id: number; flow_node: string | null; accepted: boolean; queued: number }[]
   >`
     WITH stamp AS (
-      SELECT clock_timestamp() AS at, ${entry.timestamp}::timestamptz AS sent_at
+      -- A time to come is taken as now: it opens the 24-hour window no longer than a click now.
+      SELECT clock_timestamp() AS at,
+        LEAST(${entry.timestamp}::timestamptz, clock_timestamp()) AS sent_at
     ), chat AS (
       SELECT c.id, c.client_id, c.status, c.action_message_id, c.flow_node,
         c.reply_action_message_id

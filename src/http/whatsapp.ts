@@ -25,6 +25,7 @@ import { downloadMedia, lookUpMedia } from "../channels/whatsapp/graph_client.ts
 import { methodNotAllowed } from "./method_not_allowed.ts";
 import { drawStorerId } from "../channels/earlier_deliveries.ts";
 import { mediaResponse } from "./media_response.ts";
+import { isMetaMediaHost } from "../domain/media_hosts.ts";
 
 /** What the WhatsApp routes need. */
 export interface WhatsAppRoutesDeps {
@@ -150,6 +151,10 @@ export function whatsappRoutes(deps: WhatsAppRoutesDeps): Hono {
           throw new AppError(502, "WhatsApp did not answer");
         }
         throw new AppError(404, "Media not found");
+      }
+      // The access token goes only to Meta's own media hosts (as Slack's to Slack's: 403).
+      if (!isMetaMediaHost(found.media.url, deps.whatsappGraphUrl)) {
+        throw new AppError(403, "File is not on a Meta media host");
       }
       const download = await downloadMedia(access, found.media.url);
       if (!download.ok) {

@@ -51,9 +51,9 @@ export interface FakeGraphApi extends AsyncDisposable {
    * Registers media: `GET {url}/{id}` (Bearer token required) answers Meta's description
    * `{"messaging_product":"whatsapp","url","mime_type","sha256","file_size","id"}` whose `url`, on
    * this server, streams `bytes` with `mimeType` as Content-Type (Bearer token required) until
-   * {@linkcode FakeGraphApi.expireMediaUrls}; each lookup gives a new URL.
+   * {@linkcode FakeGraphApi.expireMediaUrls}; each lookup gives a new URL — or `url`, as given.
    */
-  addMedia(id: string, bytes: Uint8Array, mimeType: string): void;
+  addMedia(id: string, bytes: Uint8Array, mimeType: string, url?: string): void;
   /** Makes every download URL given so far answer 404, as Meta's do a few minutes after lookup. */
   expireMediaUrls(): void;
   /**
@@ -141,7 +141,10 @@ export function startFakeGraphApi(options: FakeGraphApiOptions = {}): Promise<Fa
   const { accessToken } = options;
   const calls: GraphCall[] = [];
   const queued: FakeGraphResponse[] = [];
-  const media = new Map<string, { bytes: Uint8Array; mimeType: string; sha256: string }>();
+  const media = new Map<
+    string,
+    { bytes: Uint8Array; mimeType: string; sha256: string; url?: string }
+  >();
   /** Live download links: hash → media id. */
   const links = new Map<string, string>();
   /** Bodies of stalled downloads, ended when the fake stops. */
@@ -181,7 +184,7 @@ export function startFakeGraphApi(options: FakeGraphApiOptions = {}): Promise<Fa
     download.search = new URLSearchParams({ mid: id, ext: String(expires), hash }).toString();
     return reply(200, {
       messaging_product: "whatsapp",
-      url: download.href,
+      url: found.url ?? download.href,
       mime_type: found.mimeType,
       sha256: found.sha256,
       file_size: found.bytes.length,
@@ -236,9 +239,9 @@ export function startFakeGraphApi(options: FakeGraphApiOptions = {}): Promise<Fa
     url: `${origin}/${GRAPH_VERSION}`,
     calls,
     queueMessageResponses: (...responses) => void queued.push(...responses),
-    addMedia(id, bytes, mimeType) {
+    addMedia(id, bytes, mimeType, url) {
       const sha256 = createHash("sha256").update(bytes).digest("hex");
-      media.set(id, { bytes: bytes.slice(), mimeType, sha256 });
+      media.set(id, { bytes: bytes.slice(), mimeType, sha256, url });
     },
     expireMediaUrls: () => links.clear(),
     stallDownloads: () => void (stall = true),
