@@ -3,14 +3,17 @@ import type { Sql } from "../src/db/client.ts";
 import { claimChannelSends } from "../src/db/channel_sends.ts";
 import { connectWorkerPool } from "../src/db/client.ts";
 import { claimRound, MOST_APPLICATIONS_VISITED } from "../src/db/application_round.ts";
-import { claimedInConversationOrder } from "../src/db/channel_claims.ts";
+import { claimedInSendOrder } from "../src/db/channel_claims.ts";
 import { roundRobin } from "../src/webhooks/round_robin_claim.ts";
 import { claimMirrorSends } from "../src/db/slack_sends.ts";
 import { createTestDatabase } from "./support/database.ts";
 import { createKeyedApp } from "./support/open_api.ts";
 import { tuplesRead } from "./support/tuples_read.ts";
 
-/** Queues a send of `kind` for each conversation id, oldest first; returns their ids. */
+/**
+ * Queues a send of `kind` for each conversation id (each its own customer's), oldest first;
+ * returns their ids.
+ */
 async function queue(
   sql: Sql,
   kind: "whatsapp" | "slack",
@@ -19,7 +22,8 @@ async function queue(
 ): Promise<number[]> {
   const rows = await sql<{ id: number }[]>`
     INSERT INTO outbox (app_id, kind, topic, payload, run_at)
-    SELECT ${appId}, ${kind}, 'message', jsonb_build_object('conversation_id', c.id),
+    SELECT ${appId}, ${kind}, 'message',
+      jsonb_build_object('conversation_id', c.id, 'client_id', c.id),
       clock_timestamp() - interval '1 minute' + make_interval(secs => c.n / 1000.0)
     FROM unnest(${conversations}::bigint[]) WITH ORDINALITY AS c (id, n)
     RETURNING id`;
@@ -93,7 +97,7 @@ Deno.test("a round that visits its most applications without finding enough goes
     RETURNING id`;
   await db.sql`
     INSERT INTO outbox (app_id, kind, topic, payload, run_at, claimed_until)
-    SELECT id, 'whatsapp', 'message', '{"conversation_id": 1}',
+    SELECT id, 'whatsapp', 'message', '{"conversation_id": 1, "client_id": 1}',
       clock_timestamp() - interval '1 minute',
       CASE WHEN n = 1 THEN clock_timestamp() + interval '1 minute' END
     FROM unnest(${stuck.map((row) => row.id)}::bigint[]) AS id, generate_series(1, 2) AS n
@@ -156,6 +160,34 @@ Deno.test("a channel claim on the delivery workers' pool does not read the appli
   }
 });
 
+Deno.test("a WhatsApp claim behind a customer's backlog probes each candidate's customer, not the application's sends", async () => {
+  await using db = await createTestDatabase();
+  const a = (await createKeyedApp(db.sql, "A")).appId;
+  // A paused number's sends to 300 customers (their conversations 1:1), a few of them due again.
+  await db.sql`
+    INSERT INTO outbox (app_id, kind, topic, payload, run_at)
+    SELECT ${a}, 'whatsapp', 'send',
+      jsonb_build_object('conversation_id', n % 300, 'client_id', n % 300, 'message_id', n),
+      clock_timestamp() + CASE WHEN n % 300 < 20 THEN interval '-1 minute'
+        ELSE interval '10 minutes' END
+    FROM generate_series(1, 6700) n`;
+  await db.sql`VACUUM ANALYZE outbox`;
+  const workers = connectWorkerPool(db.url, "parley-delivery");
+  try {
+    const read = await tuplesRead(workers, { table: "outbox" }, async (sql) => {
+      const claimed = await claimChannelSends(sql, {
+        kind: "whatsapp",
+        limit: 16,
+        leaseSeconds: 60,
+      });
+      assert.equal(claimed.rows.length, 16);
+    });
+    assert.ok(read < 100, `the claim read ${read} outbox rows and index entries`);
+  } finally {
+    await workers.end();
+  }
+});
+
 Deno.test("a channel claim checks each candidate's conversation with a probe, never an anti-join of the pending sends", async () => {
   await using db = await createTestDatabase();
   // The workers' settings: generic plans. An anti-join read every pending send of the application
@@ -165,7 +197,7 @@ Deno.test("a channel claim checks each candidate's conversation with a probe, ne
     for (const kind of ["whatsapp", "slack"] as const) {
       const [{ "QUERY PLAN": plan }] = await workers<{ "QUERY PLAN": unknown }[]>`
         EXPLAIN (FORMAT JSON)
-        ${claimedInConversationOrder(workers, { kind, limit: 8, leaseSeconds: 60 })}
+        ${claimedInSendOrder(workers, { kind, limit: 8, leaseSeconds: 60 })}
         SELECT c.id FROM ${claimRound(workers)}`;
       const joins = JSON.stringify(plan).match(/"Join Type":\s*"(Anti|Semi)"/g) ?? [];
       assert.deepEqual(joins, [], `${kind}: ${joins.length} anti-joins in the claim's plan`);

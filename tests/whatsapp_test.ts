@@ -748,6 +748,38 @@ Deno.test("a message dated in the future keeps the 24-hour window open no longer
   assert.equal(chat.bounded, true);
 });
 
+Deno.test("sends to one customer keep their order across their conversations while one is retried", async () => {
+  await using env = await setUp();
+  assert.equal(await post(env, webhookBody([textMessage("Hello")])), 200);
+  await processed(env);
+  const [earlier] = await env.db.sql`SELECT id FROM conversations`;
+  await executeCommand(env.db.sql, {
+    command: "chat:close",
+    flags: { app: String(env.app.appId), id: String(earlier.id) },
+  });
+  assert.equal(await post(env, webhookBody([textMessage("Me again")])), 200);
+  await processed(env);
+  const [later] = await env.db.sql`SELECT id FROM conversations WHERE status = 'open'`;
+  assert.notEqual(later.id, earlier.id);
+  env.graph.queueMessageResponses({
+    status: 500,
+    body: env.graph.errorBody(1, "An unknown error occurred"),
+  });
+  const reply = (chatId: number, content: string) =>
+    apiCall(env.server.baseUrl, "/messages", {
+      key: env.app.key,
+      json: { chat_id: chatId, content },
+    });
+  assert.equal((await reply(earlier.id, "first")).status, 200);
+  await waitUntil(() => sends(env.graph).length === 1, "the first attempt, refused");
+  assert.equal((await reply(later.id, "second")).status, 200);
+  await waitUntil(() => sends(env.graph).length === 3, "the retry and the second", 20_000);
+  assert.deepEqual(
+    sends(env.graph).map((send) => (send.body as { text: { body: string } }).text.body),
+    ["first", "first", "second"],
+  );
+});
+
 Deno.test("sends retry on 429 and 500, honour Retry-After, and fail at once on a 400", async () => {
   await using env = await setUp();
   assert.equal(await post(env, webhookBody([textMessage("Hello")])), 200);

@@ -1,8 +1,10 @@
 /**
  * The claim shared by the channel senders (WhatsApp, the Slack mirror): the CTEs that lease up to
- * `limit` pending outbox rows of one kind, never a row while an earlier row of the same
- * conversation is still pending — so that a conversation's messages leave in order even with
- * several senders claiming at once. Fair between applications (`application_round.ts`): the
+ * `limit` pending outbox rows of one kind, never a row while an earlier row of the same order
+ * scope is still pending — so that messages leave in order even with several senders claiming at
+ * once. A Slack thread's scope is its conversation; a WhatsApp send's is the customer (their
+ * `client_id`), whose conversations all reach the one chat on their phone (CONTRACT §6.1:
+ * per-number ordered). Fair between applications (`application_round.ts`): the
  * applications with sends pending are taken in turn, each one's oldest due rows first and at most
  * its room, so that one application's backlog (a broadcast) never holds back another's replies.
  * The caller's statement selects `FROM ${claimRound(sql)}`: `c` (app_id, id, topic, payload,
@@ -14,7 +16,7 @@ import type { PendingQuery, Row, Tx } from "./client.ts";
 import type { SlotRoom } from "../domain/fair_share.ts";
 import { roomOf, roundCtes, walkEndCte } from "./application_round.ts";
 
-/** Options of {@linkcode claimedInConversationOrder}. */
+/** Options of {@linkcode claimedInSendOrder}. */
 export interface ChannelClaimOptions {
   kind: "whatsapp" | "slack";
   limit: number;
@@ -26,7 +28,7 @@ export interface ChannelClaimOptions {
 }
 
 /** The `WITH RECURSIVE …, due AS (…), claimed AS (…), walk_end AS (…)` part of a claim. */
-export function claimedInConversationOrder(
+export function claimedInSendOrder(
   sql: Tx,
   options: ChannelClaimOptions,
 ): PendingQuery<Row[]> {
@@ -36,6 +38,10 @@ export function claimedInConversationOrder(
   // (`kind <> 'webhook'`) in a prepared statement's generic plan.
   const kind = options.kind === "whatsapp" ? sql`'whatsapp'` : sql`'slack'`;
   const pending = sql`o.kind = ${kind} AND o.state = 'pending'`;
+  // Each probes its partial index: outbox_pending_whatsapp_by_client, outbox_pending_by_conversation.
+  const sameScope = options.kind === "whatsapp"
+    ? sql`(e.payload ->> 'client_id')::bigint = (o.payload ->> 'client_id')::bigint`
+    : sql`(e.payload ->> 'conversation_id')::bigint = (o.payload ->> 'conversation_id')::bigint`;
   return sql`
     WITH RECURSIVE ${roundCtes(sql, { pending, after, room })}, due AS (
       SELECT d.app_id, d.id, walk.turn
@@ -46,14 +52,13 @@ export function claimedInConversationOrder(
           -- an application's sends waiting for later retries were all read by every claim.
           AND o.run_at <= statement_timestamp()
           AND (o.claimed_until IS NULL OR o.claimed_until < clock_timestamp())
-          -- A probe of outbox_pending_by_conversation per candidate: without the OFFSET 0 fence,
-          -- PostgreSQL anti-joined every pending row of the application (11 s a claim with a
-          -- paused Slack workspace's 6,700 posts).
+          -- An index probe per candidate: without the OFFSET 0 fence, PostgreSQL anti-joined
+          -- every pending row of the application (11 s a claim with a paused Slack workspace's
+          -- 6,700 posts).
           AND NOT EXISTS (
             SELECT 1 FROM outbox e
             WHERE e.kind = ${kind} AND e.state = 'pending' AND e.app_id = o.app_id
-              AND (e.payload ->> 'conversation_id')::bigint
-                = (o.payload ->> 'conversation_id')::bigint
+              AND ${sameScope}
               AND e.id < o.id
             OFFSET 0
           )

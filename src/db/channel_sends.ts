@@ -1,12 +1,13 @@
 /**
  * Queries of channel sends: the outbox rows that carry Parley's messages out to a channel
  * (`kind = 'whatsapp'` today). A send is claimed like a webhook delivery (a lease, `FOR UPDATE
- * SKIP LOCKED`), but only when no earlier send of its conversation is still pending, so that a
- * conversation's messages leave in order even with several senders. Parts already sent are
+ * SKIP LOCKED`), but only when no earlier send to its customer is still pending, so that a
+ * customer's messages leave in order, whichever of their conversations they are in, even with
+ * several senders. Parts already sent are
  * remembered, so a retry never sends them twice.
  */
 import type { Tx } from "./client.ts";
-import { type ChannelClaimOptions, claimedInConversationOrder } from "./channel_claims.ts";
+import { type ChannelClaimOptions, claimedInSendOrder } from "./channel_claims.ts";
 import { type ClaimRound, claimRound, roundOf } from "./application_round.ts";
 import type { MessageType } from "../domain/message_kinds.ts";
 import type { WhatsAppRecipient } from "../domain/whatsapp_recipient.ts";
@@ -59,15 +60,15 @@ interface ClaimedSendRow {
 }
 
 /**
- * Claims up to `limit` due sends of `kind`, one per conversation, the applications in turn (see
- * {@linkcode claimedInConversationOrder}).
+ * Claims up to `limit` due sends of `kind`, one per customer, the applications in turn (see
+ * {@linkcode claimedInSendOrder}).
  */
 export async function claimChannelSends(
   sql: Tx,
   options: ChannelClaimOptions & { kind: "whatsapp" },
 ): Promise<ClaimRound<ClaimedSend>> {
   const rows = await sql<ClaimedSendRow[]>`
-    ${claimedInConversationOrder(sql, options)}
+    ${claimedInSendOrder(sql, options)}
     SELECT round.walked_to, c.app_id, c.id, c.attempts, c.claimed_at, c.turn,
       m.id AS message_id, m.conversation_id AS chat_id, m.message_type, m.content, m.payload,
       i.external_id AS recipient, i.channel AS recipient_kind, w.phone_number_id, w.access_token_sealed,

@@ -155,9 +155,12 @@ export async function appendReplies(
     ), sends AS (
       -- Conversations on a channel are sent there by the channel's sender, from the outbox.
       INSERT INTO outbox (app_id, kind, topic, payload)
-      SELECT r.app_id, 'whatsapp', 'send',
-        jsonb_build_object('conversation_id', r.chat_id, 'message_id', r.message_id)
-      FROM result r WHERE r.route = 'whatsapp' AND NOT r.failed
+      -- In order per customer (channel_claims.ts): their client rides along.
+      SELECT r.app_id, 'whatsapp', 'send', jsonb_build_object('conversation_id', r.chat_id,
+          'message_id', r.message_id, 'client_id', conv.client_id)
+      FROM result r
+      JOIN conversations conv ON conv.app_id = r.app_id AND conv.id = r.chat_id
+      WHERE r.route = 'whatsapp' AND NOT r.failed
       ORDER BY r.n
       RETURNING 1
     )

@@ -6,7 +6,7 @@
  */
 import type { AdReferral } from "../domain/ad_referral.ts";
 import type { Tx } from "./client.ts";
-import { type ChannelClaimOptions, claimedInConversationOrder } from "./channel_claims.ts";
+import { type ChannelClaimOptions, claimedInSendOrder } from "./channel_claims.ts";
 import { type ClaimRound, claimRound, roundOf } from "./application_round.ts";
 import type { MessageType } from "../domain/message_kinds.ts";
 
@@ -75,7 +75,7 @@ export interface ClaimedMirror {
 
 /**
  * Claims up to `limit` due mirror sends, one per conversation, the applications in turn (see
- * {@linkcode claimedInConversationOrder}).
+ * {@linkcode claimedInSendOrder}).
  */
 export async function claimMirrorSends(
   sql: Tx,
@@ -83,7 +83,7 @@ export async function claimMirrorSends(
 ): Promise<ClaimRound<ClaimedMirror>> {
   // deno-lint-ignore no-explicit-any
   const rows = await sql<any[]>`
-    ${claimedInConversationOrder(sql, { kind: "slack", ...options })}
+    ${claimedInSendOrder(sql, { kind: "slack", ...options })}
     SELECT round.walked_to, c.app_id, c.id, c.topic, c.attempts, c.claimed_at, c.turn,
       conv.id AS chat_id, conv.status, conv.channel, cl.name AS visitor_name,
       cl.email AS visitor_email,
