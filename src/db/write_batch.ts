@@ -34,6 +34,7 @@ import { type FlowEffect, type FlowTrigger, runFlowSteps } from "./flow_runs.ts"
 import { applyWhatsAppDeliveries } from "./whatsapp_batch.ts";
 import { applySlackEvents } from "./slack_batch.ts";
 import { commitEachAlone, CommitOutcomeUnknown, UNAVAILABLE } from "../actors/commit_loop.ts";
+import { type CommitMark, committedAfterAll, markCommitSql } from "./commit_outcome.ts";
 import { describeError, log } from "../log.ts";
 import { isTransientDatabaseError } from "./transient_retry.ts";
 import { type ChangeNotice, CHANGES_CHANNEL, encodeChangeNotice } from "../domain/change_notice.ts";
@@ -166,19 +167,20 @@ async function commitTogether(sql: Sql, commands: AppCommand[]): Promise<Command
     // Queries start when executed and go out in that order, pipelined: BEGIN, the locks and
     // every step leave in one flight, and the NOTIFY and COMMIT in a second one.
     const begun = conn`BEGIN`.execute();
-    // The transaction's id, so that a COMMIT whose answer is lost can be asked about.
-    const locked = conn<{ xid: string }[]>`
-      SELECT pg_current_xact_id()::text AS xid, count(pg_advisory_xact_lock(id)) AS locks
-      FROM unnest(${appIds}::bigint[]) AS id`.execute();
+    // The transaction's mark, so that a COMMIT whose answer is lost can be asked about.
+    const locked = conn<CommitMark[]>`
+      WITH ${markCommitSql(conn)}
+      SELECT mark.xid, mark.pid, count(pg_advisory_xact_lock(id)) AS locks
+      FROM mark, unnest(${appIds}::bigint[]) AS id GROUP BY mark.xid, mark.pid`.execute();
     const contextFound = loadBatchContext(conn, appIds);
     const pending = planSteps(commands).map((step) => execute(conn, step));
     let outcomes: Outcome[];
     const flowEffects: FlowEffect[] = [];
     let changes: FlowEffect[] = [];
-    let xid: string;
+    let mark: CommitMark;
     try {
       await begun;
-      [{ xid }] = await locked;
+      [mark] = await locked;
       const { flows, slackApps } = await contextFound;
       outcomes = (await Promise.all(pending)).flat();
       const cuts = flowStepCuts(commands, (index) => {
@@ -215,36 +217,10 @@ async function commitTogether(sql: Sql, commands: AppCommand[]): Promise<Command
     const failure = [notifying, committing].find((one) => one.status === "rejected");
     // An error after the COMMIT left need not mean it failed (the connection lost with its
     // answer, say): retried as if it had, the batch would commit twice. The database knows.
-    if (failure && !await committedAfterAll(sql, xid)) throw failure.reason;
+    if (failure && !await committedAfterAll(sql, mark)) throw failure.reason;
     return outcomes.map((outcome) => outcome.result);
   } finally {
     conn.release();
-  }
-}
-
-/** How long {@linkcode committedAfterAll} keeps asking, and how often. */
-const OUTCOME_WAIT_MS = 10_000;
-const OUTCOME_POLL_MS = 200;
-
-/**
- * Whether transaction `xid` committed, asked on another connection. While it is still in
- * progress (its backend has not yet seen its client go) or the database cannot be reached, asks
- * again, for {@linkcode OUTCOME_WAIT_MS} at most; then throws {@linkcode CommitOutcomeUnknown}.
- */
-async function committedAfterAll(sql: Sql, xid: string): Promise<boolean> {
-  const deadline = Date.now() + OUTCOME_WAIT_MS;
-  let lastError: unknown;
-  for (;;) {
-    try {
-      const [{ status }] = await sql<{ status: string | null }[]>`
-        SELECT pg_xact_status(${xid}::xid8) AS status`;
-      if (status === "committed") return true;
-      if (status === "aborted") return false;
-    } catch (error) {
-      lastError = error;
-    }
-    if (Date.now() >= deadline) throw new CommitOutcomeUnknown({ cause: lastError });
-    await new Promise((resolve) => setTimeout(resolve, OUTCOME_POLL_MS));
   }
 }
 
