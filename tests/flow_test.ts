@@ -248,6 +248,15 @@ Deno.test("clicks that are stale, foreign or unknown are refused and change noth
     status: 400,
     json: { code: 400, message: "Invalid action: action_id must not contain NUL characters" },
   });
+  for (const actionId of ["", "x".repeat(257), 7]) {
+    assert.deepEqual(await visitor.click(chatId, welcome.id, actionId as string), {
+      status: 400,
+      json: {
+        code: 400,
+        message: "Invalid action: action_id must be a string of 1 to 256 characters",
+      },
+    }, JSON.stringify(actionId));
+  }
   assert.deepEqual(await env.db.sql`SELECT count(*) AS n FROM messages`, before);
 
   // Still waiting: the refusals consumed nothing.

@@ -218,11 +218,39 @@ Deno.test("disabling the webhook cancels pending deliveries", async () => {
     FROM outbox WHERE app_id = ${app.appId}`;
   assert.equal(row.state, "failed");
   assert.match(row.last_error ?? "", /^cancelled: /);
+  // The delivery log says why it stopped, after the attempt that failed (oldest first).
+  const log = await apiCall(server.baseUrl, "/webhook/deliveries", { key: app.key });
+  const [listed] = log.json.data;
+  assert.equal(listed.status, "failed");
+  assert.deepEqual(
+    listed.attempts.map((attempt: { error: string | null }) => attempt.error),
+    ["HTTP 503", "cancelled: the webhook is disabled or no longer subscribed"],
+  );
   // Enabled again, the webhook does not send what was cancelled, even once due.
   assert.equal((await configure(true)).status, 200);
   await db.sql`UPDATE outbox SET run_at = now() WHERE app_id = ${app.appId}`;
   await new Promise((resolve) => setTimeout(resolve, 1_500));
   assert.equal(receiver.received.length, 1, "no attempt after disabling");
+});
+
+Deno.test("an attempt is logged at the time it began, its latency after", async () => {
+  await using db = await createTestDatabase();
+  let began = 0;
+  await using receiver = await startReceiver(async () => {
+    began = Date.now();
+    await new Promise((resolve) => setTimeout(resolve, 1_000));
+    return new Response("slow but fine");
+  });
+  await using server = await startDeliveringServer(db.url, receiver.caFile);
+  const app = await createKeyedApp(db.sql);
+  await subscribe(server.baseUrl, app.key, receiver.url, ["message.received"]);
+  await createVisitorChat(server.baseUrl, app.publicId);
+  await settled(db.sql, app.appId, (row) => row.state === "succeeded");
+  const log = await apiCall(server.baseUrl, "/webhook/deliveries", { key: app.key });
+  const [attempt] = log.json.data[0].attempts;
+  assert.ok(attempt.latency_ms >= 1_000, `latency ${attempt.latency_ms} ms`);
+  const logged = Date.parse(attempt.attempted_at);
+  assert.ok(logged <= began + 50, `logged ${logged - began} ms after the receiver got it`);
 });
 
 Deno.test("the delivery log lists attempts newest first, and a retry runs a new attempt", async () => {

@@ -814,7 +814,7 @@ Deno.test("sends retry on 429 and 500, honour Retry-After, and fail at once on a
 
   env.graph.queueMessageResponses({
     status: 400,
-    body: env.graph.errorBody(131026, "Message undeliverable"),
+    body: env.graph.errorBody(131026, "(#131026) Message undeliverable"),
   });
   const refused = await apiCall(env.server.baseUrl, "/messages", {
     key: env.app.key,
@@ -825,11 +825,16 @@ Deno.test("sends retry on 429 and 500, honour Retry-After, and fail at once on a
   const [failed] = await eventually(
     () =>
       env.db.sql`
-      SELECT status, failure_code FROM messages WHERE id = ${refused.json.data.message_id}`,
+      SELECT status, failure_code, failure_title FROM messages
+      WHERE id = ${refused.json.data.message_id}`,
     ([row]) => row.status === "failed",
     "the refused message marked failed",
   );
-  assert.deepEqual({ ...failed }, { status: "failed", failure_code: 131026 });
+  assert.deepEqual({ ...failed }, {
+    status: "failed",
+    failure_code: 131026,
+    failure_title: "(#131026) Message undeliverable",
+  }, "Meta's own words");
   await new Promise((resolve) => setTimeout(resolve, 2_500));
   assert.equal(sends(env.graph).length, 4, "no retry after a 400");
 });
@@ -890,6 +895,64 @@ Deno.test("a Flow runs over WhatsApp: buttons go out as reply buttons, a button_
   const rows = await env.db.sql`SELECT sender_type, content FROM messages ORDER BY id`;
   assert.deepEqual(rows.map((row) => row.sender_type), ["visitor", "flow", "visitor", "flow"]);
   assert.equal(rows[2].content, "Sales");
+});
+
+Deno.test("a list_reply is stored with the button's whole title, not the shortened row WhatsApp shows", async () => {
+  await using env = await setUp();
+  const billing = "Talk to someone about billing";
+  const titles = ["Sales", "Support", "Returns", billing];
+  const flow = {
+    start: "welcome",
+    nodes: {
+      welcome: {
+        message: {
+          message_type: "buttons",
+          content: {
+            text: "What do you need?",
+            buttons: titles.map((title, i) => ({ id: `b${i}`, title })),
+          },
+        },
+        on: { b3: "handoff" },
+      },
+    },
+  };
+  const put = await apiCall(env.server.baseUrl, "/flow", {
+    method: "PUT",
+    key: env.app.key,
+    json: flow,
+  });
+  assert.equal(put.status, 200);
+  assert.equal(await post(env, webhookBody([textMessage("Hi")])), 200);
+  await waitUntil(() => sends(env.graph).length === 1, "the Flow's list sent");
+  const list = sends(env.graph)[0].body as {
+    interactive: {
+      type: string;
+      action: { sections: { rows: { id: string; title: string }[] }[] };
+    };
+  };
+  assert.equal(list.interactive.type, "list");
+  const row = list.interactive.action.sections.flatMap((section) => section.rows)[3];
+  assert.ok(row.title.length <= 24 && row.title !== billing, "the row's title is cut short");
+  const [part] = await eventually(
+    () => env.db.sql`SELECT wamid FROM whatsapp_sent_parts`,
+    (rows) => rows.length > 0,
+    "the sent part's wamid",
+  );
+  const click = {
+    from: CUSTOMER,
+    id: "wamid.click.list",
+    timestamp: String(Math.floor(Date.now() / 1000)),
+    type: "interactive",
+    context: { from: "15550783881", id: part.wamid },
+    interactive: { type: "list_reply", list_reply: { id: row.id, title: row.title } },
+  };
+  assert.equal(await post(env, webhookBody([click])), 200);
+  const [stored] = await eventually(
+    () => env.db.sql`SELECT content FROM messages WHERE external_id = 'wamid.click.list'`,
+    (rows) => rows.length > 0,
+    "the click stored",
+  );
+  assert.equal(stored.content, billing);
 });
 
 Deno.test("deliveries acknowledged but not applied before a crash are applied at the next start, in order", async () => {

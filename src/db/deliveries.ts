@@ -226,9 +226,12 @@ export async function recordAttempts(sql: Tx, records: RecordedAttempt[]): Promi
         ${column((r) => r.delivery.claimedUntil)}::timestamptz[]
       ) AS input (app_id, id, status_code, latency_ms, error, excerpt, state, retry_in, claim)
     ), attempts AS (
-      INSERT INTO webhook_attempts
-        (app_id, outbox_id, status_code, latency_ms, error, response_excerpt, claimed_until)
-      SELECT app_id, id, status_code, latency_ms, error, excerpt, claim FROM input
+      INSERT INTO webhook_attempts (app_id, outbox_id, attempted_at, status_code, latency_ms,
+        error, response_excerpt, claimed_until)
+      -- Recorded once it ended: it was attempted its latency ago.
+      SELECT app_id, id, clock_timestamp() - make_interval(secs => latency_ms / 1000.0),
+        status_code, latency_ms, error, excerpt, claim
+      FROM input
       -- A second try of a record that committed (its answer was lost) adds nothing, even one
       -- that runs while the first is still in flight (it waits for it on the unique index).
       ON CONFLICT (app_id, outbox_id, claimed_until) WHERE claimed_until IS NOT NULL DO NOTHING

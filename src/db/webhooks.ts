@@ -34,6 +34,11 @@ export async function replaceWebhook(
         AND (o.claimed_until IS NULL OR o.claimed_until < clock_timestamp())
         AND NOT (${config.enabled} AND ${config.url} <> ''
           AND o.topic = ANY (${config.events}::text[]))
+      RETURNING o.app_id, o.id
+    ), noted AS (
+      -- The delivery log shows why each stopped, as it does for one cancelled at its attempt.
+      INSERT INTO webhook_attempts (app_id, outbox_id, latency_ms, error)
+      SELECT app_id, id, 0, ${UNSUBSCRIBED_CANCELLATION} FROM cancelled
     )
     INSERT INTO webhooks (app_id, url, events, enabled, secret_encrypted)
     VALUES (${appId}, ${config.url}, ${config.events}::text[], ${config.enabled}, ${newSecretSealed})

@@ -67,13 +67,15 @@ const NOT_AN_ID = { error: "must be a positive integer" };
 const ID = z.number(NOT_AN_ID).int(NOT_AN_ID).positive(NOT_AN_ID)
   .max(Number.MAX_SAFE_INTEGER, NOT_AN_ID);
 
+/** How a body names an action id that no button can have. */
+const NOT_A_BUTTON_ID = { error: "must be a string of 1 to 256 characters" };
+
 const actionSchema = z.object({
   chat_id: ID,
   message_id: ID,
   // PostgreSQL text cannot hold NUL, and no button id has one.
-  action_id: z.string().min(1).max(256).refine((id) => !id.includes("\0"), {
-    message: "must not contain NUL characters",
-  }),
+  action_id: z.string(NOT_A_BUTTON_ID).min(1, NOT_A_BUTTON_ID).max(256, NOT_A_BUTTON_ID)
+    .refine((id) => !id.includes("\0"), { message: "must not contain NUL characters" }),
 });
 
 /** Routes under `/api/v1/widget`. */

@@ -176,7 +176,8 @@ export function createWhatsAppInboundProcessor(
           chatId: target.chatId,
           messageId: target.messageId,
           actionId,
-          title: storable(item.title) ?? "",
+          title: buttonTitle(target.messageType, target.payload, actionId) ??
+            storable(item.title) ?? "",
         };
       }
       return textEntry(item, item.title);
@@ -280,6 +281,17 @@ function replyButtonId(messageType: MessageType, payload: unknown, replyId: stri
       : null;
   }
   return buttonIdOfReply(messageType, payload, replyId);
+}
+
+/**
+ * The title of the Parley button `actionId` as it was written: WhatsApp sends back the title it
+ * showed, which may be cut short (a list row's title holds 24 characters). Null for a template's
+ * quick reply, whose text only the template knows (the customer's reply carries it).
+ */
+function buttonTitle(messageType: string, payload: unknown, actionId: string): string | null {
+  if (messageType === "template") return null;
+  return buttonsOffered(messageType, payload).find((button) => button.id === actionId)?.title ??
+    null;
 }
 
 /**

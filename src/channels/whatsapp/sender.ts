@@ -77,15 +77,16 @@ export async function sendToWhatsApp(deps: SenderDeps, send: ClaimedSend): Promi
     const { failure } = result;
     const verdict = judgeGraphFailure(failure);
     if (verdict === "attention") await deps.markAttention(send.appId, describe(failure));
+    // A failed message keeps Meta's own words as its error's title (its code beside them).
     if (verdict !== "retry") {
-      return record({ state: "failed", error: describe(failure), code: failure.code });
+      return record({ state: "failed", error: failure.message, code: failure.code });
     }
     const retryInMs = nextSendRetryDelayMs(send.attempts + 1, {
       retryAfterMs: failure.retryAfterMs,
       random: (deps.random ?? Math.random)(),
     });
     return retryInMs === null
-      ? record({ state: "failed", error: describe(failure), code: failure.code })
+      ? record({ state: "failed", error: failure.message, code: failure.code })
       : record({ state: "retry", retryInMs, error: describe(failure) });
   }
   return record({ state: "sent" });
