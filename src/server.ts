@@ -288,6 +288,14 @@ export async function startParley(
         // Handlers first, then Deno's shutdown, which would cut the bodies still arriving.
         const handled = await requests.drain(shutdownGraceMs);
         const drained = server.shutdown();
+        // The last answered requests' frames may still be on their way through LISTEN: the
+        // sockets get what was committed before they close (for a second at most).
+        let replayTimer: ReturnType<typeof setTimeout> | undefined;
+        await Promise.race([
+          hub.replay(),
+          new Promise((resolve) => replayTimer = setTimeout(resolve, 1_000)),
+        ]);
+        clearTimeout(replayTimer);
         hub.stop();
         // Deno's shutdown can wait forever on a WebSocket whose client left during its upgrade
         // (the socket never opens nor closes): past the grace period, stop without it.

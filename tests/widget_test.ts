@@ -325,9 +325,9 @@ Deno.test("bad widget input gets the contract's envelope and writes nothing", as
 });
 
 /** A visitor's socket, open, with the frames it received and its close to come. */
-async function openSocket(baseUrl: string, token: string) {
+async function openSocket(baseUrl: string, token: string, query = "") {
   const socket = new WebSocket(
-    `${baseUrl.replace("http", "ws")}/api/v1/widget/socket?token=${token}`,
+    `${baseUrl.replace("http", "ws")}/api/v1/widget/socket?token=${token}${query}`,
   );
   const frames: { type: string; chat_id: number; message?: { content: string } }[] = [];
   socket.onmessage = (event) => frames.push(JSON.parse(event.data));
@@ -361,6 +361,57 @@ Deno.test("a visitor's socket receives its messages as they are committed", asyn
     socket.close();
     await closed;
   }
+});
+
+Deno.test("a reconnecting socket that names the last time it saw catches up on what came after", async () => {
+  await using db = await createTestDatabase();
+  await using server = await startTestServer(db.url);
+  const app = await insertApplication(db.sql, "Acme");
+  const visitor = await createVisitor(server.baseUrl, app.public_id);
+  const send = (content: string) =>
+    call(server.baseUrl, "POST", "/api/v1/widget/messages", {
+      token: visitor.visitor_token,
+      body: { content },
+    });
+  const seen = await send("seen before the drop");
+  const history = await call(
+    server.baseUrl,
+    "GET",
+    `/api/v1/widget/messages?chat_id=${seen.json.data.chat_id}`,
+    { token: visitor.visitor_token },
+  );
+  const lastSeen: string = history.json.data.at(-1).created_at;
+  await send("missed one");
+  await send("missed two");
+  // Longer ago than a fresh socket's own catch-up reaches.
+  await new Promise((resolve) => setTimeout(resolve, 1_500));
+  const { socket, frames, closed } = await openSocket(
+    server.baseUrl,
+    visitor.visitor_token,
+    `&since=${encodeURIComponent(lastSeen)}`,
+  );
+  try {
+    const contents = () =>
+      frames.filter((f) => f.type === "message.created").map((f) => f.message?.content);
+    for (let i = 0; i < 100 && !contents().includes("missed two"); i++) {
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    assert.deepEqual(contents().filter((c) => c !== "seen before the drop"), [
+      "missed one",
+      "missed two",
+    ]);
+  } finally {
+    socket.close();
+    await closed;
+  }
+  const refused = await fetch(
+    `${server.baseUrl}/api/v1/widget/socket?token=${visitor.visitor_token}&since=yesterday`,
+    { headers: { upgrade: "websocket", connection: "Upgrade", "sec-websocket-version": "13" } },
+  );
+  assert.deepEqual([refused.status, await refused.json()], [400, {
+    code: 400,
+    message: "since must be an ISO 8601 time",
+  }]);
 });
 
 Deno.test("a visitor's socket ignores a small frame from its client and closes on a large one", async () => {

@@ -2,7 +2,8 @@
  * The widget's WebSocket (CONTRACT §3, `GET /api/v1/widget/socket`): the handshake checked and
  * answered before anything is awaited, the visitor's token looked up after the upgrade when it
  * is not known yet, the socket then attached to the realtime hub. Frames go from the server to
- * the client only.
+ * the client only. A client that reconnects may name the `created_at` of the last frame it got
+ * (`?since=`): the socket first catches up on what came after it.
  */
 import type { Context } from "hono";
 import { AppError } from "../domain/app_error.ts";
@@ -36,6 +37,7 @@ export function widgetSocketHandler(
     // awaited: a token that needs the database is looked up once the socket is upgraded, and an
     // unknown one closes it with 1008. A request that is no upgrade may wait for its 401.
     const visitor = upgrading ? auth.knownVisitor(token) : await auth.authenticate(token);
+    const resumeFrom = resumePoint(c.req.query("since"), Date.now());
     // RFC 6455 §4.1: a handshake is a GET (Hono also routes HEAD here). RFC 9110 §15.5.22: a 426
     // names the protocol to upgrade to.
     if (!upgrading) {
@@ -59,11 +61,12 @@ export function widgetSocketHandler(
     const { socket, response } = upgraded;
     socket.addEventListener("message", refuseLargeFrames);
     if (visitor) {
-      attachVisitor(socket, visitor);
+      attachVisitor(socket, visitor, resumeFrom === null ? undefined : { since: resumeFrom });
     } else {
       // Attached once its token is known, the socket first catches up on what its visitor got
-      // since the upgrade (with a margin for the clocks of the database and this process).
-      const since = new Date(Date.now() - CATCH_UP_MARGIN_MS);
+      // since the upgrade (with a margin for the clocks of the database and this process), or
+      // since the time its client resumes from.
+      const since = resumeFrom ?? new Date(Date.now() - CATCH_UP_MARGIN_MS);
       auth.authenticate(token).then(
         (found) => {
           try {
@@ -85,8 +88,31 @@ export function widgetSocketHandler(
   };
 }
 
-/** How far before its upgrade a socket attached late catches up (see the socket route). */
+/**
+ * How far before its upgrade a socket attached late catches up (see the socket route), and before
+ * the time a reconnecting client resumes from: a message committed after one the client saw may
+ * bear an earlier time.
+ */
 const CATCH_UP_MARGIN_MS = 1_000;
+
+/** The furthest back a reconnecting client may resume from. */
+export const MAX_RESUME_MS = 24 * 3_600_000;
+
+/** An ISO 8601 time with a zone, as the API writes `created_at`. */
+const ISO_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})$/;
+
+/**
+ * Where a reconnecting socket's catch-up starts: `since` (the `created_at` of the last frame its
+ * client got) less the margin, no further back than {@linkcode MAX_RESUME_MS} and no later than
+ * now less the margin; null without `since`. A `since` that is no ISO 8601 time is a 400.
+ */
+export function resumePoint(since: string | undefined, nowMs: number): Date | null {
+  if (since === undefined) return null;
+  const at = ISO_TIME.test(since) ? Date.parse(since) : NaN;
+  if (Number.isNaN(at)) throw new AppError(400, "since must be an ISO 8601 time");
+  const from = Math.min(at, nowMs) - CATCH_UP_MARGIN_MS;
+  return new Date(Math.max(from, nowMs - MAX_RESUME_MS));
+}
 
 /**
  * Largest frame a visitor's socket takes from its client (CONTRACT §3: frames go from the server to
