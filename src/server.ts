@@ -49,7 +49,7 @@ import { recordPublicBaseUrl } from "./db/public_base_url.ts";
  * How long stopping waits by default for requests in flight (uploads, media downloads) before
  * it stops without them.
  */
-const SHUTDOWN_GRACE_MS = 10_000;
+export const SHUTDOWN_GRACE_MS = 10_000;
 
 /** A running instance. */
 export interface RunningParley {

@@ -196,6 +196,44 @@ Deno.test("a stop lets a request whose body is still arriving finish, and refuse
   }
 });
 
+Deno.test("a second stop signal ends an instance whose database stopped answering", async () => {
+  await using db = await createTestDatabase();
+  const app = await createKeyedApp(db.sql);
+  let frozen = false;
+  const proxy = startPgProxy(db.url, () => frozen ? "hold" : "pass");
+  try {
+    const server = await spawnServer({ DATABASE_URL: proxy.url });
+    frozen = true;
+    // A request that waits on the database, which keeps the stop waiting behind it.
+    const waiting = fetch(`${server.baseUrl}/openapi/v1/conversations`, {
+      headers: { authorization: `Bearer ${app.key}` },
+    }).then((res) => res.body?.cancel(), () => {});
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    server.process.kill("SIGTERM");
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    server.process.kill("SIGTERM");
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const outcome = await Promise.race([
+      server.process.status,
+      new Promise<"still running">((resolve) =>
+        timer = setTimeout(resolve, 8_000, "still running")
+      ),
+    ]);
+    clearTimeout(timer);
+    if (outcome === "still running") server.process.kill("SIGKILL");
+    assert.notEqual(outcome, "still running", "the second signal ended it");
+    assert.equal((outcome as Deno.CommandStatus).code, 1);
+    // Errors are logged on stderr.
+    const forced = (await server.stderr).split("\n").filter((line) => line.startsWith("{"))
+      .map((line) => JSON.parse(line))
+      .find((line) => line.msg === "stopping without waiting any longer");
+    assert.equal(forced?.reason, "a second signal");
+    await waiting;
+  } finally {
+    proxy.close();
+  }
+});
+
 Deno.test("a thread outlives a connection lost during its first array-type lookup", async () => {
   await using db = await createTestDatabase();
   // postgres.js looks the array types up on a connection's first query and left its failure

@@ -10,7 +10,9 @@ export type ProxyMove =
   /** Answers as a backend ended by `pg_terminate_backend` does, and closes the connection. */
   | "terminate"
   /** Passes it on, lets the server act on it, and closes the connection before its answer. */
-  | "pass-then-cut";
+  | "pass-then-cut"
+  /** Keeps it, and everything after it on the connection, as a server that froze does. */
+  | "hold";
 
 /** A running proxy; its `url` reaches the database through it. */
 export interface PgProxy {
@@ -49,8 +51,13 @@ export function startPgProxy(
       })().catch(cut);
       void (async () => {
         const toServer = outbound.writable.getWriter();
+        let holding = false;
         for await (const chunk of inbound.readable) {
-          const move = decide(new TextDecoder().decode(chunk), broken);
+          const move = holding ? "hold" : decide(new TextDecoder().decode(chunk), broken);
+          if (move === "hold") {
+            holding = true;
+            continue;
+          }
           if (move === "terminate") {
             broken++;
             await toClient.write(terminatedResponse());
