@@ -2,8 +2,10 @@
 -- inside it, so that a COMMIT whose answer was lost is confirmed by what it wrote. The status of
 -- its transaction id alone is not to be trusted across a crash: PostgreSQL then hands out again
 -- the ids whose WAL never reached the disk, and a new transaction may commit under the lost
--- one's id. One row per backend process id, updated in place.
+-- one's id. One row per backend process id, updated in place; a row not written for an hour is
+-- swept (a check follows its commit within seconds).
 CREATE TABLE commit_marks (
   pid integer PRIMARY KEY,
-  xid xid8 NOT NULL
+  xid xid8 NOT NULL,
+  at timestamptz NOT NULL DEFAULT clock_timestamp()
 ) WITH (fillfactor = 50);

@@ -11,6 +11,7 @@ import { checkEncryptionKey } from "./db/key_check.ts";
 import { migrate } from "./db/migrate.ts";
 import { createActorPool } from "./actors/pool.ts";
 import { createRealtimeHub } from "./realtime/hub.ts";
+import { sweepCommitMarks } from "./db/commit_outcome.ts";
 import { listenForChanges } from "./realtime/listener.ts";
 import { createHttpApp } from "./http/app.ts";
 import { drainable } from "./http/drain.ts";
@@ -229,10 +230,13 @@ export async function startParley(
       }
     },
   });
-  // Ended windows are only clutter; any instance may sweep them.
+  // Ended windows and old commit marks are only clutter; any instance may sweep them.
   const sweep = setInterval(() => {
     deleteExpiredWindows(sql).catch((error) =>
       log("warn", "rate-limit sweep failed", describeError(error))
+    );
+    sweepCommitMarks(sql).catch((error) =>
+      log("warn", "commit mark sweep failed", describeError(error))
     );
   }, 60_000);
   // WhatsApp deliveries and Slack requests acknowledged but not applied (a crash came between)

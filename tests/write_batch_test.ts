@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { createTestDatabase } from "./support/database.ts";
 import { startPgProxy } from "./support/pg_proxy.ts";
 import { connect } from "../src/db/client.ts";
+import { sweepCommitMarks } from "../src/db/commit_outcome.ts";
 import { commitBatch } from "../src/db/write_batch.ts";
 import { insertApplication } from "../src/db/applications.ts";
 import { CHANGES_CHANNEL, decodeChangeNotice } from "../src/domain/change_notice.ts";
@@ -811,4 +812,21 @@ Deno.test("a batch whose COMMIT never reached the server still fails, to be trie
     await sql.end({ timeout: 1 });
     proxy.close();
   }
+});
+
+Deno.test("a batch marks its transaction in its session's row, and marks idle for an hour are swept", async () => {
+  await using db = await createTestDatabase();
+  const app = await insertApplication(db.sql, "Acme");
+  await commitBatch(db.sql, [
+    { kind: "visitor.create", appId: app.id, tokenHash: "h1", name: null, email: null },
+  ]);
+  const marks = await db.sql`SELECT pid FROM commit_marks`;
+  assert.equal(marks.length, 1, "one session wrote");
+  await db
+    .sql`INSERT INTO commit_marks (pid, xid, at) VALUES (-1, '5', now() - interval '2 hours')`;
+  assert.equal(await sweepCommitMarks(db.sql), 1);
+  assert.deepEqual(
+    (await db.sql`SELECT pid FROM commit_marks`).map((row) => row.pid),
+    [marks[0].pid],
+  );
 });

@@ -23,7 +23,7 @@ export interface CommitMark {
 export function markCommitSql(sql: Tx): PendingQuery<Row[]> {
   return sql`mark AS (
     INSERT INTO commit_marks (pid, xid) VALUES (pg_backend_pid(), pg_current_xact_id())
-    ON CONFLICT (pid) DO UPDATE SET xid = EXCLUDED.xid
+    ON CONFLICT (pid) DO UPDATE SET xid = EXCLUDED.xid, at = EXCLUDED.at
     RETURNING xid::text AS xid, pid
   )`;
 }
@@ -74,4 +74,14 @@ export async function committedAfterAll(sql: Sql, mark: CommitMark): Promise<boo
     if (Date.now() >= deadline) throw new CommitOutcomeUnknown({ cause: lastError });
     await new Promise((resolve) => setTimeout(resolve, OUTCOME_POLL_MS));
   }
+}
+
+/**
+ * Deletes the marks not written for an hour (sessions gone, or idle: the next commit writes its
+ * mark again); resolves to their count. A mark is asked about within seconds of its commit.
+ */
+export async function sweepCommitMarks(sql: Sql): Promise<number> {
+  const rows = await sql`
+    DELETE FROM commit_marks WHERE at < clock_timestamp() - interval '1 hour' RETURNING pid`;
+  return rows.length;
 }
