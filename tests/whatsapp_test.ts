@@ -716,23 +716,32 @@ Deno.test("the 24-hour window: free-form inside, 422 outside, templates always",
   assert.equal(inside.status, 200);
 });
 
-Deno.test("the 24-hour window is the customer's: a reply to their closed conversation goes out once they wrote again", async () => {
-  await using env = await setUp();
-  const old = Math.floor(Date.now() / 1000) - 25 * 3600;
-  assert.equal(await post(env, webhookBody([textMessage("long ago", old)])), 200);
+/**
+ * The customer's conversation opened by `message`, closed, and the new one their next message
+ * opened.
+ */
+async function twoConversations(env: Env, message: unknown) {
+  assert.equal(await post(env, webhookBody([message])), 200);
   await processed(env);
   const [first] = await env.db.sql`SELECT id FROM conversations`;
   await executeCommand(env.db.sql, {
     command: "chat:close",
     flags: { app: String(env.app.appId), id: String(first.id) },
   });
-  assert.equal(await post(env, webhookBody([textMessage("I'm back")])), 200);
+  assert.equal(await post(env, webhookBody([textMessage("Me again")])), 200);
   await processed(env);
   const chats = await env.db.sql`SELECT id, status FROM conversations ORDER BY id`;
   assert.deepEqual(chats.map((row) => row.status), ["closed", "open"], "a new conversation");
+  return { closed: first.id as number, open: chats[1].id as number };
+}
+
+Deno.test("the 24-hour window is the customer's: a reply to their closed conversation goes out once they wrote again", async () => {
+  await using env = await setUp();
+  const old = Math.floor(Date.now() / 1000) - 25 * 3600;
+  const { closed } = await twoConversations(env, textMessage("long ago", old));
   const reply = await apiCall(env.server.baseUrl, "/messages", {
     key: env.app.key,
-    json: { chat_id: first.id, content: "About your earlier question" },
+    json: { chat_id: closed, content: "About your earlier question" },
   });
   assert.equal(reply.status, 200, "the customer wrote a moment ago");
   await waitUntil(() => sends(env.graph).length === 1, "the reply sent");
@@ -750,17 +759,7 @@ Deno.test("a message dated in the future keeps the 24-hour window open no longer
 
 Deno.test("sends to one customer keep their order across their conversations while one is retried", async () => {
   await using env = await setUp();
-  assert.equal(await post(env, webhookBody([textMessage("Hello")])), 200);
-  await processed(env);
-  const [earlier] = await env.db.sql`SELECT id FROM conversations`;
-  await executeCommand(env.db.sql, {
-    command: "chat:close",
-    flags: { app: String(env.app.appId), id: String(earlier.id) },
-  });
-  assert.equal(await post(env, webhookBody([textMessage("Me again")])), 200);
-  await processed(env);
-  const [later] = await env.db.sql`SELECT id FROM conversations WHERE status = 'open'`;
-  assert.notEqual(later.id, earlier.id);
+  const { closed, open } = await twoConversations(env, textMessage("Hello"));
   env.graph.queueMessageResponses({
     status: 500,
     body: env.graph.errorBody(1, "An unknown error occurred"),
@@ -770,9 +769,9 @@ Deno.test("sends to one customer keep their order across their conversations whi
       key: env.app.key,
       json: { chat_id: chatId, content },
     });
-  assert.equal((await reply(earlier.id, "first")).status, 200);
+  assert.equal((await reply(closed, "first")).status, 200);
   await waitUntil(() => sends(env.graph).length === 1, "the first attempt, refused");
-  assert.equal((await reply(later.id, "second")).status, 200);
+  assert.equal((await reply(open, "second")).status, 200);
   await waitUntil(() => sends(env.graph).length === 3, "the retry and the second", 20_000);
   assert.deepEqual(
     sends(env.graph).map((send) => (send.body as { text: { body: string } }).text.body),
