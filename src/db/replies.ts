@@ -72,7 +72,7 @@ export async function appendReplies(
       ) WITH ORDINALITY AS input (app_id, chat_id, sender_type, sender_name, message_type,
         content, payload, flow_node, actionable, internal, keep_outside_window, n)
     ), target AS (
-      SELECT i.*, c.status,
+      SELECT i.*, c.status, c.client_id,
         -- Where the reply goes: an internal note stays in Parley (and Slack).
         CASE WHEN i.internal THEN 'internal' ELSE c.channel END AS route,
         c.channel = 'whatsapp' AND i.message_type <> 'template' AND NOT i.internal
@@ -82,7 +82,7 @@ export async function appendReplies(
       FROM input i CROSS JOIN stamp
       CROSS JOIN LATERAL (
         -- The window is the customer's: their last message in any of their conversations.
-        SELECT status, channel, CASE WHEN c.channel = 'whatsapp' THEN (
+        SELECT status, channel, client_id, CASE WHEN c.channel = 'whatsapp' THEN (
             SELECT max(o.last_inbound_at) FROM conversations o
             WHERE o.app_id = c.app_id AND o.client_id = c.client_id AND o.channel = 'whatsapp'
           ) END AS last_inbound_at
@@ -113,8 +113,10 @@ export async function appendReplies(
         ARRAY(SELECT actionable FROM accepted ORDER BY k),
         ARRAY(SELECT route FROM accepted ORDER BY k),
         ARRAY(SELECT outside_window FROM accepted ORDER BY k),
+        ARRAY(SELECT client_id FROM accepted ORDER BY k),
         ARRAY(SELECT id FROM message ORDER BY id)
-      ) AS result (n, app_id, chat_id, flow_node, actionable, route, failed, message_id)
+      ) AS result (n, app_id, chat_id, flow_node, actionable, route, failed, client_id,
+        message_id)
     ), waiting AS (
       -- The Flow's newest step with buttons, and apart from it the bot's or an agent's.
       SELECT app_id, chat_id,
@@ -157,10 +159,8 @@ export async function appendReplies(
       INSERT INTO outbox (app_id, kind, topic, payload)
       -- In order per customer (channel_claims.ts): their client rides along.
       SELECT r.app_id, 'whatsapp', 'send', jsonb_build_object('conversation_id', r.chat_id,
-          'message_id', r.message_id, 'client_id', conv.client_id)
-      FROM result r
-      JOIN conversations conv ON conv.app_id = r.app_id AND conv.id = r.chat_id
-      WHERE r.route = 'whatsapp' AND NOT r.failed
+          'message_id', r.message_id, 'client_id', r.client_id)
+      FROM result r WHERE r.route = 'whatsapp' AND NOT r.failed
       ORDER BY r.n
       RETURNING 1
     )

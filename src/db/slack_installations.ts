@@ -106,8 +106,8 @@ export async function replaceInstallation(
       INSERT INTO slack_installations (team_id, app_id, team_name, enterprise_id,
         bot_token_sealed, bot_user_id, bot_id, channel_id, signing_secret_sealed)
       VALUES (${installation.teamId}, ${installation.appId}, ${installation.teamName},
-        ${installation.enterpriseId}, ${installation.botTokenSealed}, ${installation.botUserId}, ${installation.botId},
-        ${installation.channelId}, ${installation.signingSecretSealed})`;
+        ${installation.enterpriseId}, ${installation.botTokenSealed}, ${installation.botUserId},
+        ${installation.botId}, ${installation.channelId}, ${installation.signingSecretSealed})`;
   });
 }
 

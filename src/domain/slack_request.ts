@@ -61,9 +61,7 @@ export function judgeAuthorTeam(
 ): "member" | "outsider" | "ask" {
   if (context.externallyShared === false) return "member";
   if (typeof authorTeam !== "string" || authorTeam === "") return "member";
-  const organisation = typeof context.enterpriseId === "string" && context.enterpriseId !== ""
-    ? context.enterpriseId
-    : null;
+  const organisation = organisationOf(context);
   if (authorTeam === context.teamId || authorTeam === organisation) return "member";
   return organisation !== null || context.gridNamed === true ? "ask" : "outsider";
 }
@@ -78,14 +76,18 @@ export function isOrganisationProfile(
   user: SlackDocument,
   context: Pick<SlackRequestContext, "teamId" | "enterpriseId">,
 ): boolean {
-  const organisation = typeof context.enterpriseId === "string" && context.enterpriseId !== ""
-    ? context.enterpriseId
-    : null;
+  const organisation = organisationOf(context);
   const home = user?.team_id;
   if (typeof home === "string" && (home === context.teamId || home === organisation)) return true;
   const enterpriseUser = user?.enterprise_user;
   if (organisation !== null && enterpriseUser?.enterprise_id === organisation) return true;
   return Array.isArray(enterpriseUser?.teams) && enterpriseUser.teams.includes(context.teamId);
+}
+
+/** The workspace's organisation id, or null when it belongs to none (or none is known). */
+function organisationOf(context: Pick<SlackRequestContext, "enterpriseId">): string | null {
+  const { enterpriseId } = context;
+  return typeof enterpriseId === "string" && enterpriseId !== "" ? enterpriseId : null;
 }
 
 /** The team the author of a message event (or of the message inside an edit) belongs to. */
