@@ -838,6 +838,27 @@ Deno.test("sends retry on 429 and 500, honour Retry-After, and fail at once on a
   assert.equal(sends(env.graph).length, 4, "no retry after a 400");
 });
 
+/**
+ * Sets `flow`, lets the customer write `text`, and answers the Flow's first message as sent to
+ * WhatsApp (its body) with its wamid, for a click to name.
+ */
+async function startFlow(env: Env, flow: unknown, text: string) {
+  const put = await apiCall(env.server.baseUrl, "/flow", {
+    method: "PUT",
+    key: env.app.key,
+    json: flow,
+  });
+  assert.equal(put.status, 200, JSON.stringify(put.json));
+  assert.equal(await post(env, webhookBody([textMessage(text)])), 200);
+  await waitUntil(() => sends(env.graph).length === 1, "the Flow's first message sent");
+  const [part] = await eventually(
+    () => env.db.sql`SELECT wamid FROM whatsapp_sent_parts`,
+    (rows) => rows.length > 0,
+    "the sent part's wamid",
+  );
+  return { body: sends(env.graph)[0].body, wamid: part.wamid as string };
+}
+
 Deno.test("a Flow runs over WhatsApp: buttons go out as reply buttons, a button_reply advances it", async () => {
   await using env = await setUp();
   const flow = {
@@ -856,23 +877,10 @@ Deno.test("a Flow runs over WhatsApp: buttons go out as reply buttons, a button_
       },
     },
   };
-  const put = await apiCall(env.server.baseUrl, "/flow", {
-    method: "PUT",
-    key: env.app.key,
-    json: flow,
-  });
-  assert.equal(put.status, 200);
-  assert.equal(await post(env, webhookBody([textMessage("Hi")])), 200);
-  await waitUntil(() => sends(env.graph).length === 1, "the Flow's buttons sent");
-  const buttons = sends(env.graph)[0].body as { type: string; interactive: { type: string } };
+  const { body, wamid } = await startFlow(env, flow, "Hi");
+  const buttons = body as { type: string; interactive: { type: string } };
   assert.equal(buttons.type, "interactive");
   assert.equal(buttons.interactive.type, "button");
-  const [part] = await eventually(
-    () => env.db.sql`SELECT wamid FROM whatsapp_sent_parts`,
-    (rows) => rows.length > 0,
-    "the sent part's wamid",
-  );
-  const wamid: string = part.wamid;
   const click = {
     from: CUSTOMER,
     id: "wamid.click.1",
@@ -915,15 +923,8 @@ Deno.test("a list_reply is stored with the button's whole title, not the shorten
       },
     },
   };
-  const put = await apiCall(env.server.baseUrl, "/flow", {
-    method: "PUT",
-    key: env.app.key,
-    json: flow,
-  });
-  assert.equal(put.status, 200);
-  assert.equal(await post(env, webhookBody([textMessage("Hi")])), 200);
-  await waitUntil(() => sends(env.graph).length === 1, "the Flow's list sent");
-  const list = sends(env.graph)[0].body as {
+  const { body, wamid } = await startFlow(env, flow, "Hi");
+  const list = body as {
     interactive: {
       type: string;
       action: { sections: { rows: { id: string; title: string }[] }[] };
@@ -932,17 +933,12 @@ Deno.test("a list_reply is stored with the button's whole title, not the shorten
   assert.equal(list.interactive.type, "list");
   const row = list.interactive.action.sections.flatMap((section) => section.rows)[3];
   assert.ok(row.title.length <= 24 && row.title !== billing, "the row's title is cut short");
-  const [part] = await eventually(
-    () => env.db.sql`SELECT wamid FROM whatsapp_sent_parts`,
-    (rows) => rows.length > 0,
-    "the sent part's wamid",
-  );
   const click = {
     from: CUSTOMER,
     id: "wamid.click.list",
     timestamp: String(Math.floor(Date.now() / 1000)),
     type: "interactive",
-    context: { from: "15550783881", id: part.wamid },
+    context: { from: "15550783881", id: wamid },
     interactive: { type: "list_reply", list_reply: { id: row.id, title: row.title } },
   };
   assert.equal(await post(env, webhookBody([click])), 200);
@@ -1015,21 +1011,8 @@ Deno.test("a template's quick-reply button drives the Flow like a reply button",
   const flow = templateFlow(["yes", "no"], { yes: "great", no: "handoff" }, {
     great: { message: { message_type: "text", content: "Great, it ships today." } },
   });
-  const put = await apiCall(env.server.baseUrl, "/flow", {
-    method: "PUT",
-    key: env.app.key,
-    json: flow,
-  });
-  assert.equal(put.status, 200, JSON.stringify(put.json));
-  assert.equal(await post(env, webhookBody([textMessage("Where is my order?")])), 200);
-  await waitUntil(() => sends(env.graph).length === 1, "the template sent");
-  assert.equal((sends(env.graph)[0].body as { type: string }).type, "template");
-  const [part] = await eventually(
-    () => env.db.sql`SELECT wamid FROM whatsapp_sent_parts`,
-    (rows) => rows.length > 0,
-    "the sent part's wamid",
-  );
-  const wamid: string = part.wamid;
+  const { body, wamid } = await startFlow(env, flow, "Where is my order?");
+  assert.equal((body as { type: string }).type, "template");
   const reply = {
     from: CUSTOMER,
     id: "wamid.template.reply",
