@@ -244,6 +244,18 @@ Deno.test("clicks that are stale, foreign or unknown are refused and change noth
     (await malformed.json()).message,
     "Invalid action: chat_id must be a positive integer",
   );
+  // Ids are judged by their JSON text: a number that only rounds to the welcome's id is none.
+  const rounded = await fetch(`${env.server.baseUrl}/api/v1/widget/actions`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${visitor.token}`, "content-type": "application/json" },
+    body: `{"chat_id":${chatId},"message_id":${welcome.id - 1}.99999999999999999,` +
+      `"action_id":"sales"}`,
+  });
+  assert.equal(rounded.status, 400);
+  assert.equal(
+    (await rounded.json()).message,
+    "Invalid action: message_id must be a positive integer",
+  );
   assert.deepEqual(await visitor.click(chatId, welcome.id, "sales\u0000"), {
     status: 400,
     json: { code: 400, message: "Invalid action: action_id must not contain NUL characters" },

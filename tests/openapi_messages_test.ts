@@ -205,6 +205,20 @@ Deno.test("POST /messages answers every error row of the contract and writes not
     ["chat_id beyond ours", body({ chat_id: "99999999999999999", content: "hi" }), 404, notFound],
     ["chat_id number beyond 2^53", body({ chat_id: 2 ** 60, content: "hi" }), 404, notFound],
     ["chat_id array", body({ chat_id: [id], content: "hi" }), 400, required],
+    // Judged by the JSON text, not by the double it rounds to (which is this conversation's id).
+    [
+      "chat_id a hair under the id",
+      { body: `{"chat_id":${id - 1}.99999999999999999,"content":"hi"}`, type: json },
+      400,
+      required,
+    ],
+    [
+      "chat_id a hair over the id",
+      { body: `{"chat_id":${id}.0000000000000001,"content":"hi"}`, type: json },
+      400,
+      required,
+    ],
+    ["chat_id 1e400", { body: '{"chat_id":1e400,"content":"hi"}', type: json }, 404, notFound],
     ["no content", body({ chat_id: id }), 400, required],
     ["blank content", body({ chat_id: id, content: " \n\t " }), 400, required],
     ["content number", body({ chat_id: id, content: 5 }), 400, required],

@@ -177,12 +177,25 @@ Deno.test("a bucket over its limit gets 429 with Retry-After while other buckets
   const other = await apiCall(server.baseUrl, "/conversations", { key: otherKey });
   assert.equal(other.status, 200);
   assertRateLimitHeaders(other, 3, "other key", 2);
-  // The bucket is the exact Authorization value: another spelling of the scheme is another one.
-  const spelled = await apiCall(server.baseUrl, "/conversations", {
-    headers: { authorization: `bearer ${app.key}` },
-  });
-  assert.equal(spelled.status, 200);
-  assertRateLimitHeaders(spelled, 3, "bearer spelling", 2);
+  // The bucket is the exact credential: another spelling of the scheme names the same key and
+  // shares its count, and a key padded with more spaces is no key (a bucket of its own, but 401).
+  for (const scheme of ["bearer", "BEARER", "bEaReR"]) {
+    assertRateLimited(
+      await apiCall(server.baseUrl, "/conversations", {
+        headers: { authorization: `${scheme} ${app.key}` },
+      }),
+      3,
+      `${scheme} spelling`,
+    );
+  }
+  for (const padding of [" ", "  ", "\t"]) {
+    const padded = await apiCall(server.baseUrl, "/conversations", {
+      headers: { authorization: `Bearer ${padding}${app.key}` },
+    });
+    assert.equal(padded.status, 401, JSON.stringify(padding));
+    assert.deepEqual(padded.json, { code: 401, message: "Invalid or missing API key" });
+    assertRateLimitHeaders(padded, 3, `padded with ${JSON.stringify(padding)}`, 2);
+  }
   // The same key in X-Api-Key only is counted by client IP, not by key.
   const viaHeader = await apiCall(server.baseUrl, "/conversations", {
     headers: { "x-api-key": app.key },

@@ -17,17 +17,62 @@ export type JsonDocument =
 /** An escaped UTF-16 surrogate, paired or not (paired ones come through unchanged). */
 const SURROGATE_ESCAPE = /\\u[dD][89a-fA-F][0-9a-fA-F]{2}/;
 
+/** Options of {@linkcode parseJsonDocument}. */
+export interface JsonDocumentOptions {
+  /**
+   * Keys whose number values are judged by their text, not by the double it rounds to (see
+   * {@linkcode exactInteger}): an id must not name another record because `0.99999999999999999`
+   * rounds to 1.
+   */
+  integerKeys?: ReadonlySet<string>;
+}
+
 /** Parses `text` as a client's JSON (see the module's rules). */
-export function parseJsonDocument(text: string): JsonDocument {
+export function parseJsonDocument(text: string, options: JsonDocumentOptions = {}): JsonDocument {
+  const { integerKeys } = options;
+  const surrogates = SURROGATE_ESCAPE.test(text);
   let value: unknown;
   try {
-    value = SURROGATE_ESCAPE.test(text) ? JSON.parse(text, wellFormed) : JSON.parse(text);
+    value = integerKeys
+      ? JSON.parse(text, (key, value, context?: { source?: string }) => {
+        if (typeof value === "number" && integerKeys.has(key) && context?.source !== undefined) {
+          return exactInteger(context.source);
+        }
+        return surrogates ? wellFormed(key, value) : value;
+      })
+      : surrogates
+      ? JSON.parse(text, wellFormed)
+      : JSON.parse(text);
   } catch (cause) {
     return { ok: false, reason: "syntax", cause };
   }
   return nestsDeeperThan(value, MAX_JSON_DEPTH)
     ? { ok: false, reason: "depth" }
     : { ok: true, value };
+}
+
+/**
+ * The integer a JSON number's text denotes: itself when it is a safe integer (`7`, `7.0`, `7e0`),
+ * `±Number.MAX_VALUE` for an integer beyond the safe ones (`1e400`, `9007199254740993`: an
+ * integer no id can be), and NaN when the text is no integer at all (`0.99999999999999999`, which
+ * `JSON.parse` alone rounds to 1).
+ */
+export function exactInteger(source: string): number {
+  const parts = /^(-?)(\d+)(?:\.(\d*?)0*)?(?:[eE]([+-]?\d+))?$/.exec(source);
+  if (parts === null) return NaN;
+  const [, sign, , fraction = "", exponentText = "0"] = parts;
+  const exponent = Number(exponentText);
+  const digits = parts[2] + fraction;
+  const allZero = /^0*$/.test(digits);
+  // Digits after the point that the exponent does not shift back in make a fraction.
+  if (!allZero && exponent < fraction.length) {
+    // …unless every digit the exponent leaves after the point is zero (`1200e-2`).
+    const kept = digits.length - (fraction.length - exponent);
+    if (kept <= 0 || !/^0*$/.test(digits.slice(kept))) return NaN;
+  }
+  const value = Number(source);
+  if (Number.isSafeInteger(value)) return value === 0 ? 0 : value; // -0 is 0
+  return sign === "-" ? -Number.MAX_VALUE : Number.MAX_VALUE;
 }
 
 /** Whether arrays and objects nest more than `limit` levels in `value` (without recursion). */

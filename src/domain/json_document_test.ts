@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import {
+  exactInteger,
   MAX_JSON_DEPTH,
   nestsDeeperThan,
   parseJsonBytes,
@@ -46,4 +47,46 @@ Deno.test("bytes are parsed as JSON, or answer undefined when they are not JSON"
   assert.deepEqual(parseJsonBytes(new TextEncoder().encode('{"a":[1,"é"]}')), { a: [1, "é"] });
   assert.equal(parseJsonBytes(new TextEncoder().encode("null")), null);
   assert.equal(parseJsonBytes(new TextEncoder().encode("{not json")), undefined);
+});
+
+Deno.test("exactInteger() judges a number by its text: an integer, one beyond the safe ones, or none", () => {
+  for (
+    const [source, expected] of [
+      ["7", 7],
+      ["-7", -7],
+      ["7.0", 7],
+      ["7e0", 7],
+      ["1.50e1", 15],
+      ["1200e-2", 12],
+      ["0", 0],
+      ["-0", 0],
+      ["0.0e5", 0],
+      ["9007199254740991", 9007199254740991],
+      ["9007199254740993", Number.MAX_VALUE],
+      ["1e400", Number.MAX_VALUE],
+      ["-1e400", -Number.MAX_VALUE],
+    ] as const
+  ) {
+    assert.equal(exactInteger(source), expected, source);
+  }
+  for (
+    const source of ["0.99999999999999999", "2.0000000000000001", "12e-1", "1e-400", "0.5", "x"]
+  ) {
+    assert.ok(Number.isNaN(exactInteger(source)), source);
+  }
+});
+
+Deno.test("parseJsonDocument judges the numbers of integerKeys by their text, at any depth", () => {
+  const integerKeys = new Set(["id"]);
+  assert.deepEqual(
+    parseJsonDocument('{"id":0.99999999999999999,"n":0.99999999999999999,"a":[{"id":1e400}]}', {
+      integerKeys,
+    }),
+    { ok: true, value: { id: NaN, n: 1, a: [{ id: Number.MAX_VALUE }] } },
+  );
+  // Strings are left alone, and lone surrogates are still replaced.
+  assert.deepEqual(parseJsonDocument(String.raw`{"id":"7","t":"\ud800"}`, { integerKeys }), {
+    ok: true,
+    value: { id: "7", t: "\ufffd" },
+  });
 });

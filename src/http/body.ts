@@ -5,8 +5,9 @@
  */
 import type { Context } from "hono";
 import { AppError } from "../domain/app_error.ts";
-import { parseJsonDocument } from "../domain/json_document.ts";
+import { type JsonDocumentOptions, parseJsonDocument } from "../domain/json_document.ts";
 import { parseFormUrlencoded } from "../domain/form_urlencoded.ts";
+import { arrivedWithin } from "./middleware/body_size_limit.ts";
 
 /** Body encodings a route may accept. */
 export type BodyEncoding = "json" | "form";
@@ -23,14 +24,16 @@ function encodingOf(c: Context, accepted: BodyEncoding[]): BodyEncoding | null {
 
 /**
  * Reads the body as a plain object. Form bodies give string values, and must make UTF-8 like JSON
- * bodies. A JSON value other than an
- * object names no fields: it reads as `{}`, so that the route reports the fields it lacks.
+ * bodies. A JSON value other than an object names no fields: it reads as `{}`, so that the route
+ * reports the fields it lacks. `options.integerKeys`: JSON numbers of those fields are judged by
+ * their text (ids: see {@linkcode JsonDocumentOptions}).
  */
 export async function readBody(
   c: Context,
   accepted: BodyEncoding[],
+  options: JsonDocumentOptions = {},
 ): Promise<Record<string, unknown>> {
-  const bytes = await c.req.arrayBuffer();
+  const bytes = await arrivedWithin(c.req.arrayBuffer());
   const encoding = encodingOf(c, accepted);
   if (encoding === null) throw new AppError(415, "Unsupported content type");
   if (encoding === "form") {
@@ -38,7 +41,7 @@ export async function readBody(
     if (pairs === null) throw new AppError(400, "Invalid JSON body");
     return Object.fromEntries(pairs);
   }
-  const value = parseJson(bytes);
+  const value = parseJson(bytes, options);
   if (value === null || typeof value !== "object" || Array.isArray(value)) return {};
   return value as Record<string, unknown>;
 }
@@ -52,7 +55,7 @@ export async function readJson(
   c: Context,
   options: { optional?: boolean } = {},
 ): Promise<unknown> {
-  const bytes = await c.req.arrayBuffer();
+  const bytes = await arrivedWithin(c.req.arrayBuffer());
   if (options.optional && lenientUtf8.decode(bytes).trim() === "") return undefined;
   if (encodingOf(c, ["json"]) === null) throw new AppError(415, "Unsupported content type");
   return parseJson(bytes);
@@ -65,14 +68,14 @@ const strictUtf8 = new TextDecoder("utf-8", { fatal: true });
  * A JSON body's value: its bytes must be UTF-8 (RFC 8259) and its text a client's JSON
  * document as {@linkcode parseJsonDocument} takes it, else `400 Invalid JSON body`.
  */
-function parseJson(bytes: ArrayBuffer): unknown {
+function parseJson(bytes: ArrayBuffer, options: JsonDocumentOptions = {}): unknown {
   let text: string;
   try {
     text = strictUtf8.decode(bytes);
   } catch (error) {
     throw new AppError(400, "Invalid JSON body", { cause: error });
   }
-  const document = parseJsonDocument(text);
+  const document = parseJsonDocument(text, options);
   if (!document.ok) throw new AppError(400, "Invalid JSON body", { cause: document.cause });
   return document.value;
 }

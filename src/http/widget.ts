@@ -70,6 +70,9 @@ const ID = z.number(NOT_AN_ID).int(NOT_AN_ID).positive(NOT_AN_ID)
 /** How a body names an action id that no button can have. */
 const NOT_A_BUTTON_ID = { error: "must be a string of 1 to 256 characters" };
 
+/** A click's ids are judged by their JSON text: `0.99999999999999999` is not message 1. */
+const ACTION_ID_FIELDS = new Set(["chat_id", "message_id"]);
+
 const actionSchema = z.object({
   chat_id: ID,
   message_id: ID,
@@ -171,7 +174,9 @@ export function widgetRoutes(deps: WidgetDeps): Hono {
 
   routes.post("/actions", async (c) => {
     const visitor = await auth.authenticate(visitorTokenOf(c));
-    const parsed = actionSchema.safeParse(await readBody(c, ["json"]));
+    const parsed = actionSchema.safeParse(
+      await readBody(c, ["json"], { integerKeys: ACTION_ID_FIELDS }),
+    );
     if (!parsed.success) {
       const issue = parsed.error.issues[0];
       throw new AppError(400, `Invalid action: ${issue.path.join(".")} ${issue.message}`);

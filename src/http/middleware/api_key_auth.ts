@@ -30,10 +30,14 @@ export interface ApiKeyAuthOptions {
   cacheSize?: number;
 }
 
-/** The credential of an `Authorization` header when its scheme is Bearer (any case), else null. */
+/**
+ * The credential of an `Authorization` header when its scheme is Bearer (any case), else null:
+ * everything after `Bearer `, as sent. Nothing is trimmed: a key padded with more spaces is no
+ * key (401), so padding cannot buy a rate-limit bucket of its own for a valid key.
+ */
 export function bearerCredential(authorization: string | undefined): string | null {
   const bearer = authorization ? /^Bearer (.*)$/is.exec(authorization) : null;
-  return bearer ? bearer[1].trim() : null;
+  return bearer ? bearer[1] : null;
 }
 
 /** The key a request presents, if any (CONTRACT §2.2's precedence). */

@@ -6,7 +6,8 @@
  * A body with a `Content-Length` is judged by the header alone and left untouched: reading
  * `Request.body` makes Deno hand the body over as a JavaScript stream, and every later read then
  * goes through it, which cost the widget's message route more CPU than the rest of its handler.
- * Only a streamed (chunked) body is read here, counted as it arrives, and handed on as bytes.
+ * Only a streamed (chunked) body is read here, counted as it arrives, and handed on as bytes. Either
+ * way a body must arrive within {@linkcode BODY_DEADLINE_MS} (see {@linkcode arrivedWithin}).
  */
 import type { MiddlewareHandler } from "hono";
 import { AppError } from "../../domain/app_error.ts";
@@ -49,6 +50,31 @@ export function bodySizeLimit(
     c.req.raw = new Request(url, { method, headers, body });
     await next();
   };
+}
+
+/**
+ * `reading` (a body read whole, e.g. `c.req.arrayBuffer()` of a body whose length was declared),
+ * or `408 Request body not received in time` once `deadlineMs` have passed: a client that declares
+ * 100 bytes and sends 7 must not hold its connection forever. The read itself is left to end with
+ * the connection (the answer goes out before the body is whole, so the server closes it).
+ */
+export async function arrivedWithin<T>(
+  reading: Promise<T>,
+  deadlineMs: number = BODY_DEADLINE_MS,
+): Promise<T> {
+  reading.catch(() => {}); // a read that loses the race fails once the connection closes
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(
+      () => reject(new AppError(408, "Request body not received in time")),
+      deadlineMs,
+    );
+  });
+  try {
+    return await Promise.race([reading, late]);
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 /**

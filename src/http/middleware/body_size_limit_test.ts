@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { Hono } from "hono";
-import { bodySizeLimit, readWithin } from "./body_size_limit.ts";
+import { arrivedWithin, bodySizeLimit, readWithin } from "./body_size_limit.ts";
 import { AppError } from "../../domain/app_error.ts";
 
 function appWithLimit(maxBytes: number): Hono {
@@ -94,4 +94,45 @@ Deno.test("readWithin() joins a body's chunks, refuses one too large and gives u
       error.status === 408 && error.message === "Request body not received in time",
   );
   assert.equal(cancelled, true);
+});
+
+Deno.test("arrivedWithin() answers 408 to a declared body that stops short", async () => {
+  const app = new Hono();
+  app.post("/", async (c) => {
+    const bytes = await arrivedWithin(c.req.arrayBuffer(), 100);
+    return c.text(`got ${bytes.byteLength}`);
+  });
+  app.onError((error) =>
+    new Response(error.message, { status: error instanceof AppError ? error.status : 500 })
+  );
+  await using server = Deno.serve({ port: 0, hostname: "127.0.0.1", onListen() {} }, app.fetch);
+
+  /** Sends `request` on a new connection and reads the answer to the end of its body. */
+  async function exchange(request: string): Promise<string> {
+    using conn = await Deno.connect({ port: server.addr.port, hostname: "127.0.0.1" });
+    await conn.write(new TextEncoder().encode(request));
+    let text = "";
+    const buffer = new Uint8Array(4096);
+    for (;;) {
+      const read = await conn.read(buffer);
+      if (read === null) return text;
+      text += new TextDecoder().decode(buffer.subarray(0, read));
+      const [head, body] = text.split("\r\n\r\n", 2);
+      const length = /content-length: (\d+)/i.exec(head)?.[1];
+      if (body !== undefined && length !== undefined && body.length >= Number(length)) return text;
+    }
+  }
+  // The server holds that connection until the client ends it (Deno's HTTP/1.1 server waits for
+  // the declared body), but the request itself is over: its handler has answered.
+  const short = await exchange("POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n1234567");
+  assert.match(short, /^HTTP\/1\.1 408 /);
+  assert.match(short, /Request body not received in time$/);
+  const whole = await exchange("POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc");
+  assert.match(whole, /^HTTP\/1\.1 200 /);
+  assert.match(whole, /got 3$/);
+  await assert.rejects(
+    () => arrivedWithin(new Promise(() => {}), 10),
+    (error: AppError) => error.status === 408,
+  );
+  assert.equal(await arrivedWithin(Promise.resolve(7), 10), 7);
 });

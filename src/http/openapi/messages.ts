@@ -36,6 +36,9 @@ const SEND_MESSAGE_BODY = z.object({
 
 const REQUIRED = "chat_id and content are required";
 
+/** A JSON `chat_id` is judged by its text: `0.99999999999999999` names no conversation 1. */
+const ID_FIELDS = new Set(["chat_id"]);
+
 /** How this route appears in the OpenAPI document. */
 export const MESSAGE_ROUTE_DOCS: RouteDoc[] = [{
   method: "post",
@@ -55,7 +58,7 @@ export function messageRoutes(deps: MessageRoutesDeps): Hono<{ Variables: ApiKey
 
   routes.post("/", async (c) => {
     const { appId } = c.get("caller");
-    const body = await readBody(c, ["json", "form"]);
+    const body = await readBody(c, ["json", "form"], { integerKeys: ID_FIELDS });
     const parsed = SEND_MESSAGE_BODY.safeParse(body);
     // Presence first (one message for both fields); what is left — an unknown type, content
     // too long or not a valid document — parseMessageContent reports in the contract's order.

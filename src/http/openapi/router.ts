@@ -116,17 +116,17 @@ export function openApiRoutes(deps: OpenApiDeps): Hono<{ Variables: ApiKeyAuthVa
 }
 
 /**
- * The rate-limit bucket (CONTRACT §2.3): the exact `Authorization` value when it is a Bearer
- * header, else the client IP. Hashed, so that no key is written to the counters table.
+ * The rate-limit bucket (CONTRACT §2.3): the exact credential of a Bearer `Authorization` header,
+ * else the client IP. The scheme's case is not part of it (`bearer` and `BEARER` name the same
+ * key, so they share its count rather than multiply it). Hashed, so that no key is written to the
+ * counters table.
  */
 function bucketOf(
   c: Context,
   trustProxy: boolean,
   bucketOfCredential: (authorization: string) => string,
 ): string {
-  const authorization = c.req.header("authorization");
-  if (authorization !== undefined && bearerCredential(authorization) !== null) {
-    return bucketOfCredential(authorization);
-  }
+  const credential = bearerCredential(c.req.header("authorization"));
+  if (credential !== null) return bucketOfCredential(`Bearer ${credential}`);
   return `api-ip:${clientIp(c, trustProxy)}`;
 }
