@@ -409,7 +409,7 @@ Deno.test("a visitor's messages are posted under their name with a visitor's ico
   ]);
 });
 
-Deno.test("a signed Slack request over 1 MiB is refused with 413 and stored nowhere", async () => {
+Deno.test("a signed Slack request over 1 MiB is refused with 413, an unsigned one with 401, and neither is stored", async () => {
   await using env = await setUp();
   const res = await env.slack.postEvent(`${env.server.baseUrl}/api/v1/slack/events`, {
     type: "event_callback",
@@ -419,6 +419,16 @@ Deno.test("a signed Slack request over 1 MiB is refused with 413 and stored nowh
   });
   assert.equal(res.status, 413);
   assert.equal((await res.json()).message, "Request body too large");
+  // Unsigned, the same size is refused for its signature (CONTRACT §6.2), its upload unread.
+  for (const path of ["events", "actions"]) {
+    const unsigned = await fetch(`${env.server.baseUrl}/api/v1/slack/${path}`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: "x".repeat(1024 * 1024 + 1),
+    });
+    assert.equal(unsigned.status, 401, path);
+    assert.equal((await unsigned.json()).message, "Invalid Slack signature");
+  }
   const [row] = await env.db.sql`SELECT count(*) AS n FROM slack_deliveries`;
   assert.equal(row.n, 0);
 });

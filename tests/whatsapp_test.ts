@@ -166,7 +166,7 @@ Deno.test("POST /webhook refuses a wrong or missing signature and stores nothing
   assert.deepEqual({ ...row }, { deliveries: 0, messages: 0 });
 });
 
-Deno.test("POST /webhook refuses a body over 8 MiB, declared or streamed, and stores nothing", async () => {
+Deno.test("POST /webhook refuses a signed body over 8 MiB, declared or streamed (413), an unsigned one (401), and stores nothing", async () => {
   await using env = await setUp();
   // Validly signed, so only the size refuses it.
   const raw = JSON.stringify(webhookBody([textMessage("x".repeat(MAX_WHATSAPP_BODY_BYTES))]));
@@ -189,6 +189,14 @@ Deno.test("POST /webhook refuses a body over 8 MiB, declared or streamed, and st
   });
   assert.equal(streamed.status, 413);
   assert.equal((await streamed.json()).message, "Request body too large");
+  // Unsigned, the same size is refused for its signature (CONTRACT §6.1).
+  const unsigned = await fetch(`${env.server.baseUrl}/api/v1/whatsapp/webhook/${env.app.appId}`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: raw,
+  });
+  assert.equal(unsigned.status, 401);
+  await unsigned.body?.cancel();
   const [row] = await env.db.sql`SELECT count(*) AS deliveries FROM whatsapp_deliveries`;
   assert.equal(row.deliveries, 0);
 });

@@ -7,7 +7,7 @@
 import { fetchMedia } from "../channels/media_fetch.ts";
 import { Hono } from "hono";
 import { getCookie, setCookie } from "hono/cookie";
-import { bodySizeLimit, readWithin } from "./middleware/body_size_limit.ts";
+import { readRequestBody } from "./middleware/body_size_limit.ts";
 import type { Sql } from "../db/client.ts";
 import { insertSlackDeliveries } from "../db/slack_inbound.ts";
 import { createBatchedWriter, STORE_LINGER_MS } from "../db/batched_writer.ts";
@@ -82,19 +82,17 @@ export function slackRoutes(deps: SlackRoutesDeps): Hono {
     return c.redirect(`${deps.publicBaseUrl}/dashboard`, 302);
   });
 
-  const limited = bodySizeLimit(MAX_SLACK_BODY_BYTES, { streamed: "route" });
-
   /** The raw body of a request Slack signed; 401 for any other (or with no secret set). */
   async function verifiedBody(request: Request): Promise<Uint8Array> {
     const headers = {
       timestamp: request.headers.get("x-slack-request-timestamp"),
       signature: request.headers.get("x-slack-signature"),
     };
-    // Headers that cannot pass cost no upload; a body gets 10 s to arrive.
+    // Headers that cannot pass cost no upload, whatever its size; a body gets 10 s to arrive.
     if (!couldBeSlackRequest(headers, deps.slack.signingSecret) || !request.body) {
       throw new AppError(401, "Invalid Slack signature");
     }
-    const raw = await readWithin(request.body, { maxBytes: MAX_SLACK_BODY_BYTES });
+    const raw = await readRequestBody(request, MAX_SLACK_BODY_BYTES);
     if (!isValidSlackRequest(raw, headers, deps.slack.signingSecret)) {
       throw new AppError(401, "Invalid Slack signature");
     }
@@ -116,7 +114,7 @@ export function slackRoutes(deps: SlackRoutesDeps): Hono {
     }, 0);
   }
 
-  routes.post("/events", limited, async (c) => {
+  routes.post("/events", async (c) => {
     const raw = await verifiedBody(c.req.raw);
     let body: { type?: unknown; challenge?: unknown } | null = null;
     try {
@@ -129,7 +127,7 @@ export function slackRoutes(deps: SlackRoutesDeps): Hono {
     return c.body(null, 200);
   });
 
-  routes.post("/actions", limited, async (c) => {
+  routes.post("/actions", async (c) => {
     const raw = await verifiedBody(c.req.raw);
     await receive("action", raw, parseSlackRequest("action", new TextDecoder().decode(raw)));
     return c.body(null, 200);

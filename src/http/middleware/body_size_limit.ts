@@ -22,14 +22,12 @@ export const MAX_BODY_BYTES = 256 * 1024;
 export const BODY_DEADLINE_MS = 10_000;
 
 /**
- * Creates the body-limit middleware. `streamed: "route"` leaves a streamed body to the route,
- * which reads it with {@linkcode readWithin} once its headers passed (a webhook's signature): a
- * request that cannot be authenticated must not get its upload read first.
+ * Creates the body-limit middleware. Routes that must authenticate a request by its headers
+ * before anything else (a platform's signature) do without it and read their body with
+ * {@linkcode readRequestBody} once the headers passed: a request that cannot be authenticated gets
+ * 401, whatever its size, and its upload is never read.
  */
-export function bodySizeLimit(
-  maxBytes: number = MAX_BODY_BYTES,
-  { streamed = "here" }: { streamed?: "here" | "route" } = {},
-): MiddlewareHandler {
+export function bodySizeLimit(maxBytes: number = MAX_BODY_BYTES): MiddlewareHandler {
   if (!Number.isInteger(maxBytes) || maxBytes < 0) {
     throw new RangeError(
       `Cannot create body limit: maxBytes must be a whole number, got ${maxBytes}`,
@@ -42,7 +40,7 @@ export function bodySizeLimit(
       if (Number(declared) > maxBytes) throw tooLarge();
       return await next();
     }
-    if (!c.req.raw.body || streamed === "route") return await next();
+    if (!c.req.raw.body) return await next();
     const body = await readWithin(c.req.raw.body, { maxBytes });
     // Not `new Request(c.req.raw, …)`: copying the request reads its `signal`, which Deno then
     // aborts on success and warns about (legacy request abort), once per worker.
@@ -50,6 +48,20 @@ export function bodySizeLimit(
     c.req.raw = new Request(url, { method, headers, body });
     await next();
   };
+}
+
+/**
+ * The body of `request`, read whole as {@linkcode readWithin} does: `413 Request body too large`
+ * at once for a declared length over `maxBytes`, else as soon as the bytes pass it; 408 once
+ * {@linkcode BODY_DEADLINE_MS} have passed. An absent body is empty.
+ */
+export async function readRequestBody(
+  request: Request,
+  maxBytes: number,
+): Promise<Uint8Array<ArrayBuffer>> {
+  if (Number(request.headers.get("content-length")) > maxBytes) throw tooLarge();
+  if (!request.body) return new Uint8Array(0);
+  return await readWithin(request.body, { maxBytes });
 }
 
 /**

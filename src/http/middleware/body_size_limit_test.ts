@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { Hono } from "hono";
-import { arrivedWithin, bodySizeLimit, readWithin } from "./body_size_limit.ts";
+import { arrivedWithin, bodySizeLimit, readRequestBody, readWithin } from "./body_size_limit.ts";
 import { AppError } from "../../domain/app_error.ts";
 
 function appWithLimit(maxBytes: number): Hono {
@@ -135,4 +135,32 @@ Deno.test("arrivedWithin() answers 408 to a declared body that stops short", asy
     (error: AppError) => error.status === 408,
   );
   assert.equal(await arrivedWithin(Promise.resolve(7), 10), 7);
+});
+
+Deno.test("readRequestBody() refuses a declared length over the limit unread, and reads the rest", async () => {
+  let pulled = false;
+  const declared = new Request("http://x/", {
+    method: "POST",
+    headers: { "content-length": "11" },
+    body: new ReadableStream({
+      pull() {
+        pulled = true;
+      },
+    }, { highWaterMark: 0 }),
+  });
+  await assert.rejects(
+    () => readRequestBody(declared, 10),
+    (error: AppError) => error.status === 413,
+  );
+  assert.equal(pulled, false);
+  const body = await readRequestBody(
+    new Request("http://x/", { method: "POST", body: streamOf("ab", "c") }),
+    10,
+  );
+  assert.equal(new TextDecoder().decode(body), "abc");
+  await assert.rejects(
+    () => readRequestBody(new Request("http://x/", { method: "POST", body: streamOf("abc") }), 2),
+    (error: AppError) => error.status === 413,
+  );
+  assert.equal((await readRequestBody(new Request("http://x/"), 10)).length, 0);
 });
