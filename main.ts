@@ -4,7 +4,7 @@
  */
 import { loadConfig } from "./src/config.ts";
 import { SHUTDOWN_GRACE_MS, startParley } from "./src/server.ts";
-import { describeError, log } from "./src/log.ts";
+import { describeError, log, setLogLevel } from "./src/log.ts";
 import { guardMainThread } from "./src/thread_guards.ts";
 import { raiseOpenFileLimit } from "./src/open_file_limit.ts";
 
@@ -20,9 +20,11 @@ function forceExit(why: string): never {
 if (import.meta.main) {
   guardMainThread();
   const openFiles = await raiseOpenFileLimit();
-  if (openFiles) log("info", "open file limit", { soft: openFiles.soft, hard: openFiles.hard });
   try {
-    const parley = await startParley(loadConfig());
+    const config = loadConfig();
+    setLogLevel(config.logLevel); // before the first line, which LOG_LEVEL may silence
+    if (openFiles) log("info", "open file limit", { soft: openFiles.soft, hard: openFiles.hard });
+    const parley = await startParley(config);
     let signalled = false;
     const onSignal = () => {
       // A second signal, or a stop that outlasts its bound (a database that stopped answering

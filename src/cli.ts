@@ -6,6 +6,7 @@
  */
 import { loadConfig } from "./config.ts";
 import { connect, type Sql } from "./db/client.ts";
+import { COMMAND_APPLICATION_NAME } from "./db/embedded.ts";
 import { openDatabase } from "./db/database.ts";
 import { migrate } from "./db/migrate.ts";
 import { findApplication, insertApplication } from "./db/applications.ts";
@@ -316,7 +317,7 @@ export async function runCli(args: string[]): Promise<number> {
     handlerOf(line.command);
     const config = loadConfig();
     location = await openDatabase(config);
-    sql = connect(location.url, { max: 2, applicationName: "parley-cli" });
+    sql = connect(location.url, { max: 2, applicationName: COMMAND_APPLICATION_NAME });
     await migrate(sql);
     const secretBox = async () => {
       const box = createSecretBox(

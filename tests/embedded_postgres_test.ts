@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { spawnServer } from "./support/server.ts";
 import { runCliProcess } from "./support/cli.ts";
+import postgres from "postgres";
 import { waitForPreviousPostmaster } from "../src/db/embedded.ts";
 
 /** The pid of the postmaster running on `dataDir` (its `postmaster.pid`'s first line). */
@@ -148,6 +149,109 @@ Deno.test("a server killed with SIGKILL takes its embedded PostgreSQL with it, a
     } finally {
       await second.stop();
     }
+  } finally {
+    await Deno.remove(dataDir, { recursive: true });
+  }
+});
+
+Deno.test("a server sharing another process's embedded PostgreSQL carries on, owning it, after that process stops", async () => {
+  const dataDir = await Deno.makeTempDir({ prefix: "parley-shared-" });
+  try {
+    const first = await spawnServer({ DATA_DIR: dataDir });
+    const second = await spawnServer({ DATA_DIR: dataDir });
+    try {
+      const original = await postmasterPid(dataDir);
+      assert.ok(
+        second.lines.some((line) => line.includes('"database":"embedded"')),
+        "the sharing server names its database embedded",
+      );
+      const created = await runCliProcess(["app:create", "--name", "Shared"], {
+        DATA_DIR: dataDir,
+      });
+      assert.equal(created.code, 0, created.stderr);
+      const { public_id: publicId } = JSON.parse(created.stdout);
+
+      // The first server stops its PostgreSQL with it; the second starts it again on the same
+      // port, so its connections find it where they were.
+      assert.equal((await first.stop()).code, 0);
+      await waitFor(
+        () => Promise.resolve(second.lines.some((line) => line.includes("started again"))),
+        "the sharing server to start PostgreSQL again",
+      );
+      await waitFor(
+        async () => (await status(`${second.baseUrl}/readyz`)) === 200,
+        "readyz on the sharing server",
+      );
+      const next = await postmasterPid(dataDir);
+      assert.notEqual(next, original);
+      const visitor = await fetch(`${second.baseUrl}/api/v1/widget/${publicId}/visitors`, {
+        method: "POST",
+      });
+      assert.equal(visitor.status, 200, await visitor.text());
+
+      // It owns that PostgreSQL now: its graceful stop stops it.
+      assert.equal((await second.stop()).code, 0);
+      await waitFor(async () => !(await isAlive(next)), "the adopted PostgreSQL to stop");
+    } finally {
+      await first.stop();
+      await second.stop();
+    }
+  } finally {
+    await Deno.remove(dataDir, { recursive: true });
+  }
+});
+
+Deno.test("a server that owns the embedded PostgreSQL lets another process's admin command finish before stopping it", async () => {
+  const dataDir = await Deno.makeTempDir({ prefix: "parley-command-" });
+  try {
+    const server = await spawnServer({ DATA_DIR: dataDir });
+    const created = await runCliProcess(["app:create", "--name", "Waits"], { DATA_DIR: dataDir });
+    assert.equal(created.code, 0, created.stderr);
+    const { id } = JSON.parse(created.stdout);
+    // A command that reads its Flow from standard input holds its session until the input ends.
+    const command = new Deno.Command(Deno.execPath(), {
+      args: [
+        "run",
+        "-A",
+        new URL("../src/cli.ts", import.meta.url).pathname,
+        "flow:set",
+        "--app",
+        String(id),
+        "--file",
+        "/dev/stdin",
+      ],
+      env: { DATA_DIR: dataDir },
+      stdin: "piped",
+      stdout: "piped",
+      stderr: "piped",
+    }).spawn();
+    // The command has its session open (it waits on stdin after migrating).
+    const postmaster = await postmasterPid(dataDir);
+    const port = Number((await Deno.readTextFile(`${dataDir}/pg/postmaster.pid`)).split("\n")[3]);
+    const password = (await Deno.readTextFile(`${dataDir}/pg_password`)).trim();
+    const sql = postgres(`postgres://parley:${password}@127.0.0.1:${port}/parley`, { max: 1 });
+    try {
+      await waitFor(async () => {
+        const [{ n }] = await sql`
+          SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = 'parley-cli'`;
+        return n > 0;
+      }, "the command's session");
+    } finally {
+      await sql.end();
+    }
+    const stopping = server.stop();
+    await new Promise((resolve) => setTimeout(resolve, 1_000));
+    assert.ok(await isAlive(postmaster), "PostgreSQL was stopped under the command");
+    const writer = command.stdin.getWriter();
+    await writer.write(new TextEncoder().encode(JSON.stringify({
+      start: "hi",
+      nodes: { hi: { message: { message_type: "text", content: "Hello" } } },
+    })));
+    await writer.close();
+    const out = await command.output();
+    assert.equal(out.code, 0, new TextDecoder().decode(out.stderr));
+    assert.equal(JSON.parse(new TextDecoder().decode(out.stdout)).start, "hi");
+    assert.equal((await stopping).code, 0);
   } finally {
     await Deno.remove(dataDir, { recursive: true });
   }

@@ -60,3 +60,12 @@ Deno.test("an instance whose file descriptors ran out serves again once they are
     /"msg":"HTTP listener failed; listening again".*Too many open files/,
   );
 });
+
+Deno.test("LOG_LEVEL above info silences the open file limit line too, the first a start writes", async () => {
+  await using db = await createTestDatabase();
+  await using server = await spawnServer({ DATABASE_URL: db.url, LOG_LEVEL: "warn" }, {
+    launcher: ["prlimit", "--nofile=300:4096"],
+  });
+  const lines = server.lines.map((line) => JSON.parse(line));
+  assert.deepEqual(lines.filter((l) => l.level === "info").map((l) => l.msg), ["listening"]);
+});

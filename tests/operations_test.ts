@@ -160,10 +160,17 @@ Deno.test("a stop lets a request whose body is still arriving finish, and refuse
     }
     const stopped = server.parley.stop();
     await new Promise((resolve) => setTimeout(resolve, 200));
-    const meanwhile = await fetch(`${server.baseUrl}/healthz`);
+    // Alive while it stops (CONTRACT §1), no longer ready for traffic.
+    const alive = await fetch(`${server.baseUrl}/healthz`);
+    assert.equal(alive.status, 200);
+    assert.deepEqual(await alive.json(), { code: 0, data: { status: "ok" } });
+    const meanwhile = await fetch(`${server.baseUrl}/readyz`);
     assert.equal(meanwhile.status, 503);
     assert.equal((await meanwhile.json()).message, "Shutting down");
     assert.ok(meanwhile.headers.get("x-request-id"), "refused by the app: logged, with an id");
+    const unknown = await fetch(`${server.baseUrl}/nowhere`);
+    assert.equal(unknown.status, 503);
+    assert.equal((await unknown.json()).message, "Shutting down");
     // The Open API's refusal still carries the rate-limit headers (CONTRACT §2.1), the widget's
     // its CORS and rate-limit headers too, and neither reads the request.
     const listing = await fetch(`${server.baseUrl}/openapi/v1/conversations`, {

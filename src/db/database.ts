@@ -9,15 +9,15 @@ import { openEmbeddedPostgres } from "./embedded.ts";
 /** A database to connect to, and how to let go of it. */
 export interface DatabaseLocation {
   url: string;
-  /** Whether this process started an embedded server (and stops it in `close`). */
+  /** Whether it is the embedded server under `DATA_DIR` (this process's or shared). */
   embedded: boolean;
-  /** Stops the embedded server when this process started it. */
+  /** Stops the embedded server when it is this process's (see `EmbeddedPostgres.owned`). */
   close(): Promise<void>;
 }
 
 /**
  * Resolves the database of `config`, starting the embedded server when needed. `onLost` hears
- * when an embedded server this process started exited and could not be started again.
+ * when the embedded server (this process's or shared) went and could not be started again.
  */
 export async function openDatabase(
   config: Pick<Config, "databaseUrl" | "dataDir">,
@@ -27,5 +27,5 @@ export async function openDatabase(
     return { url: config.databaseUrl, embedded: false, close: () => Promise.resolve() };
   }
   const server = await openEmbeddedPostgres({ dataDir: config.dataDir, onLost });
-  return { url: server.url, embedded: server.owned, close: () => server.stop() };
+  return { url: server.url, embedded: true, close: () => server.stop() };
 }

