@@ -846,6 +846,33 @@ Deno.test("sends retry on 429 and 500, honour Retry-After, and fail at once on a
   assert.equal(sends(env.graph).length, 4, "no retry after a 400");
 });
 
+Deno.test("a send Meta accepted with an answer that cannot be read is sent, not failed, and never sent again", async () => {
+  await using env = await setUp();
+  assert.equal(await post(env, webhookBody([textMessage("Hello")])), 200);
+  await processed(env);
+  const [chat] = await env.db.sql`SELECT id FROM conversations`;
+  env.graph.queueMessageResponses({ status: 200, body: '{"messaging_product":"whats' });
+  const reply = await apiCall(env.server.baseUrl, "/messages", {
+    key: env.app.key,
+    json: { chat_id: chat.id, content: "accepted" },
+  });
+  assert.equal(reply.status, 200);
+  const [sent] = await eventually(
+    () =>
+      env.db.sql`
+      SELECT status, external_id, failure_code FROM messages
+      WHERE id = ${reply.json.data.message_id}`,
+    ([row]) => row.status !== "pending",
+    "the message's outcome",
+  );
+  assert.deepEqual({ ...sent }, { status: "sent", external_id: null, failure_code: null });
+  const [outbox] = await env.db.sql`
+    SELECT attempts, state FROM outbox WHERE kind = 'whatsapp'
+      AND (payload ->> 'message_id')::bigint = ${reply.json.data.message_id}`;
+  assert.deepEqual({ ...outbox }, { attempts: 1, state: "succeeded" });
+  assert.equal(sends(env.graph).length, 1);
+});
+
 /**
  * Sets `flow`, lets the customer write `text`, and answers the Flow's first message as sent to
  * WhatsApp (its body) with its wamid, for a click to name.

@@ -167,6 +167,8 @@ self.onmessage = async (event: MessageEvent<DeliveryWorkerMessage>) => {
                 recorded(() => markWhatsAppChannelAttention(pool, appId, reason)),
             }, send)),
         onError: (error) => log("error", "whatsapp send failed", describeError(error)),
+        // A customer's sends go one at a time: each one's end lets the next be claimed.
+        ordered: true,
         batchSize: 16,
       });
       // The mirror's sends hold a lease: a 429 goes back to the outbox with its Retry-After.
@@ -190,6 +192,8 @@ self.onmessage = async (event: MessageEvent<DeliveryWorkerMessage>) => {
                 recorded(() => pauseSlackWorkspace(pool, teamId, waitMs)),
             }, send)),
         onError: (error) => log("error", "slack mirror failed", describeError(error)),
+        // A conversation's posts go one at a time: each one's end lets the next be claimed.
+        ordered: true,
         batchSize: 16,
       });
       // Attempts are kept 14 days; any instance may sweep them (see DEFAULT_SWEEPS).

@@ -111,22 +111,28 @@ export async function claimChannelSends(
   }));
 }
 
-/** Remembers part `part` of a message as sent under `wamid` (the first part names the message). */
+/**
+ * Remembers part `part` of a message as sent under `wamid` (the first part names the message).
+ * A part Meta accepted without naming it (`wamid` null) is remembered as sent, under a stand-in
+ * id no receipt carries, so that it is never sent again.
+ */
 export async function recordSentPart(
   sql: Tx,
   send: { appId: number; chatId: number; messageId: number },
   part: number,
-  wamid: string,
+  wamid: string | null,
 ): Promise<void> {
+  const id = wamid ?? `unnamed:${send.messageId}:${part}`;
   await sql`
     WITH part AS (
       INSERT INTO whatsapp_sent_parts (app_id, wamid, message_id, part, conversation_id)
-      VALUES (${send.appId}, ${wamid}, ${send.messageId}, ${part}, ${send.chatId})
+      VALUES (${send.appId}, ${id}, ${send.messageId}, ${part}, ${send.chatId})
       ON CONFLICT DO NOTHING
     )
     UPDATE messages SET external_id = ${wamid}
     WHERE app_id = ${send.appId} AND conversation_id = ${send.chatId}
-      AND id = ${send.messageId} AND ${part}::int = 0 AND external_id IS NULL`;
+      AND id = ${send.messageId} AND ${part}::int = 0 AND external_id IS NULL
+      AND ${wamid}::text IS NOT NULL`;
 }
 
 /** How a send attempt ended. */

@@ -25,6 +25,12 @@ export interface DeliveryLoopOptions<T, O = unknown> {
    * recorded), or null: the loop claims again then, rather than at its next poll.
    */
   dueAgainInMs?(outcome: O): number | null;
+  /**
+   * Deliveries wait for their predecessors (a conversation's sends go one at a time, in order):
+   * a claim leaves a delivery whose predecessor is in flight, so each attempt's end makes the
+   * loop claim again rather than leave its successor to the next poll. @default false
+   */
+  ordered?: boolean;
   /** Reports what went wrong (a claim or an attempt that threw). */
   onError(error: unknown): void;
   /** Most attempts in flight at once (and so most deliveries claimed at once). @default 64 */
@@ -48,7 +54,16 @@ const DUE_MARGIN_MS = 10;
 export function createDeliveryLoop<T, O = unknown>(
   options: DeliveryLoopOptions<T, O>,
 ): DeliveryLoop {
-  const { claim, attempt, onError, dueAgainInMs, keyOf, batchSize = 64, pollMs = 1_000 } = options;
+  const {
+    claim,
+    attempt,
+    onError,
+    dueAgainInMs,
+    keyOf,
+    ordered = false,
+    batchSize = 64,
+    pollMs = 1_000,
+  } = options;
   if (!Number.isInteger(batchSize) || batchSize < 1) {
     throw new RangeError(`Cannot create delivery loop: batchSize must be >= 1, got ${batchSize}`);
   }
@@ -124,7 +139,7 @@ export function createDeliveryLoop<T, O = unknown>(
         if (left === 0) inFlightByKey.delete(key);
         else inFlightByKey.set(key, left);
       }
-      if (heldBack) {
+      if (heldBack || ordered) {
         heldBack = false;
         wake();
       }

@@ -156,3 +156,30 @@ Deno.test("createDeliveryLoop() claims again at once when attempts ended while a
   queue.length = 0;
   await loop.stop();
 });
+
+Deno.test("createDeliveryLoop() with ordered claims again as each attempt ends, for the successor it left", async () => {
+  // One conversation's sends: a claim gives the first pending one only while none is in flight.
+  const pending = [1, 2, 3];
+  let inFlight = false;
+  const attempted: number[] = [];
+  const loop = createDeliveryLoop({
+    claim: () => Promise.resolve(inFlight || pending.length === 0 ? [] : [pending[0]]),
+    attempt: async (n) => {
+      inFlight = true;
+      await new Promise((resolve) => setTimeout(resolve, 5));
+      attempted.push(pending.shift()!);
+      inFlight = false;
+      assert.equal(attempted.at(-1), n);
+    },
+    ordered: true,
+    onError: (error) => assert.fail(String(error)),
+    pollMs: 60_000,
+  });
+  loop.wake();
+  const deadline = Date.now() + 5_000;
+  while (attempted.length < 3 && Date.now() < deadline) {
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+  await loop.stop();
+  assert.deepEqual(attempted, [1, 2, 3], "each successor sent without waiting for the poll");
+});

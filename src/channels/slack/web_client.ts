@@ -14,7 +14,8 @@
  * that client for `Retry-After` seconds and tries again. With `rejectRateLimited` (the mirror's
  * sends, which hold a lease) it throws at once instead, and the caller waits. It retries other
  * HTTP failures and network failures a few times, so that a call waits a little rather than fails
- * at once; the callers' own outboxes keep the longer retries and their state in the database.
+ * at once — but not a post whose answer was cut once it had begun, which Slack most likely made;
+ * the callers' own outboxes keep the longer retries and their state in the database.
  */
 import type {
   AuthTestResponse,
@@ -34,6 +35,12 @@ import type {
 
 /** Retries within one call after its first attempt; longer outages are the outbox's to retry. */
 const RETRIES = 2;
+/**
+ * Methods that must not be repeated once Slack may have acted on them: a post whose answer was
+ * cut partway was most likely made, and repeating it at once would show it twice in the thread.
+ * Their caller's outbox decides about a later try.
+ */
+const NOT_REPEATED_ONCE_ANSWERED = new Set(["chat.postMessage"]);
 /** The wait before the first retry of an HTTP or network failure; it doubles for the next. */
 const FIRST_RETRY_DELAY_MS = 500;
 /** A call that hangs this long is abandoned and counts as a network failure. */
@@ -71,13 +78,20 @@ export interface SlackErrorInfo {
 export class SlackCallError extends Error {
   /** The failure in Parley's terms. */
   readonly info: SlackErrorInfo;
+  /** Slack had begun to answer (its status came) when the call failed: it may have acted. */
+  readonly answered: boolean;
 
   /** A failure of `method` described by `info`. */
-  constructor(method: string, info: SlackErrorInfo, options?: ErrorOptions) {
+  constructor(
+    method: string,
+    info: SlackErrorInfo,
+    options?: ErrorOptions & { answered?: boolean },
+  ) {
     const wait = info.retryAfterMs === null ? "" : ` (retry after ${info.retryAfterMs} ms)`;
     super(`Slack ${method}: ${info.code}${wait}`, options);
     this.name = "SlackCallError";
     this.info = info;
+    this.answered = options?.answered ?? false;
   }
 }
 
@@ -167,6 +181,7 @@ export function createSlackWebClient(
     } catch (error) {
       throw new SlackCallError(method, { code: "request_error", retryAfterMs: null }, {
         cause: error,
+        answered: true,
       });
     }
     if (response.status === 429) {
@@ -207,6 +222,7 @@ export function createSlackWebClient(
         // The client's other calls wait as Slack asked, also after this call's last attempt.
         if (holds) heldUntil = Math.max(heldUntil, Date.now() + retryAfterMs);
         if (tries >= retries) throw error;
+        if (error.answered && NOT_REPEATED_ONCE_ANSWERED.has(method)) throw error;
         if (code === "ratelimited") {
           // Without a usable Retry-After there is no telling how long to wait: the caller decides.
           if (!holds) throw error;

@@ -297,3 +297,42 @@ Deno.test("createSlackWebClient() follows no redirect: a 3xx is an http_error", 
   });
   assert.ok(!slack.calls.some((call) => call.method === "users.info"), "not followed");
 });
+
+Deno.test("createSlackWebClient() does not repeat a post whose answer was cut once it began, and repeats other calls", async () => {
+  // A peer that answers 200 and closes the connection partway through the body.
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const requests: string[] = [];
+  const serving = (async () => {
+    for await (const conn of listener) {
+      const buffer = new Uint8Array(65_536);
+      const read = await conn.read(buffer);
+      requests.push(new TextDecoder().decode(buffer.subarray(0, read ?? 0)).split(" ")[1]);
+      await conn.write(new TextEncoder().encode(
+        'HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"ok":tr',
+      ));
+      conn.close();
+    }
+  })().catch(() => {});
+  try {
+    const { port } = listener.addr as Deno.NetAddr;
+    const client = createSlackWebClient("xoxb-1", `http://127.0.0.1:${port}/api/`, { retries: 1 });
+    const post = await rejection(client.chat.postMessage({ channel: CHANNEL, text: "Once" }));
+    assert.ok(post instanceof SlackCallError && post.answered);
+    assert.deepEqual(slackErrorOf(post), { code: "request_error", retryAfterMs: null });
+    assert.deepEqual(requests, ["/api/chat.postMessage"], "posted once");
+    assert.equal(
+      slackErrorOf(
+        await rejection(client.chat.update({
+          channel: CHANNEL,
+          ts: "1.2",
+          text: "Again",
+        })),
+      ).code,
+      "request_error",
+    );
+    assert.deepEqual(requests.slice(1), ["/api/chat.update", "/api/chat.update"], "updated twice");
+  } finally {
+    listener.close();
+    await serving;
+  }
+});

@@ -26,7 +26,13 @@ export interface GraphFailure {
 }
 
 /** What a send answered. */
-export type SendResult = { ok: true; wamid: string } | { ok: false; failure: GraphFailure };
+/**
+ * What a send came to. `wamid` is null when Meta accepted the message (2xx) but its answer could
+ * not be read (the connection cut partway): the customer has it, under an id Parley never learnt.
+ */
+export type SendResult =
+  | { ok: true; wamid: string | null }
+  | { ok: false; failure: GraphFailure };
 
 /** Where and as whom calls go. */
 export interface GraphAccess {
@@ -87,21 +93,10 @@ export async function sendWhatsAppMessage(
     return { ok: false, failure: networkFailure(error) };
   }
   if (!response.ok) return { ok: false, failure: await failureOf(response) };
+  // Accepted: sending it again would deliver it twice, whatever the answer's body says.
   const body = await response.json().catch(() => null);
   const wamid = body?.messages?.[0]?.id;
-  if (typeof wamid !== "string") {
-    return {
-      ok: false,
-      failure: {
-        status: response.status,
-        code: null,
-        subcode: null,
-        message: "no message id in the answer",
-        retryAfterMs: null,
-      },
-    };
-  }
-  return { ok: true, wamid };
+  return { ok: true, wamid: typeof wamid === "string" && wamid !== "" ? wamid : null };
 }
 
 /** Media as the Graph API describes it. */

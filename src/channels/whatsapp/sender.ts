@@ -10,6 +10,7 @@ import type { ClaimedSend, SendOutcome } from "../../db/channel_sends.ts";
 import { nextSendRetryDelayMs } from "../../domain/channel_send_schedule.ts";
 import { renderWhatsAppMessages } from "../../domain/whatsapp_messages.ts";
 import { type GraphFailure, sendWhatsAppMessage } from "./graph_client.ts";
+import { log } from "../../log.ts";
 
 /** Meta's error codes worth retrying: throughput and pair rate limits, temporary errors. */
 const RETRIED_CODES = new Set([4, 80007, 130429, 131000, 131016, 131056, 133004]);
@@ -18,7 +19,8 @@ const RETRIED_CODES = new Set([4, 80007, 130429, 131000, 131016, 131056, 133004]
 export interface SenderDeps {
   graphUrl: string;
   openSecret(sealed: string): string;
-  recordPart(send: ClaimedSend, part: number, wamid: string): Promise<void>;
+  /** Records part `part` as sent, under `wamid` (null: accepted, its id unknown). */
+  recordPart(send: ClaimedSend, part: number, wamid: string | null): Promise<void>;
   recordOutcome(send: ClaimedSend, outcome: SendOutcome): Promise<void>;
   /** Flags the application's channel: its access token was refused. */
   markAttention(appId: number, reason: string): Promise<void>;
@@ -71,6 +73,17 @@ export async function sendToWhatsApp(deps: SenderDeps, send: ClaimedSend): Promi
       parts[part],
     );
     if (result.ok) {
+      if (result.wamid === null) {
+        log(
+          "warn",
+          "WhatsApp accepted a message without naming it: its receipts cannot be matched",
+          {
+            app_id: send.appId,
+            message_id: send.message.id,
+            part,
+          },
+        );
+      }
       await deps.recordPart(send, part, result.wamid);
       continue;
     }
