@@ -23,6 +23,7 @@ import {
 } from "./rich_content.ts";
 import {
   escapeMrkdwn,
+  literalMarkers,
   markdownToMrkdwn,
   mrkdwnLink,
   splitMrkdwn,
@@ -80,7 +81,13 @@ export type SlackSectionBlock = {
 /** An actions block of at most 25 buttons; `block_id` follows {@linkcode actionsBlockId}. */
 export type SlackActionsBlock = { type: "actions"; block_id: string; elements: SlackButton[] };
 /** An image block. */
-export type SlackImageBlock = { type: "image"; image_url: string; alt_text: string };
+export type SlackImageBlock = {
+  type: "image";
+  image_url: string;
+  alt_text: string;
+  /** Shown above the image (the file's name). */
+  title?: SlackPlainText;
+};
 /** A context block (small print) of at most 10 elements. */
 export type SlackContextBlock = { type: "context"; elements: SlackMrkdwn[] };
 /** A divider block. */
@@ -234,7 +241,8 @@ function actions(buttons: readonly Button[] | undefined, state: RenderState): Pi
 
 /** A card: a section with the bold title, the subtitle and the image beside it, then buttons. */
 function card(content: CardContent, state: RenderState): Piece[] {
-  const title = `*${escapeMrkdwn(content.title.trim().replace(/\s+/g, " "))}*`;
+  // Its own asterisks as look-alikes: one would end the bold early (`*5* Hotel*`).
+  const title = `*${literalMarkers(escapeMrkdwn(content.title.trim().replace(/\s+/g, " ")))}*`;
   const subtitle = content.subtitle?.trim() ? `\n${textToMrkdwn(content.subtitle)}` : "";
   const image: SlackImageElement | undefined = content.image_url === undefined ? undefined : {
     type: "image",
@@ -244,13 +252,17 @@ function card(content: CardContent, state: RenderState): Piece[] {
   return [...sections(title + subtitle, image), ...actions(content.buttons, state)];
 }
 
-/** An image block with its caption below it. */
+/** An image block, titled with its file's name, with its caption below it. */
 function image(content: MediaContent): Piece[] {
-  const alt = content.caption?.trim() || content.filename?.trim() || "image";
+  const filename = content.filename?.trim();
+  const alt = content.caption?.trim() || filename || "image";
   const block: SlackImageBlock = {
     type: "image",
     image_url: content.url,
     alt_text: truncatePlain(alt, MAX_ALT_TEXT),
+    ...(filename
+      ? { title: { type: "plain_text", text: truncatePlain(filename, MAX_ALT_TEXT), emoji: true } }
+      : {}),
   };
   const caption = content.caption?.trim() ? sections(textToMrkdwn(content.caption)) : [];
   return [piece(block, escapeMrkdwn(content.url)), ...caption];

@@ -259,10 +259,12 @@ Deno.test("renderSlackMessage() renders an image as an image block and its capti
   const [bare] = renderSlackMessage(
     message("image", { url: "https://parley.example/a.png", filename: "a.png" }),
   );
+  // Its name shows above it (the title), as WhatsApp shows it as the caption.
   assert.deepEqual(bare.blocks, [{
     type: "image",
     image_url: "https://parley.example/a.png",
     alt_text: "a.png",
+    title: { type: "plain_text", text: "a.png", emoji: true },
   }]);
   const [unnamed] = renderSlackMessage(message("image", { url: "https://parley.example/b.png" }));
   assert.equal(unnamed.blocks[0].type === "image" && unnamed.blocks[0].alt_text, "image");
@@ -663,4 +665,18 @@ Deno.test("renderSlackMessage() keeps room for a lead of any length in full post
     assert.equal(long[0].blocks[0].type, "context");
     assert.ok(long[0].blocks.length <= 50);
   }
+});
+
+Deno.test("renderSlackMessage() sets a card title holding asterisks in bold whole, its asterisks as look-alikes", () => {
+  const payload = { title: "5* Hotel – rated 4.5*", buttons: [{ id: "a", title: "Book" }] };
+  const [rendered] = renderSlackMessage({
+    id: 3,
+    message_type: "card",
+    content: JSON.stringify(payload),
+    payload,
+  });
+  const section = rendered.blocks.find((block) => block.type === "section") as {
+    text: { text: string };
+  };
+  assert.equal(section.text.text, "*5\u2217 Hotel – rated 4.5\u2217*");
 });

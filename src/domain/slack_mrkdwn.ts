@@ -19,23 +19,33 @@ const MAX_LINK_LENGTH = 2_900;
 const LINK_SCHEME = /^(?:https?:\/\/|mailto:)/i;
 /** A bare URL in customer text; it stops at characters Slack's link syntax reserves. */
 const BARE_URL = /https?:\/\/[^\s<>|"`]+/giu;
-/** Punctuation that ends a sentence rather than a bare URL. */
-const TRAILING_PUNCTUATION = /[.,;:!?'")\]}*_~]+$/u;
+/**
+ * Punctuation that ends a sentence rather than a bare URL (a closing bracket only when it closes
+ * nothing in the URL: `…/Mercury_(planet)` keeps its own).
+ */
+const TRAILING_PUNCTUATION = /[.,;:!?'")\]}]$/u;
+/** The bracket each closing bracket closes. */
+const OPENING: Record<string, string> = { ")": "(", "]": "[", "}": "{" };
 
 /**
- * Markdown inline constructs, tried left to right at each position: code span, link or image,
- * bare URL, `**strong**`, `__strong__`, `~~strike~~`, `*em*`, `_em_`. Underscores count only
- * outside words, so `snake_case_name` stays as it is.
+ * Markdown inline constructs, tried left to right at each position: a backslash escape, code
+ * span, link or image, autolink (`<https://…>`), bare URL, `***strong em***`, `**strong**`,
+ * `__strong__`, `~~strike~~`, `*em*`, `_em_`. Underscores count only outside words, so
+ * `snake_case_name` stays as it is. Each span ends at the first closing marker after its first
+ * character (`**Y** or **N**` is two spans, not one from Y to N).
  */
 const INLINE_MARKDOWN = new RegExp(
   [
+    "\\\\(?<escaped>[!-/:-@\\[-`{-~])",
     "(?<tick>`+)(?<code>.+?)\\k<tick>",
     // A destination may hold balanced parentheses, one level deep (`…/Mercury_(planet)`).
     "!?\\[(?<label>[^\\]]*)\\]\\((?<href>(?:[^()\\s]|\\([^()\\s]*\\))*)\\)",
+    "<(?<autolink>(?:https?:\\/\\/|mailto:)[^\\s<>]+)>",
     `(?<url>${BARE_URL.source})`,
-    "\\*\\*(?<strong>\\S(?:.*?\\S)?)\\*\\*",
-    "(?<![\\p{L}\\p{N}])__(?<strong2>\\S(?:.*?\\S)?)__(?![\\p{L}\\p{N}])",
-    "~~(?<strike>\\S(?:.*?\\S)?)~~",
+    "\\*\\*\\*(?<both>\\S(?:.*?\\S)??)\\*\\*\\*",
+    "\\*\\*(?<strong>\\S(?:.*?\\S)??)\\*\\*",
+    "(?<![\\p{L}\\p{N}])__(?<strong2>\\S(?:.*?\\S)??)__(?![\\p{L}\\p{N}])",
+    "~~(?<strike>\\S(?:.*?\\S)??)~~",
     "\\*(?<em>[^\\s*](?:[^*]*?[^\\s*])?)\\*",
     "(?<![\\p{L}\\p{N}])_(?<em2>[^\\s_](?:[^_]*?[^\\s_])?)_(?![\\p{L}\\p{N}])",
   ].join("|"),
@@ -49,6 +59,23 @@ const RULE_LINE = /^ {0,3}([-*_])(?:\s*\1){2,}\s*$/;
 const BULLET_LINE = /^(\s*)[-*+]\s+(.*)$/;
 const ORDERED_LINE = /^(\s*)(\d{1,9})[.)]\s+(.*)$/;
 const QUOTE_LINE = /^ {0,3}>\s?(.*)$/;
+
+/**
+ * Look-alikes of mrkdwn's formatting markers. mrkdwn has no escape: a `*` meant as itself can pair
+ * with another and bold what lies between, so a marker that must stay literal (escaped in
+ * Markdown, or inside a title set in bold) is shown as its look-alike, which formats nothing.
+ */
+const MARKER_LOOKALIKES: Record<string, string> = {
+  "*": "\u2217", // ∗ asterisk operator
+  "_": "\u02CD", // ˍ modifier letter low macron
+  "~": "\u223C", // ∼ tilde operator
+  "`": "\u02CB", // ˋ modifier letter grave accent
+};
+
+/** `text` with mrkdwn's formatting markers replaced by look-alikes that format nothing. */
+export function literalMarkers(text: string): string {
+  return text.replace(/[*_~`]/g, (marker) => MARKER_LOOKALIKES[marker]);
+}
 
 /** Escapes Slack's control characters `&`, `<` and `>` as `&amp;`, `&lt;` and `&gt;`. */
 export function escapeMrkdwn(text: string): string {
@@ -91,9 +118,32 @@ function replaceMatches(
 
 /** A bare URL as a link, leaving sentence punctuation after it as text. */
 function autolink(url: string): string {
-  const trailing = TRAILING_PUNCTUATION.exec(url)?.[0] ?? "";
-  const bare = url.slice(0, url.length - trailing.length);
-  return mrkdwnLink(bare) + escapeMrkdwn(trailing);
+  let end = url.length;
+  while (end > 0 && TRAILING_PUNCTUATION.test(url[end - 1])) {
+    const opening = OPENING[url[end - 1]];
+    // A closing bracket that the URL opened belongs to it (`…/Mercury_(planet)`).
+    if (opening !== undefined && count(url, opening, end) >= count(url, url[end - 1], end)) break;
+    end--;
+  }
+  return mrkdwnLink(url.slice(0, end)) + escapeMrkdwn(url.slice(end));
+}
+
+/** How often `char` occurs in `text` before `end`. */
+function count(text: string, char: string, end: number): number {
+  let n = 0;
+  for (let i = 0; i < end; i++) if (text[i] === char) n++;
+  return n;
+}
+
+/**
+ * A link's label as mrkdwn text: Slack formats no text inside a link, so emphasis wrapping the
+ * whole label goes around the link instead (`[**Docs**](…)` → `*<…|Docs>*`) and its markers go.
+ */
+function labelledLink(href: string, label: string): string {
+  const whole = /^(\*\*|__|\*|_|~~)(?=\S)(.*\S)\1$/su.exec(label.trim());
+  if (whole === null) return mrkdwnLink(href, label);
+  const mark = whole[1] === "~~" ? "~" : whole[1].length === 2 ? "*" : "_";
+  return `${mark}${mrkdwnLink(href, whole[2])}${mark}`;
 }
 
 /** Plain customer text as mrkdwn: escaped, with bare http(s) URLs turned into links. */
@@ -105,9 +155,12 @@ export function textToMrkdwn(text: string): string {
 function inlineToMrkdwn(raw: string): string {
   return replaceMatches(raw, INLINE_MARKDOWN, (match) => {
     const g = match.groups!;
+    if (g.escaped !== undefined) return literalMarkers(escapeMrkdwn(g.escaped));
     if (g.code !== undefined) return `\`${escapeMrkdwn(g.code)}\``;
-    if (g.href !== undefined) return mrkdwnLink(g.href, g.label);
+    if (g.href !== undefined) return labelledLink(g.href, g.label);
+    if (g.autolink !== undefined) return mrkdwnLink(g.autolink);
     if (g.url !== undefined) return autolink(g.url);
+    if (g.both !== undefined) return `*_${inlineToMrkdwn(g.both)}_*`;
     const strong = g.strong ?? g.strong2;
     if (strong !== undefined) return `*${inlineToMrkdwn(strong)}*`;
     if (g.strike !== undefined) return `~${inlineToMrkdwn(g.strike)}~`;

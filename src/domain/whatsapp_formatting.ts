@@ -201,7 +201,22 @@ export function uniqueTitles(titles: string[], max: number): string[] {
   });
 }
 
-/** Markdown inline constructs, tried left to right; the first alternative that matches wins. */
+/** After a closing underscore run, no letter or digit: it would close inside a word. */
+const AFTER_CLOSE = String.raw`(?:(?<=\*)|(?![A-Za-z0-9]))`;
+
+/**
+ * `text` set in WhatsApp bold. Its own asterisks become look-alikes (∗, U+2217), which format
+ * nothing: one would end the bold early (`*5* Hotel*`).
+ */
+export function boldText(text: string): string {
+  return `*${text.replaceAll("*", "\u2217")}*`;
+}
+
+/**
+ * Markdown inline constructs, tried left to right; the first alternative that matches wins.
+ * Underscore emphasis counts only outside words (`my__var__name` stays as it is), as in
+ * CommonMark.
+ */
 const INLINE = new RegExp(
   [
     String.raw`\\(?<escaped>[!-/:-@[-\x60{-~])`,
@@ -211,9 +226,11 @@ const INLINE = new RegExp(
       .raw`!?\[(?<label>[^\]]*)\]\(\s*<?(?<href>(?:[^\s()<>]|\([^\s()<>]*\))+)>?(?:\s+(?:"[^"]*"|'[^']*'))?\s*\)`,
     String.raw`<(?<autolink>https?:\/\/[^\s<>]+)>`,
     String.raw`(?<url>https?:\/\/[^\s<>]*[^\s<>.,;:!?)\]'"])`,
-    String.raw`(?<d3>\*\*\*|___)(?=\S)(?<strongEm>[\s\S]*?\S)\k<d3>`,
-    String.raw`(?<d2>\*\*|__)(?=\S)(?<strong>[\s\S]*?\S)\k<d2>`,
-    String.raw`(?<d1>[*_])(?=\S)(?<em>[\s\S]*?\S)\k<d1>`,
+    String
+      .raw`(?<d3>\*\*\*|(?<![A-Za-z0-9])___)(?=\S)(?<strongEm>[\s\S]*?\S)\k<d3>${AFTER_CLOSE}`,
+    String
+      .raw`(?<d2>\*\*|(?<![A-Za-z0-9])__)(?=\S)(?<strong>[\s\S]*?\S)\k<d2>${AFTER_CLOSE}`,
+    String.raw`(?<d1>\*|(?<![A-Za-z0-9])_)(?=\S)(?<em>[\s\S]*?\S)\k<d1>${AFTER_CLOSE}`,
     String.raw`~~(?=\S)(?<strike>[\s\S]*?\S)~~`,
   ].join("|"),
   "g",

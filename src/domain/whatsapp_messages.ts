@@ -22,6 +22,7 @@ import {
   TEMPLATE_CONTENT,
 } from "./rich_content.ts";
 import {
+  boldText,
   LIMITS,
   oneLine,
   splitTail,
@@ -203,7 +204,7 @@ function documentMessages(media: MediaContent): WhatsAppMessage[] {
  */
 function cardMessages(card: CardContent, firstIndex: number): WhatsAppMessage[] {
   const title = oneLine(card.title);
-  const text = isPresent(card.subtitle) ? `*${title}*\n${card.subtitle}` : `*${title}*`;
+  const text = isPresent(card.subtitle) ? `${boldText(title)}\n${card.subtitle}` : boldText(title);
   const buttons = card.buttons ?? [];
   if (buttons.length > 0) {
     return choiceMessages({ text, buttons, firstIndex }, {

@@ -564,3 +564,18 @@ Deno.test("toWhatsAppFormatting() keeps a link destination holding balanced pare
     "See Mercury (https://en.wikipedia.org/wiki/Mercury_(planet)) now.",
   );
 });
+
+Deno.test("toWhatsAppFormatting() takes underscores inside a word as text, and a card title holding asterisks stays bold whole", () => {
+  assert.equal(
+    toWhatsAppFormatting("my__var__name and my_var_name"),
+    "my__var__name and my_var_name",
+  );
+  assert.equal(toWhatsAppFormatting("(__bold__) _it_ ***both***"), "(*bold*) _it_ *_both_*");
+  const payload = { title: "5* Hotel", subtitle: "rated 4.5*" };
+  const [message] = renderWhatsAppMessages({
+    message_type: "card",
+    content: JSON.stringify(payload),
+    payload,
+  });
+  assert.deepEqual(message, { type: "text", text: { body: "*5\u2217 Hotel*\nrated 4.5*" } });
+});
