@@ -46,7 +46,8 @@ const INLINE_MARKDOWN = new RegExp(
     "\\*\\*(?<strong>\\S(?:.*?\\S)??)\\*\\*",
     "(?<![\\p{L}\\p{N}])__(?<strong2>\\S(?:.*?\\S)??)__(?![\\p{L}\\p{N}])",
     "~~(?<strike>\\S(?:.*?\\S)??)~~",
-    "\\*(?<em>[^\\s*](?:[^*]*?[^\\s*])?)\\*",
+    // Not closed by the first star of a `**` inside it (`*Note: **this** now*`).
+    "\\*(?<em>[^\\s*](?:.*?[^\\s*])??)\\*(?!\\*)",
     "(?<![\\p{L}\\p{N}])_(?<em2>[^\\s_](?:[^_]*?[^\\s_])?)_(?![\\p{L}\\p{N}])",
   ].join("|"),
   "gu",

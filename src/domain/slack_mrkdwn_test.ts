@@ -50,6 +50,8 @@ Deno.test("markdownToMrkdwn() ends each span at its first closing marker, and co
   assert.equal(mrkdwnOf("__A__ or __B__"), "*A* or *B*");
   assert.equal(mrkdwnOf("**Name:** x **Age:** y"), "*Name:* x *Age:* y");
   assert.equal(mrkdwnOf("***both***"), "*_both_*");
+  assert.equal(mrkdwnOf("*Note: **important** read*"), "_Note: *important* read_");
+  assert.equal(mrkdwnOf("2 * 3 * 4"), "2 * 3 * 4");
   assert.equal(mrkdwnOf("snake_case_name"), "snake_case_name");
 });
 

@@ -230,7 +230,9 @@ const INLINE = new RegExp(
       .raw`(?<d3>\*\*\*|(?<![A-Za-z0-9])___)(?=\S)(?<strongEm>[\s\S]*?\S)\k<d3>${AFTER_CLOSE}`,
     String
       .raw`(?<d2>\*\*|(?<![A-Za-z0-9])__)(?=\S)(?<strong>[\s\S]*?\S)\k<d2>${AFTER_CLOSE}`,
-    String.raw`(?<d1>\*|(?<![A-Za-z0-9])_)(?=\S)(?<em>[\s\S]*?\S)\k<d1>${AFTER_CLOSE}`,
+    // Not closed by the first star of a `**` inside it (`*Note: **this** now*`).
+    String
+      .raw`(?<d1>\*|(?<![A-Za-z0-9])_)(?=[^\s*])(?<em>[\s\S]*?[^\s*])\k<d1>(?!\*)${AFTER_CLOSE}`,
     String.raw`~~(?=\S)(?<strike>[\s\S]*?\S)~~`,
   ].join("|"),
   "g",

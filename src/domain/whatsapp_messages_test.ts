@@ -571,6 +571,7 @@ Deno.test("toWhatsAppFormatting() takes underscores inside a word as text, and a
     "my__var__name and my_var_name",
   );
   assert.equal(toWhatsAppFormatting("(__bold__) _it_ ***both***"), "(*bold*) _it_ *_both_*");
+  assert.equal(toWhatsAppFormatting("*Note: **important** read*"), "_Note: *important* read_");
   const payload = { title: "5* Hotel", subtitle: "rated 4.5*" };
   const [message] = renderWhatsAppMessages({
     message_type: "card",
