@@ -10,6 +10,12 @@ async function postmasterPid(dataDir: string): Promise<number> {
   return Number(text.split("\n")[0]);
 }
 
+/** The port of the postmaster running on `dataDir` (its `postmaster.pid`'s fourth line). */
+async function postmasterPort(dataDir: string): Promise<number> {
+  const text = await Deno.readTextFile(`${dataDir}/pg/postmaster.pid`);
+  return Number(text.split("\n")[3]);
+}
+
 async function waitFor(check: () => Promise<boolean>, what: string, ms = 30_000): Promise<void> {
   const deadline = Date.now() + ms;
   while (Date.now() < deadline) {
@@ -122,6 +128,7 @@ Deno.test("a server killed with SIGKILL takes its embedded PostgreSQL with it, a
   try {
     const first = await spawnServer({ DATA_DIR: dataDir });
     const postmaster = await postmasterPid(dataDir);
+    const firstPort = await postmasterPort(dataDir);
     assert.ok(await isAlive(postmaster));
     // A start meanwhile would see this postmaster for what it is, and share it.
     assert.equal(typeof await waitForPreviousPostmaster(`${dataDir}/pg`, 1_000), "number");
@@ -142,6 +149,8 @@ Deno.test("a server killed with SIGKILL takes its embedded PostgreSQL with it, a
     try {
       const next = await postmasterPid(dataDir);
       assert.notEqual(next, postmaster);
+      // On the port the last one had (free again): processes that shared it find it there.
+      assert.equal(await postmasterPort(dataDir), firstPort);
       assert.equal(await status(`${second.baseUrl}/readyz`), 200);
       // The server started this PostgreSQL, so a graceful stop stops it too.
       assert.equal((await second.stop()).code, 0);
@@ -201,6 +210,40 @@ Deno.test("a server sharing another process's embedded PostgreSQL carries on, ow
   }
 });
 
+Deno.test("a server started while the shared PostgreSQL is down starts it on the port it had, so its sharer carries on", async () => {
+  const dataDir = await Deno.makeTempDir({ prefix: "parley-restart-owner-" });
+  try {
+    const first = await spawnServer({ DATA_DIR: dataDir });
+    const second = await spawnServer({ DATA_DIR: dataDir });
+    let third: Awaited<ReturnType<typeof spawnServer>> | null = null;
+    try {
+      const port = await postmasterPort(dataDir);
+      // A restart of the owner: it stops, and a new start comes at once, racing the sharer.
+      assert.equal((await first.stop()).code, 0);
+      third = await spawnServer({ DATA_DIR: dataDir });
+      assert.equal(await postmasterPort(dataDir), port);
+      await waitFor(
+        async () => (await status(`${second.baseUrl}/readyz`)) === 200,
+        "readyz on the sharing server",
+      );
+      assert.equal(await status(`${third.baseUrl}/readyz`), 200);
+      // Whichever started it, the sharer is still running and was never told its database is lost.
+      assert.ok(!second.lines.some((line) => line.includes("embedded PostgreSQL lost")));
+      const exited = await Promise.race([
+        second.process.status.then(() => true),
+        new Promise<false>((resolve) => setTimeout(() => resolve(false), 1_000)),
+      ]);
+      assert.equal(exited, false, "the sharing server exited");
+    } finally {
+      await first.stop();
+      await third?.stop();
+      await second.stop();
+    }
+  } finally {
+    await Deno.remove(dataDir, { recursive: true });
+  }
+});
+
 Deno.test("a server that owns the embedded PostgreSQL lets another process's admin command finish before stopping it", async () => {
   const dataDir = await Deno.makeTempDir({ prefix: "parley-command-" });
   try {
@@ -227,7 +270,7 @@ Deno.test("a server that owns the embedded PostgreSQL lets another process's adm
     }).spawn();
     // The command has its session open (it waits on stdin after migrating).
     const postmaster = await postmasterPid(dataDir);
-    const port = Number((await Deno.readTextFile(`${dataDir}/pg/postmaster.pid`)).split("\n")[3]);
+    const port = await postmasterPort(dataDir);
     const password = (await Deno.readTextFile(`${dataDir}/pg_password`)).trim();
     const sql = postgres(`postgres://parley:${password}@127.0.0.1:${port}/parley`, { max: 1 });
     try {

@@ -91,7 +91,7 @@ export async function openEmbeddedPostgres(
     port = running;
   } else {
     await prepareCluster(pgData, dataDir, password, runAs, durable);
-    port = await freePort();
+    port = await portToStartOn(dataDir);
     child = spawnServer(pgData, port, runAs, durable);
     stderr = collectOutput(child.stderr);
     await waitUntilReady(pgData, child, stderr);
@@ -99,16 +99,21 @@ export async function openEmbeddedPostgres(
   }
 
   let stopping = false;
-  const stopRequested = Promise.withResolvers<void>();
+  /** Ends the pause under way, if any (a stop was requested). */
+  let endPause: (() => void) | null = null;
 
   /** Waits `ms`, or less when a stop is requested. */
-  async function pause(ms: number): Promise<void> {
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    await Promise.race([
-      new Promise((resolve) => timer = setTimeout(resolve, ms)),
-      stopRequested.promise,
-    ]);
-    clearTimeout(timer);
+  function pause(ms: number): Promise<void> {
+    if (stopping) return Promise.resolve();
+    return new Promise<void>((resolve) => {
+      const timer = setTimeout(done, ms);
+      function done() {
+        clearTimeout(timer);
+        endPause = null;
+        resolve();
+      }
+      endPause = done;
+    });
   }
 
   /**
@@ -164,9 +169,17 @@ export async function openEmbeddedPostgres(
           await prepareCluster(pgData, dataDir, password, runAs, durable);
           prepared = true;
         }
+        // A stop asked meanwhile (during the wait or the preparation) starts nothing, and one
+        // asked while it started stops what it started: stop() could not know of it.
+        if (stopping) return false;
         child = spawnServer(pgData, port, runAs, durable);
         stderr = collectOutput(child.stderr);
         await waitUntilReady(pgData, child, stderr);
+        if (stopping) {
+          child.kill("SIGINT");
+          await child.status;
+          return false;
+        }
         log("info", "embedded PostgreSQL started again", { attempt });
         return true;
       } catch (error) {
@@ -200,7 +213,7 @@ export async function openEmbeddedPostgres(
     stop() {
       stopped ??= (async () => {
         stopping = true;
-        stopRequested.resolve();
+        endPause?.();
         const ours = child;
         if (ours) await waitForCommands(password, port, database);
         try {
@@ -551,6 +564,34 @@ async function ensureDatabase(password: string, port: number, database: string):
     if (rows.length === 0) await sql`CREATE DATABASE ${sql(database)}`;
   } finally {
     await sql.end();
+  }
+}
+
+/**
+ * The port a new postmaster listens on: the one the last start on `dataDir` picked, when it is
+ * free (processes that shared that postmaster and outlived it find the next one where they had
+ * it), else a free one, recorded in `DATA_DIR/pg_port` for the next start.
+ */
+async function portToStartOn(dataDir: string): Promise<number> {
+  const path = join(dataDir, "pg_port");
+  const recorded = Number((await Deno.readTextFile(path).catch(() => "")).trim());
+  if (Number.isInteger(recorded) && recorded > 0 && recorded < 65_536 && isFree(recorded)) {
+    return recorded;
+  }
+  const port = await freePort();
+  await Deno.writeTextFile(path, String(port)).catch((error) =>
+    log("warn", "could not record the embedded PostgreSQL's port", describeError(error))
+  );
+  return port;
+}
+
+/** Whether nothing listens on `port` of 127.0.0.1 now. */
+function isFree(port: number): boolean {
+  try {
+    Deno.listen({ hostname: "127.0.0.1", port }).close();
+    return true;
+  } catch {
+    return false;
   }
 }
 

@@ -58,9 +58,13 @@ export function parseJsonDocument(text: string, options: JsonDocumentOptions = {
  * `JSON.parse` alone rounds to 1).
  */
 export function exactInteger(source: string): number {
-  const parts = /^(-?)(\d+)(?:\.(\d*?)0*)?(?:[eE]([+-]?\d+))?$/.exec(source);
+  // No lazy digits before a run of zeros here: that backtracks quadratically on a long fraction.
+  const parts = /^(-?)(\d+)(?:\.(\d*))?(?:[eE]([+-]?\d+))?$/.exec(source);
   if (parts === null) return NaN;
-  const [, sign, , fraction = "", exponentText = "0"] = parts;
+  const [, sign, , digitsAfterPoint = "", exponentText = "0"] = parts;
+  let fractionEnd = digitsAfterPoint.length;
+  while (fractionEnd > 0 && digitsAfterPoint[fractionEnd - 1] === "0") fractionEnd--;
+  const fraction = digitsAfterPoint.slice(0, fractionEnd);
   const exponent = Number(exponentText);
   const digits = parts[2] + fraction;
   const allZero = /^0*$/.test(digits);

@@ -119,21 +119,19 @@ function replaceMatches(
 
 /** A bare URL as a link, leaving sentence punctuation after it as text. */
 function autolink(url: string): string {
+  // How many of each bracket the URL holds before `end`, kept as `end` moves back.
+  const counts = new Map<string, number>();
+  for (const char of url) counts.set(char, (counts.get(char) ?? 0) + 1);
   let end = url.length;
   while (end > 0 && TRAILING_PUNCTUATION.test(url[end - 1])) {
-    const opening = OPENING[url[end - 1]];
+    const closing = url[end - 1];
+    const opening = OPENING[closing];
     // A closing bracket that the URL opened belongs to it (`…/Mercury_(planet)`).
-    if (opening !== undefined && count(url, opening, end) >= count(url, url[end - 1], end)) break;
+    if (opening !== undefined && (counts.get(opening) ?? 0) >= counts.get(closing)!) break;
+    counts.set(closing, counts.get(closing)! - 1);
     end--;
   }
   return mrkdwnLink(url.slice(0, end)) + escapeMrkdwn(url.slice(end));
-}
-
-/** How often `char` occurs in `text` before `end`. */
-function count(text: string, char: string, end: number): number {
-  let n = 0;
-  for (let i = 0; i < end; i++) if (text[i] === char) n++;
-  return n;
 }
 
 /**

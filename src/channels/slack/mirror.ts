@@ -24,7 +24,7 @@ import {
 import { renderAdReferralLine } from "../../domain/ad_referral.ts";
 import { renderReplyContext } from "../../domain/slack_reply_context.ts";
 import { escapeMrkdwn } from "../../domain/slack_mrkdwn.ts";
-import { slackErrorOf, type SlackWebClient } from "./web_client.ts";
+import { SlackCallError, slackErrorOf, type SlackWebClient } from "./web_client.ts";
 
 /** The `action_id` of the root message's `Close` button. */
 export const CLOSE_ACTION_ID = "parley_close";
@@ -212,6 +212,9 @@ export async function sendMirror(deps: MirrorDeps, send: ClaimedMirror): Promise
           ...parts[index],
         };
         const posted = await client.chat.postMessage(post).catch((error) => {
+          // Slack answered 200 and the answer was cut: the part is there, under a ts we never
+          // learnt; posting it again would show it twice.
+          if (error instanceof SlackCallError && error.answered) return { ok: true, ts: undefined };
           // Blocks Slack refuses though they passed our checks (an image it could not download,
           // say): the part goes as its whole plain text rather than not at all (CONTRACT §4.2).
           if (slackErrorOf(error).code !== "invalid_blocks" || !post.blocks) throw error;

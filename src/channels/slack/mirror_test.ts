@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import type { SlackWebClient } from "./web_client.ts";
+import { SlackCallError, type SlackWebClient } from "./web_client.ts";
 import type { ClaimedMirror } from "../../db/slack_sends.ts";
 import { type MirrorDeps, sendMirror } from "./mirror.ts";
 
@@ -138,4 +138,29 @@ Deno.test("sendMirror shows where a web visitor's file leads beside its name; a 
   assert.deepEqual(whatsapp.posts.map((post) => post.text), [
     `<${proxied.url.replaceAll("&", "&amp;")}|https://bank.example/invoice.pdf>`,
   ]);
+});
+
+Deno.test("sendMirror takes a post whose 200 answer was cut as made, and posts it once", async () => {
+  const { deps, posts, outcomes } = recordingDeps();
+  const cut = new SlackCallError("chat.postMessage", {
+    code: "request_error",
+    retryAfterMs: null,
+  }, { answered: true });
+  const client = deps.clientFor("sealed");
+  client.chat.postMessage = (args) => {
+    posts.push(args as unknown as Record<string, unknown>);
+    return Promise.reject(cut);
+  };
+  await sendMirror(deps, claimed({}));
+  assert.equal(posts.length, 1);
+  assert.deepEqual(outcomes, ["succeeded"]);
+
+  // Cut before Slack answered (nothing says it acted): tried again later.
+  const unanswered = recordingDeps();
+  unanswered.deps.clientFor("sealed").chat.postMessage = () =>
+    Promise.reject(
+      new SlackCallError("chat.postMessage", { code: "request_error", retryAfterMs: null }),
+    );
+  await sendMirror(unanswered.deps, claimed({}));
+  assert.deepEqual(unanswered.outcomes, ["pending"]);
 });

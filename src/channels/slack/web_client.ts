@@ -78,7 +78,7 @@ export interface SlackErrorInfo {
 export class SlackCallError extends Error {
   /** The failure in Parley's terms. */
   readonly info: SlackErrorInfo;
-  /** Slack had begun to answer (its status came) when the call failed: it may have acted. */
+  /** Slack had begun to answer 200 when the call failed: it most likely acted. */
   readonly answered: boolean;
 
   /** A failure of `method` described by `info`. */
@@ -179,9 +179,10 @@ export function createSlackWebClient(
     try {
       text = await response.text();
     } catch (error) {
+      // Only an answer that began with 200 says Slack acted (a 429's or a 5xx's did not).
       throw new SlackCallError(method, { code: "request_error", retryAfterMs: null }, {
         cause: error,
-        answered: true,
+        answered: response.status === 200,
       });
     }
     if (response.status === 429) {
