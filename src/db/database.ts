@@ -11,7 +11,7 @@ export interface DatabaseLocation {
   url: string;
   /** Whether it is the embedded server under `DATA_DIR` (this process's or shared). */
   embedded: boolean;
-  /** Stops the embedded server when it is this process's (see `EmbeddedPostgres.owned`). */
+  /** Stops the embedded server when it is this process's (see `EmbeddedPostgres.stop`). */
   close(): Promise<void>;
 }
 

@@ -29,11 +29,9 @@ export interface EmbeddedPostgres {
   /** TCP port on 127.0.0.1. */
   port: number;
   /**
-   * Whether the server running now is this process's (which stops it): the one it started, or
-   * the one it started after the process it shared with stopped theirs.
+   * Stops the server when it is this process's (the one it started, or the one it started again
+   * after the process it shared with stopped theirs); otherwise only stops watching it.
    */
-  readonly owned: boolean;
-  /** Stops the server when it is this process's; otherwise only stops watching it. */
   stop(): Promise<void>;
 }
 
@@ -207,9 +205,6 @@ export async function openEmbeddedPostgres(
   return {
     url: databaseUrl(password, port, database, socketDirFits(pgData) ? pgData : null),
     port,
-    get owned() {
-      return child !== null;
-    },
     stop() {
       stopped ??= (async () => {
         stopping = true;

@@ -97,29 +97,28 @@ export async function readWithin(
   stream: ReadableStream<Uint8Array>,
   options: { maxBytes: number; deadlineMs?: number },
 ): Promise<Uint8Array<ArrayBuffer>> {
-  const { maxBytes, deadlineMs = BODY_DEADLINE_MS } = options;
   const reader = stream.getReader();
-  const late = Promise.withResolvers<never>();
-  late.promise.catch(() => {}); // raced below; this only marks it handled
-  const timer = setTimeout(
-    () => late.reject(new AppError(408, "Request body not received in time")),
-    deadlineMs,
-  );
+  try {
+    return await arrivedWithin(readAll(reader, options.maxBytes), options.deadlineMs);
+  } catch (error) {
+    reader.cancel().catch(() => {}); // also ends a read still waiting
+    throw error;
+  }
+}
+
+/** Everything `reader` gives, joined; `413 Request body too large` once it passes `maxBytes`. */
+async function readAll(
+  reader: ReadableStreamDefaultReader<Uint8Array>,
+  maxBytes: number,
+): Promise<Uint8Array<ArrayBuffer>> {
   const chunks: Uint8Array[] = [];
   let size = 0;
-  try {
-    for (;;) {
-      const { done, value } = await Promise.race([reader.read(), late.promise]);
-      if (done) break;
-      size += value.length;
-      if (size > maxBytes) throw tooLarge();
-      chunks.push(value);
-    }
-  } catch (error) {
-    reader.cancel().catch(() => {});
-    throw error;
-  } finally {
-    clearTimeout(timer);
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    size += value.length;
+    if (size > maxBytes) throw tooLarge();
+    chunks.push(value);
   }
   const bytes = new Uint8Array(size);
   let offset = 0;
