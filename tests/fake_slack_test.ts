@@ -145,6 +145,68 @@ Deno.test("startFakeSlack() answers queued responses first, in order, then its d
   assert.equal((await join()).body.warning, "already_in_channel");
 });
 
+Deno.test("startFakeSlack() lists a channel's top-level posts newest first, by page, with their metadata when asked", async () => {
+  await using slack = await startFakeSlack(APP);
+  const token = await install(slack);
+  const metadata = { event_type: "parley_conversation", event_payload: { chat_id: 1 } };
+  const posted: string[] = [];
+  for (const text of ["one", "two", "three"]) {
+    const extra: Record<string, string> = text === "two"
+      ? { metadata: JSON.stringify(metadata) }
+      : {};
+    const { body } = await call(
+      slack,
+      "chat.postMessage",
+      { channel: "C1", text, ...extra },
+      bearer(token),
+    );
+    posted.push(body.ts as string);
+  }
+  const reply = { channel: "C1", text: "in a thread", thread_ts: posted[0] };
+  await call(slack, "chat.postMessage", reply, bearer(token));
+  await call(slack, "chat.postMessage", { channel: "C2", text: "elsewhere" }, bearer(token));
+  await call(slack, "chat.delete", { channel: "C1", ts: posted[2] }, bearer(token));
+  const history = (params: Record<string, string>) =>
+    call(slack, "conversations.history", { channel: "C1", ...params }, bearer(token));
+  const all = (await history({ include_all_metadata: "true" })).body;
+  const listed = all.messages as { text: string; ts: string; metadata?: unknown }[];
+  assert.deepEqual(listed.map((post) => post.text), ["two", "one"]);
+  assert.deepEqual(listed[0].metadata, metadata);
+  assert.equal(all.has_more, false);
+  const plain = (await history({})).body.messages as { metadata?: unknown }[];
+  assert.equal(plain[0].metadata, undefined, "metadata only when asked");
+  const paged = (await history({ limit: "1" })).body;
+  assert.equal(paged.has_more, true);
+  const cursor = (paged.response_metadata as { next_cursor: string }).next_cursor;
+  const next = (await history({ limit: "1", cursor })).body.messages as { text: string }[];
+  assert.deepEqual(next.map((post) => post.text), ["one"]);
+  const after = (await history({ oldest: posted[0] })).body.messages as { text: string }[];
+  assert.deepEqual(after.map((post) => post.text), ["two"]);
+});
+
+Deno.test("startFakeSlack() acts on a call whose answer it cuts", async () => {
+  await using slack = await startFakeSlack(APP);
+  const token = await install(slack);
+  slack.cutAnswers("chat.postMessage");
+  const res = await fetch(slack.apiUrl + "chat.postMessage", {
+    method: "POST",
+    headers: { "content-type": "application/x-www-form-urlencoded", ...bearer(token) },
+    body: new URLSearchParams({ channel: "C1", text: "cut" }),
+  });
+  assert.equal(res.status, 200);
+  await assert.rejects(res.text());
+  const listed = (await call(slack, "conversations.history", { channel: "C1" }, bearer(token)))
+    .body.messages as { text: string }[];
+  assert.deepEqual(listed.map((post) => post.text), ["cut"]);
+  const whole = await call(
+    slack,
+    "chat.postMessage",
+    { channel: "C1", text: "whole" },
+    bearer(token),
+  );
+  assert.equal(whole.body.ok, true, "only the next answer is cut");
+});
+
 Deno.test("postEvent() and postAction() send requests that isValidSlackRequest() accepts", async () => {
   await using slack = await startFakeSlack(APP);
   const received: { raw: Uint8Array; headers: Headers }[] = [];

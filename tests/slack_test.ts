@@ -241,6 +241,23 @@ Deno.test("a visitor conversation is mirrored as a thread, and an agent's thread
   assert.equal(posts(env.slack).length, 3);
 });
 
+Deno.test("a root post whose answer was cut is found in the channel, not posted again", async () => {
+  await using env = await setUp();
+  await install(env);
+  env.slack.cutAnswers("chat.postMessage");
+  await createVisitorChat(env.server.baseUrl, env.app.publicId, "Hello once");
+  await waitUntil(() => posts(env.slack).length >= 2, "the root and the message");
+  await new Promise((resolve) => setTimeout(resolve, 300));
+  const [root, ...replies] = posts(env.slack);
+  assert.ok(!root.params.thread_ts);
+  assert.deepEqual(replies.map((call) => call.params.text), ["Hello once"], "one root only");
+  const history = env.slack.calls.filter((call) => call.method === "conversations.history");
+  assert.equal(history.length, 1);
+  const ts = await threadTs(env);
+  assert.equal(replies[0].params.thread_ts, ts);
+  assert.match(ts, /^\d{10}\.\d{6}$/);
+});
+
 Deno.test("another organisation's member in a shared channel is no agent: their replies, edits and clicks change nothing", async () => {
   await using env = await setUp();
   await install(env);

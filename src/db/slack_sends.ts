@@ -29,6 +29,8 @@ export interface ClaimedMirror {
   /** `message`: post a message in the thread; `chat`: show the conversation's new status. */
   topic: "message" | "chat";
   attempts: number;
+  /** When the send was queued, in Unix seconds: nothing of it can be in Slack from before. */
+  queuedAt: number;
   /** The claim's token (see `channel_claims.ts`). */
   claimedAt: string;
   /** Its application's place in the claim's round (1 for the first application visited). */
@@ -85,6 +87,7 @@ export async function claimMirrorSends(
   const rows = await sql<any[]>`
     ${claimedInSendOrder(sql, { kind: "slack", ...options })}
     SELECT round.walked_to, c.app_id, c.id, c.topic, c.attempts, c.claimed_at, c.turn,
+      extract(epoch FROM c.created_at)::float8 AS queued_at,
       conv.id AS chat_id, conv.status, conv.channel, cl.name AS visitor_name,
       cl.email AS visitor_email,
       m.id AS message_id, m.sender_type, m.sender_name, m.message_type, m.content, m.payload,
@@ -115,6 +118,7 @@ export async function claimMirrorSends(
     id: row.id,
     topic: row.topic === "chat" ? "chat" : "message",
     attempts: row.attempts,
+    queuedAt: row.queued_at,
     claimedAt: row.claimed_at,
     turn: row.turn,
     conversation: row.chat_id === null ? null : {

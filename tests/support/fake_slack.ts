@@ -56,6 +56,11 @@ export interface FakeSlack extends AsyncDisposable {
    * parameters or HTTP Basic) and, when `redirectUri` is set, the same `redirect_uri`.
    */
   issueCode(install?: FakeSlackInstall): string;
+  /**
+   * The next `count` calls of `method` that pass the fake's checks act, then their answer breaks
+   * off after HTTP 200 and a few bytes of its body (a connection cut partway).
+   */
+  cutAnswers(method: string, count?: number): void;
   /** Adds a member that `users.info` describes; otherwise it answers `user_not_found`. */
   addUser(user: FakeSlackUser): void;
   /**
@@ -174,6 +179,21 @@ function clientOf(request: Request, params: Params): [unknown, unknown] {
   return [decoded.slice(0, decoded.indexOf(":")), decoded.slice(decoded.indexOf(":") + 1)];
 }
 
+/** `answer` with its status and headers, whose body breaks off after its first bytes. */
+async function cutShort(answer: Response): Promise<Response> {
+  const whole = new Uint8Array(await answer.arrayBuffer());
+  // The length promised is the whole answer's; the connection ends after 8 bytes of it.
+  const body = new ReadableStream<Uint8Array>({
+    start(controller) {
+      controller.enqueue(whole.subarray(0, 8));
+      controller.close();
+    },
+  });
+  const headers = new Headers(answer.headers);
+  headers.set("content-length", String(whole.length));
+  return new Response(body, { status: answer.status, headers });
+}
+
 /** Starts a fake Slack on `127.0.0.1` and a free port. */
 export function startFakeSlack(options: FakeSlackOptions): Promise<FakeSlack> {
   const calls: SlackCall[] = [];
@@ -182,6 +202,10 @@ export function startFakeSlack(options: FakeSlackOptions): Promise<FakeSlack> {
   const tokens = new Map<string, Install>();
   const joined = new Set<string>();
   const messages = new Map<string, string>();
+  /** How many of the next calls of a method have their answer cut after acting. */
+  const cuts = new Map<string, number>();
+  /** Each channel's top-level posts, oldest first, as `conversations.history` lists them. */
+  const history = new Map<string, Params[]>();
   const users = new Map<string, FakeSlackUser>();
   const files = new Map<
     string,
@@ -259,7 +283,7 @@ export function startFakeSlack(options: FakeSlackOptions): Promise<FakeSlack> {
       if (!params.text && !params.blocks && !params.attachments) return refuse("no_text");
       const ts = nextTs();
       messages.set(`${channel} ${ts}`, str(params.text));
-      const { blocks, thread_ts, username } = params;
+      const { blocks, thread_ts, username, metadata } = params;
       const message = {
         type: "message",
         text: str(params.text),
@@ -270,7 +294,31 @@ export function startFakeSlack(options: FakeSlackOptions): Promise<FakeSlack> {
         ts,
         ...defined({ blocks, thread_ts, username }),
       };
+      if (thread_ts === undefined) {
+        const posts = history.get(channel) ?? [];
+        history.set(channel, [...posts, { ...message, ...defined({ metadata }) }]);
+      }
       return reply({ ok: true, channel, ts, message });
+    },
+    // Newest first, `limit` a page (default 100), after `oldest`; metadata only when asked.
+    "conversations.history": (params) => {
+      const oldest = Number(str(params.oldest) || "0");
+      const limit = Number(params.limit ?? 100);
+      const start = Number(str(params.cursor) || "0");
+      const posts = (history.get(str(params.channel)) ?? [])
+        .filter((post) => Number(post.ts) > oldest && messages.has(`${params.channel} ${post.ts}`))
+        .reverse();
+      const withMetadata = String(params.include_all_metadata) === "true";
+      const page = posts.slice(start, start + limit).map(({ metadata, ...post }) =>
+        withMetadata ? { ...post, ...defined({ metadata }) } : post
+      );
+      const more = start + limit < posts.length;
+      return reply({
+        ok: true,
+        messages: page,
+        has_more: more,
+        response_metadata: { next_cursor: more ? String(start + limit) : "" },
+      });
     },
     "chat.update": ({ channel, ts, text }) => {
       if (!messages.has(`${channel} ${ts}`)) return refuse("message_not_found");
@@ -328,7 +376,12 @@ export function startFakeSlack(options: FakeSlackOptions): Promise<FakeSlack> {
     if (handler === undefined) return refuse("unknown_method");
     if (token === null) return refuse("not_authed");
     const install = tokens.get(token);
-    return install === undefined ? refuse("invalid_auth") : handler(params, install);
+    if (install === undefined) return refuse("invalid_auth");
+    const answer = handler(params, install);
+    const toCut = cuts.get(method) ?? 0;
+    if (toCut === 0) return answer;
+    cuts.set(method, toCut - 1);
+    return cutShort(answer);
   };
 
   const download = (request: Request, fileId: string): Response => {
@@ -385,6 +438,7 @@ export function startFakeSlack(options: FakeSlackOptions): Promise<FakeSlack> {
     calls,
     queue: (method, ...responses) =>
       void queues.set(method, [...(queues.get(method) ?? []), ...responses]),
+    cutAnswers: (method, count = 1) => void cuts.set(method, (cuts.get(method) ?? 0) + count),
     issueCode(install = {}) {
       const code = `${codes.size + 1}.${Date.now()}.${hex(32)}`;
       codes.set(code, {

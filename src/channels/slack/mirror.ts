@@ -109,10 +109,74 @@ export function rootMessage(conversation: NonNullable<ClaimedMirror["conversatio
   };
 }
 
-/** The name a message is posted under. */
+/** The `event_type` of the metadata on a conversation's root post, by which it is found again. */
+export const ROOT_EVENT_TYPE = "parley_conversation";
+/** How many pages of the channel's history (200 posts each) a search for a lost root reads. */
+const ROOT_SEARCH_PAGES = 5;
+/** How far before its send was queued a root is looked for: the two clocks may disagree. */
+const ROOT_SEARCH_SLACK_SECONDS = 300;
+
+/**
+ * Posts the root of the send's conversation and answers its `ts`. A root that an earlier attempt
+ * may have posted (a retry), or whose answer was cut once Slack had begun it, is first looked for
+ * in the channel by the metadata it carries: posting it again would open a second thread.
+ */
+async function postRoot(client: SlackWebClient, send: ClaimedMirror): Promise<string> {
+  const installation = send.installation!;
+  const conversation = send.conversation!;
+  if (send.attempts > 0) {
+    const found = await findRoot(client, send);
+    if (found !== null) return found;
+  }
+  try {
+    const posted = await client.chat.postMessage({
+      channel: installation.channelId,
+      ...rootMessage(conversation),
+      metadata: {
+        event_type: ROOT_EVENT_TYPE,
+        event_payload: { app_id: send.appId, chat_id: conversation.id },
+      },
+    });
+    return posted.ts!;
+  } catch (error) {
+    if (!(error instanceof SlackCallError && error.answered)) throw error;
+    // Nothing found yet: the send is tried again later, and looks again before it posts.
+    const found = await findRoot(client, send);
+    if (found === null) throw error;
+    return found;
+  }
+}
+
+/** The `ts` of the send's conversation's root in the channel, read from its history; or null. */
+async function findRoot(client: SlackWebClient, send: ClaimedMirror): Promise<string | null> {
+  const oldest = Math.max(0, send.queuedAt - ROOT_SEARCH_SLACK_SECONDS).toFixed(6);
+  let cursor: string | undefined;
+  for (let page = 0; page < ROOT_SEARCH_PAGES; page++) {
+    const answer = await client.conversations.history({
+      channel: send.installation!.channelId,
+      oldest,
+      limit: 200,
+      include_all_metadata: true,
+      ...(cursor === undefined ? {} : { cursor }),
+    });
+    for (const message of answer.messages ?? []) {
+      const metadata = message.metadata;
+      const payload = metadata?.event_payload as Record<string, unknown> | undefined;
+      if (
+        metadata?.event_type === ROOT_EVENT_TYPE && payload?.app_id === send.appId &&
+        payload?.chat_id === send.conversation!.id && typeof message.ts === "string"
+      ) return message.ts;
+    }
+    cursor = answer.response_metadata?.next_cursor || undefined;
+    if (!answer.has_more || cursor === undefined) return null;
+  }
+  return null;
+}
+
 /** The icon of a visitor's posts (customized like the username: `chat:write.customize`). */
 export const VISITOR_ICON = ":bust_in_silhouette:";
 
+/** The name a message is posted under. */
 function senderLabel(
   message: { senderType: string; senderName: string | null },
   visitor: string,
@@ -150,9 +214,7 @@ export async function sendMirror(deps: MirrorDeps, send: ClaimedMirror): Promise
   try {
     let thread = send.thread;
     if (!thread) {
-      const root = rootMessage(conversation);
-      const posted = await client.chat.postMessage({ channel: installation.channelId, ...root });
-      thread = { channelId: installation.channelId, ts: posted.ts! };
+      thread = { channelId: installation.channelId, ts: await postRoot(client, send) };
       await deps.saveThread({
         appId: send.appId,
         chatId: conversation.id,

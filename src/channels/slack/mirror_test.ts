@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { SlackCallError, type SlackWebClient } from "./web_client.ts";
 import type { ClaimedMirror } from "../../db/slack_sends.ts";
-import { type MirrorDeps, sendMirror } from "./mirror.ts";
+import { type MirrorDeps, ROOT_EVENT_TYPE, sendMirror } from "./mirror.ts";
 
 /** Deps whose Slack client records the posts and whose records are kept. */
 function recordingDeps() {
@@ -33,6 +33,7 @@ function claimed(message: Partial<NonNullable<ClaimedMirror["message"]>>): Claim
     id: 7,
     topic: "message",
     attempts: 0,
+    queuedAt: 1_800_000_000,
     claimedAt: "2026-11-25T00:00:00.000000Z",
     turn: 1,
     conversation: {
@@ -163,4 +164,88 @@ Deno.test("sendMirror takes a post whose 200 answer was cut as made, and posts i
     );
   await sendMirror(unanswered.deps, claimed({}));
   assert.deepEqual(unanswered.outcomes, ["pending"]);
+});
+
+/** A conversation's first send: no thread yet, queued at `queuedAt`. */
+function firstSend(attempts: number): ClaimedMirror {
+  return { ...claimed({}), attempts, queuedAt: 1_800_000_000.5, thread: null };
+}
+
+/** Deps whose channel history lists `listed` (newest first) and whose root post is cut. */
+function cutRootDeps(listed: Record<string, unknown>[]) {
+  const recording = recordingDeps();
+  const threads: string[] = [];
+  const searches: Record<string, unknown>[] = [];
+  const client = recording.deps.clientFor("sealed");
+  const post = client.chat.postMessage;
+  client.chat.postMessage = (args) => {
+    if (args.thread_ts !== undefined) return post(args);
+    recording.posts.push(args as unknown as Record<string, unknown>);
+    return Promise.reject(
+      new SlackCallError("chat.postMessage", { code: "request_error", retryAfterMs: null }, {
+        answered: true,
+      }),
+    );
+  };
+  client.conversations = {
+    history: (args: object) => {
+      searches.push(args as unknown as Record<string, unknown>);
+      return Promise.resolve({ ok: true, messages: listed, has_more: false });
+    },
+  } as unknown as SlackWebClient["conversations"];
+  recording.deps.saveThread = (thread) => (threads.push(thread.ts), Promise.resolve());
+  return { ...recording, threads, searches };
+}
+
+const ourRoot = {
+  type: "message",
+  ts: "1800000001.000200",
+  metadata: { event_type: ROOT_EVENT_TYPE, event_payload: { app_id: 1, chat_id: 3 } },
+};
+
+Deno.test("sendMirror finds a root post whose answer was cut by its metadata, and opens no second thread", async () => {
+  const otherChat = { ...ourRoot, ts: "1800000001.000300", metadata: { ...ourRoot.metadata } };
+  otherChat.metadata.event_payload = { app_id: 1, chat_id: 4 };
+  const otherApp = { ...ourRoot, ts: "1800000001.000400", metadata: { ...ourRoot.metadata } };
+  otherApp.metadata.event_payload = { app_id: 2, chat_id: 3 };
+  const { deps, posts, threads, searches, outcomes } = cutRootDeps([
+    otherApp,
+    otherChat,
+    { type: "message", ts: "1800000001.000250", text: "chatter" },
+    ourRoot,
+  ]);
+  await sendMirror(deps, firstSend(0));
+  assert.deepEqual(threads, [ourRoot.ts]);
+  assert.deepEqual(posts.map((post) => post.thread_ts ?? "root"), ["root", ourRoot.ts]);
+  assert.deepEqual(posts[0].metadata, ourRoot.metadata);
+  assert.deepEqual(searches.map((search) => [search.oldest, search.include_all_metadata]), [
+    ["1799999700.500000", true],
+  ]);
+  assert.deepEqual(outcomes, ["succeeded"]);
+});
+
+Deno.test("sendMirror looks for a root not yet listed again before it posts it on the retry", async () => {
+  const first = cutRootDeps([]);
+  await sendMirror(first.deps, firstSend(0));
+  assert.deepEqual(first.threads, []);
+  assert.deepEqual(first.outcomes, ["pending"]);
+  // The retry finds it listed now and posts only the message.
+  const retry = cutRootDeps([ourRoot]);
+  await sendMirror(retry.deps, firstSend(1));
+  assert.deepEqual(retry.threads, [ourRoot.ts]);
+  assert.deepEqual(retry.posts.map((post) => post.thread_ts ?? "root"), [ourRoot.ts]);
+  assert.deepEqual(retry.outcomes, ["succeeded"]);
+});
+
+Deno.test("sendMirror posts a conversation's first root without reading the channel's history", async () => {
+  const { deps, posts, searches, threads } = cutRootDeps([ourRoot]);
+  const client = deps.clientFor("sealed");
+  client.chat.postMessage = (args) => {
+    posts.push(args as unknown as Record<string, unknown>);
+    return Promise.resolve({ ok: true, ts: `1800000002.00000${posts.length}` });
+  };
+  await sendMirror(deps, firstSend(0));
+  assert.deepEqual(searches, []);
+  assert.deepEqual(threads, ["1800000002.000001"]);
+  assert.equal(posts.length, 2);
 });

@@ -1,5 +1,5 @@
 /**
- * The one place Parley calls Slack's Web API and reads its errors (CONTRACT §6.2): the seven
+ * The one place Parley calls Slack's Web API and reads its errors (CONTRACT §6.2): the eight
  * methods it uses, each POSTed form-encoded to `<SLACK_API_URL><method>` with the token as
  * `Authorization: Bearer`, exactly as the official `@slack/web-api` client sends them (objects
  * such as `blocks` as JSON text, absent values left out). Pointed at `SLACK_API_URL` it talks to
@@ -23,6 +23,8 @@ import type {
   ChatPostMessageResponse,
   ChatUpdateArguments,
   ChatUpdateResponse,
+  ConversationsHistoryArguments,
+  ConversationsHistoryResponse,
   ConversationsJoinArguments,
   ConversationsJoinResponse,
   FilesInfoArguments,
@@ -57,7 +59,10 @@ export interface SlackWebClient {
   users: { info(args: UsersInfoArguments): Promise<UsersInfoResponse> };
   files: { info(args: FilesInfoArguments): Promise<FilesInfoResponse> };
   auth: { test(): Promise<AuthTestResponse> };
-  conversations: { join(args: ConversationsJoinArguments): Promise<ConversationsJoinResponse> };
+  conversations: {
+    join(args: ConversationsJoinArguments): Promise<ConversationsJoinResponse>;
+    history(args: ConversationsHistoryArguments): Promise<ConversationsHistoryResponse>;
+  };
   oauth: { v2: { access(args: OAuthV2AccessArguments): Promise<OauthV2AccessResponse> } };
 }
 
@@ -244,7 +249,10 @@ export function createSlackWebClient(
     users: { info: (args) => call("users.info", args) },
     files: { info: (args) => call("files.info", args) },
     auth: { test: () => call("auth.test", {}) },
-    conversations: { join: (args) => call("conversations.join", args) },
+    conversations: {
+      join: (args) => call("conversations.join", args),
+      history: (args) => call("conversations.history", args),
+    },
     oauth: { v2: { access: (args) => call("oauth.v2.access", args) } },
   };
 }
