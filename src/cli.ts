@@ -169,8 +169,9 @@ const COMMANDS: Record<string, { flags: readonly string[]; run: Handler }> = {
       let document: unknown;
       try {
         document = JSON.parse(text);
-      } catch (error) {
-        throw new Error(`${file} is not JSON: ${error instanceof Error ? error.message : error}`);
+      } catch {
+        // Not the parser's words: they quote the file, which may be a secret given by mistake.
+        throw new Error(`${file} is not JSON`);
       }
       const flow = parseFlow(document);
       const [result] = await commitBatch(sql, [{ kind: "flow.set", appId, flow }]);
@@ -277,6 +278,10 @@ function id(flags: Record<string, string>, name: string): number {
   const value = required(flags, name);
   if (!/^[1-9][0-9]{0,15}$/.test(value)) {
     throw new Error(`Flag --${name} must be a positive integer`);
+  }
+  // Beyond it a number would name a neighbouring id.
+  if (!Number.isSafeInteger(Number(value))) {
+    throw new Error(`Flag --${name} must be at most ${Number.MAX_SAFE_INTEGER}`);
   }
   return Number(value);
 }

@@ -330,6 +330,10 @@ Deno.test("cli errors are JSON on stderr with exit 1", async () => {
     [["app:create"], "Missing flag --name"],
     [["chat:close", "--app", "x", "--id", "1"], "Flag --app must be a positive integer"],
     [["chat:close", "--app", "999999", "--id", "1"], "Application 999999 not found"],
+    [
+      ["key:list", "--app", "9007199254740993"],
+      "Flag --app must be at most 9007199254740991",
+    ],
   ];
   for (const [args, message] of cases) {
     const result = await runCliProcess(args, env);

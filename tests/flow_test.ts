@@ -484,6 +484,34 @@ Deno.test("a web visitor's click on a template's quick reply drives the Flow", a
   assert.equal(click.content, "yes");
 });
 
+Deno.test("a blank quick reply of a bot's template is no button: its click is refused and stores nothing", async () => {
+  await using db = await createTestDatabase();
+  await using server = await startTestServer(db.url);
+  const app = await createKeyedApp(db.sql);
+  await using visitor = await visitorOf(server.baseUrl, app.publicId);
+  const chatId: number = (await visitor.send("Hello")).json.data.chat_id;
+  const parameters = ["ok", "   ", "\u200b"].map((payload) => ({ type: "payload", payload }));
+  const template = {
+    name: "confirm",
+    language: "en",
+    components: [{ type: "button", sub_type: "quick_reply", index: 0, parameters }],
+  };
+  const sent = await apiCall(server.baseUrl, "/messages", {
+    key: app.key,
+    json: { chat_id: chatId, message_type: "template", content: JSON.stringify(template) },
+  });
+  assert.equal(sent.status, 200, JSON.stringify(sent.json));
+  const messageId: number = sent.json.data.message_id;
+  for (const blank of ["   ", "\u200b"]) {
+    const click = await visitor.click(chatId, messageId, blank);
+    assert.deepEqual([click.status, click.json.message], [400, "Unknown action"]);
+  }
+  const [{ n }] = await db.sql`
+    SELECT count(*)::int AS n FROM messages WHERE conversation_id = ${chatId}`;
+  assert.equal(n, 2, "nothing stored");
+  assert.equal((await visitor.click(chatId, messageId, "ok")).status, 200);
+});
+
 Deno.test("without a Flow nothing automatic is sent", async () => {
   await using db = await createTestDatabase();
   await using server = await startTestServer(db.url);
@@ -570,10 +598,11 @@ Deno.test("flow:set and flow:get store and print the Flow; a broken file is refu
       executeCommand(db.sql, { command: "flow:set", flags }),
       { message: "Invalid flow: nodes must have at least one node" },
     );
-    await Deno.writeTextFile(file, "{");
+    // A secret given by mistake is not quoted back.
+    await Deno.writeTextFile(file, "bdOv6nBKxhYvc3P0secret");
     await assert.rejects(
       executeCommand(db.sql, { command: "flow:set", flags }),
-      (error: Error) => error.message.startsWith(`${file} is not JSON`),
+      { message: `${file} is not JSON` },
     );
     await assert.rejects(
       executeCommand(db.sql, { command: "flow:set", flags: { ...flags, file: `${dir}/none` } }),

@@ -5,6 +5,7 @@
  * so a click runs in the actors' pipelined batch like any other write.
  */
 import type { Tx } from "./client.ts";
+import { NOT_BLANK } from "../domain/rich_content.ts";
 
 /** A click to accept. */
 export interface ActionInput {
@@ -58,7 +59,8 @@ export async function acceptAction(sql: Tx, input: ActionInput): Promise<Accepte
       WHERE app_id = ${input.appId} AND id = ${input.chatId} AND client_id = ${input.clientId}
       FOR UPDATE
     ), button AS (
-      -- The buttons buttonsOffered() finds: a template's quick reply is titled by its payload.
+      -- The buttons buttonsOffered() finds: a template's quick reply is titled by its payload,
+      -- and one whose payload is blank is none (no button id is blank).
       SELECT COALESCE(
         jsonb_path_query_first(m.payload, '$.buttons[*] ? (@.id == $id)', v.vars) ->> 'title',
         jsonb_path_query_first(m.payload, '$.cards[*].buttons[*] ? (@.id == $id)', v.vars)
@@ -73,7 +75,7 @@ export async function acceptAction(sql: Tx, input: ActionInput): Promise<Accepte
       WHERE m.app_id = ${input.appId} AND m.conversation_id = ${input.chatId}
         AND m.id = ${input.messageId}
         AND m.message_type IN ('buttons', 'card', 'carousel', 'template')
-        AND NOT m.internal AND m.deleted_at IS NULL
+        AND NOT m.internal AND m.deleted_at IS NULL AND ${NOT_BLANK.test(input.actionId)}
     ), accepted AS (
       -- The Flow's current step moves the Flow on; the bot's or an agent's buttons take one
       -- click and leave the Flow where it waits.
