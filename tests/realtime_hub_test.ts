@@ -287,6 +287,50 @@ Deno.test("hub replay still owes a message to a socket attached after its notice
   assert.deepEqual(annSocket.contents(), ["to Ann"]);
 });
 
+/** `sql` whose transactions (a replay's one snapshot) fail while `failures()` says so. */
+function failingTransactions(sql: Sql, failures: () => boolean): Sql {
+  const wrapped =
+    ((strings: TemplateStringsArray, ...values: unknown[]) =>
+      sql(strings, ...(values as never[]))) as unknown as Sql;
+  wrapped.begin =
+    ((...args: Parameters<Sql["begin"]>) =>
+      failures()
+        ? Promise.reject(Object.assign(new Error("write CONNECTION_CLOSED"), {
+          code: "CONNECTION_CLOSED",
+        }))
+        : sql.begin(...args)) as Sql["begin"];
+  return wrapped;
+}
+
+Deno.test("hub replay reads again when its read fails, so what the outage held still arrives", async () => {
+  await using db = await createTestDatabase();
+  const app = await insertApplication(db.sql, "Acme");
+  const clientId = await createVisitor(db.sql, app.id);
+  let failing = 2;
+  const flaky = failingTransactions(db.sql, () => failing-- > 0);
+  await using server = await startHubServer({ sql: flaky });
+  const visitor = await server.connect(app.id, clientId);
+  await sendMessages(db.sql, [[app.id, clientId, "missed"]]);
+  await server.hub.replay();
+  await waitUntil(() => visitor.contents().length === 1, "the replayed message");
+  assert.deepEqual(visitor.contents(), ["missed"]);
+  assert.equal(visitor.closeCode(), null);
+});
+
+Deno.test("hub replay that cannot read closes the sockets that may have missed messages (1011)", async () => {
+  await using db = await createTestDatabase();
+  const app = await insertApplication(db.sql, "Acme");
+  const clientId = await createVisitor(db.sql, app.id);
+  const flaky = failingTransactions(db.sql, () => true);
+  await using server = await startHubServer({ sql: flaky });
+  const visitor = await server.connect(app.id, clientId);
+  await sendMessages(db.sql, [[app.id, clientId, "missed"]]);
+  await server.hub.replay();
+  await waitUntil(() => visitor.closeCode() !== null, "the socket closed", 10_000);
+  assert.equal(visitor.closeCode(), 1011);
+  assert.deepEqual(visitor.contents(), []);
+});
+
 Deno.test("hub catches a socket attached late up on what its visitor got since, each message once", async () => {
   await using db = await createTestDatabase();
   const app = await insertApplication(db.sql, "Acme");

@@ -332,7 +332,20 @@ export function createRealtimeHub(options: RealtimeHubOptions): RealtimeHub {
       const since = new Date(lastNoticeAt - replayWindowMs);
       return serialize(async () => {
         const clients = sockets.watchedClients(sockets.apps());
-        pushChanges(await listClientChangesSince(sql, clients, since));
+        let changes: Awaited<ReturnType<typeof listClientChangesSince>>;
+        try {
+          changes = await withRetries(() => listClientChangesSince(sql, clients, since));
+        } catch (error) {
+          // What the outage held is committed and no notice will bring it: the sockets that may
+          // have missed it are closed (1011), and their clients reconnect and read it.
+          for (const { appId, clientId } of clients) {
+            for (const socket of sockets.of(appId, clientId) ?? []) {
+              closeSocket(socket, INTERNAL_ERROR_CLOSE, "Internal server error");
+            }
+          }
+          throw error;
+        }
+        pushChanges(changes);
       });
     },
 

@@ -68,6 +68,8 @@ export interface VisitorSocket {
   frames: VisitorFrame[];
   /** Contents of the `message.created` frames, in order. */
   contents(): string[];
+  /** The code the socket was closed with; null while it is open. */
+  closeCode(): number | null;
   close(): Promise<void>;
 }
 
@@ -131,7 +133,13 @@ export async function startHubServer(options: HubServerOptions): Promise<HubServ
     );
     const frames: VisitorFrame[] = [];
     socket.onmessage = (event) => frames.push(JSON.parse(event.data));
-    const closed = new Promise((resolve) => socket.addEventListener("close", resolve));
+    let closeCode: number | null = null;
+    const closed = new Promise((resolve) =>
+      socket.addEventListener("close", (event) => {
+        closeCode = event.code;
+        resolve(event);
+      })
+    );
     await new Promise((resolve, reject) => {
       socket.onopen = resolve;
       socket.onerror = reject;
@@ -140,6 +148,7 @@ export async function startHubServer(options: HubServerOptions): Promise<HubServ
       frames,
       contents: () =>
         frames.flatMap((frame) => frame.type === "message.created" ? [frame.message.content] : []),
+      closeCode: () => closeCode,
       async close() {
         if (socket.readyState !== WebSocket.CLOSED) socket.close();
         await closed;
