@@ -111,21 +111,28 @@ export function parseStrict(text: string): Address | null {
   return ipaddr.IPv6.isValid(hex) ? ipaddr.IPv6.parse(hex) : null;
 }
 
+/**
+ * The ranges of ipaddr.js that IANA's special-purpose registries call globally reachable
+ * unicast: AS112's DNS sinks and AMT relays (anycast, which is unicast to a sender). The IPv6
+ * ones inside `2001::/23` stay blocked with it, as the contract lists it.
+ */
+const GLOBALLY_REACHABLE = new Set(["unicast", "as112", "amt", "as112v6"]);
+
 /** Whether a parsed address must be refused (see {@linkcode isBlockedAddress}). */
 export function isBlockedParsed(address: Address): boolean {
   if (address.kind() === "ipv4") {
     const v4 = address as ipaddr.IPv4;
-    return v4.range() !== "unicast" || BLOCKED_V4.some((range) => v4.match(range));
+    return !GLOBALLY_REACHABLE.has(v4.range()) || BLOCKED_V4.some((range) => v4.match(range));
   }
   const v6 = address as ipaddr.IPv6;
   if (v6.isIPv4MappedAddress()) return isBlockedParsed(v6.toIPv4Address());
-  return v6.range() !== "unicast" || !v6.match(GLOBAL_UNICAST_V6) ||
+  return !GLOBALLY_REACHABLE.has(v6.range()) || !v6.match(GLOBAL_UNICAST_V6) ||
     BLOCKED_V6.some((range) => v6.match(range));
 }
 
 /**
  * Whether a connection to `address` must be refused: true for every range of CONTRACT §5.3 (and
- * whatever else ipaddr.js calls non-unicast), for an IPv4-mapped IPv6 address whose IPv4 is
+ * whatever else ipaddr.js calls neither unicast nor AS112 or AMT), for an IPv4-mapped IPv6 address whose IPv4 is
  * blocked, and for anything that is not an IP address in canonical notation (including an IPv6
  * address with a zone id).
  */

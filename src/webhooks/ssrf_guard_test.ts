@@ -159,6 +159,13 @@ Deno.test("isBlockedAddress() allows public unicast addresses", () => {
   for (const address of ["8.8.8.8", "1.1.1.1", "93.184.215.14", "2606:4700:4700::1111"]) {
     assert.equal(isBlockedAddress(address), false, address);
   }
+  // Anycast services IANA calls globally reachable: AS112 and AMT; in 2001::/23, blocked.
+  for (const address of ["192.175.48.1", "192.31.196.1", "192.52.193.1", "2620:4f:8000::1"]) {
+    assert.equal(isBlockedAddress(address), false, address);
+  }
+  for (const address of ["2001:4:112::1", "2001:3::1", "5f00::1"]) {
+    assert.equal(isBlockedAddress(address), true, address);
+  }
 });
 
 Deno.test("isBlockedAddress() checks an IPv4-mapped address as its IPv4 and blocks all NAT64", () => {
