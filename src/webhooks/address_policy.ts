@@ -132,9 +132,9 @@ export function isBlockedParsed(address: Address): boolean {
 
 /**
  * Whether a connection to `address` must be refused: true for every range of CONTRACT §5.3 (and
- * whatever else ipaddr.js calls neither unicast nor AS112 or AMT), for an IPv4-mapped IPv6 address whose IPv4 is
- * blocked, and for anything that is not an IP address in canonical notation (including an IPv6
- * address with a zone id).
+ * whatever else ipaddr.js calls neither unicast nor AS112 or AMT), for an IPv4-mapped IPv6
+ * address whose IPv4 is blocked, and for anything that is not an IP address in canonical notation
+ * (including an IPv6 address with a zone id).
  */
 export function isBlockedAddress(address: string): boolean {
   const parsed = parseStrict(address);
