@@ -121,6 +121,11 @@ Deno.test("GET /webhook answers Meta's handshake only with the right verify toke
   assert.equal(ok.status, 200);
   assert.match(ok.headers.get("content-type") ?? "", /^text\/plain/);
   assert.equal(await ok.text(), "1158201444");
+  // Byte for byte, also bytes that are not UTF-8.
+  const raw = await verify(
+    `hub.mode=subscribe&hub.verify_token=${VERIFY_TOKEN}&hub.challenge=%FF%FE`,
+  );
+  assert.deepEqual([...new Uint8Array(await raw.arrayBuffer())], [0xff, 0xfe]);
   for (
     const query of [
       "hub.mode=subscribe&hub.verify_token=nope&hub.challenge=1",

@@ -1,7 +1,7 @@
 /**
  * Fetching a media file for the proxies: the platform must answer within `headersMs`, and the
- * body may then take as long as it needs as long as it keeps coming — a pause longer than
- * `idleMs` ends it with an error. A whole-request timeout would cut a large file on a slow link;
+ * body may then take as long as it needs as long as it keeps coming — a wait for its next chunk
+ * longer than `idleMs` ends it with an error (a reader that pauses is not waiting for it). A whole-request timeout would cut a large file on a slow link;
  * no timeout at all let a silent upstream hold the visitor's request (and the server's shutdown)
  * forever. The file is asked for unencoded (`accept-encoding: identity`); since the header is
  * set here, fetch leaves a body the platform encodes anyway as it came, so its
@@ -28,7 +28,7 @@ export async function fetchMedia(
 ): Promise<Response> {
   const { headersMs = 15_000, idleMs = 30_000 } = limits;
   const controller = new AbortController();
-  let timer = setTimeout(() => controller.abort(new Error("No answer in time")), headersMs);
+  const timer = setTimeout(() => controller.abort(new Error("No answer in time")), headersMs);
   let response: Response;
   try {
     response = await fetch(url, {
@@ -40,22 +40,31 @@ export async function fetchMedia(
     clearTimeout(timer);
   }
   if (!response.body) return response;
-  const stall = () => controller.abort(new Error("The download stalled"));
-  timer = setTimeout(stall, idleMs);
-  const watched = response.body.pipeThrough(
-    new TransformStream<Uint8Array, Uint8Array>({
-      transform(chunk, stream) {
-        clearTimeout(timer);
-        timer = setTimeout(stall, idleMs);
-        stream.enqueue(chunk);
-      },
-      flush() {
-        clearTimeout(timer);
-      },
-      cancel() {
-        clearTimeout(timer);
-      },
-    }),
-  );
+  const reader = response.body.getReader();
+  // The limit runs only while the body is waited for: a reader that takes its time is no stall.
+  // A stall errors the stream itself, then ends the upstream: an abort alone did not always end a
+  // body that was being read (a large one, in Deno 2.9), and the download hung.
+  const watched = new ReadableStream<Uint8Array>({
+    async pull(stream) {
+      let stalled: ReturnType<typeof setTimeout> | undefined;
+      const deadline = new Promise<never>((_, reject) => {
+        stalled = setTimeout(() => reject(new Error("The download stalled")), idleMs);
+      });
+      try {
+        const { done, value } = await Promise.race([reader.read(), deadline]);
+        if (done) stream.close();
+        else stream.enqueue(value);
+      } catch (error) {
+        stream.error(error);
+        controller.abort(error);
+        reader.cancel(error).catch(() => {});
+      } finally {
+        clearTimeout(stalled);
+      }
+    },
+    cancel(reason) {
+      return reader.cancel(reason);
+    },
+  });
   return new Response(watched, { status: response.status, headers: response.headers });
 }

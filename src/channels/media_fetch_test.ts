@@ -85,6 +85,44 @@ Deno.test("fetchMedia ends a body that stalls, and keeps one that keeps coming",
   assert.equal(await steady.text(), "first more more more more more more ");
 });
 
+Deno.test("fetchMedia ends a large body that stalls while it is being read", async () => {
+  let release!: () => void;
+  const held = new Promise<void>((resolve) => release = resolve);
+  const size = 16 * 1024 * 1024;
+  await using upstream = serve(() => {
+    const body = new ReadableStream<Uint8Array>({
+      async start(controller) {
+        for (let sent = 0; sent < size / 2; sent += 65_536) {
+          controller.enqueue(new Uint8Array(65_536));
+        }
+        await held;
+        controller.close();
+      },
+    });
+    return new Response(body, { headers: { "content-length": String(size) } });
+  });
+  try {
+    const response = await fetchMedia(upstream.url, { headers: {} }, { idleMs: 300 });
+    const ended = response.arrayBuffer().then(() => "whole", (error) => String(error));
+    const hung = new Promise((resolve) => setTimeout(resolve, 5_000, "still waiting"));
+    assert.equal(await Promise.race([ended, hung]), "Error: The download stalled");
+  } finally {
+    release();
+  }
+});
+
+Deno.test("fetchMedia lets a reader pause longer than the idle limit", async () => {
+  await using upstream = serve(() => new Response("z".repeat(4 * 1024 * 1024)));
+  const response = await fetchMedia(upstream.url, { headers: {} }, { idleMs: 200 });
+  const reader = response.body!.getReader();
+  let bytes = (await reader.read()).value!.length;
+  await new Promise((resolve) => setTimeout(resolve, 600));
+  for (let chunk = await reader.read(); !chunk.done; chunk = await reader.read()) {
+    bytes += chunk.value.length;
+  }
+  assert.equal(bytes, 4 * 1024 * 1024);
+});
+
 Deno.test("fetchMedia leaves no timer behind when the reader cancels", async () => {
   await using upstream = serve(() => new Response("z".repeat(1_000_000)));
   const response = await fetchMedia(upstream.url, { headers: {} }, { idleMs: 60_000 });

@@ -4,6 +4,7 @@
  * the body stored, 200 answered, the updates applied after the answer — and the media proxy
  * that serves customers' files to whoever holds a link Parley signed.
  */
+import { queryParamBytes } from "../domain/query_bytes.ts";
 import { Hono } from "hono";
 import { readRequestBody } from "./middleware/body_size_limit.ts";
 import { timingSafeEqual } from "node:crypto";
@@ -89,11 +90,14 @@ export function whatsappRoutes(deps: WhatsAppRoutesDeps): Hono {
     const channel = await channelOf(c.req.param("appId"));
     const mode = c.req.query("hub.mode");
     const token = c.req.query("hub.verify_token") ?? "";
-    const challenge = c.req.query("hub.challenge") ?? "";
     if (!channel || mode !== "subscribe" || !equalSecrets(token, channel.verifyToken)) {
       throw new AppError(403, "Verification failed");
     }
-    return c.body(challenge, 200, { "content-type": "text/plain; charset=utf-8" });
+    // Echoed byte for byte, also when its bytes are not UTF-8.
+    const challenge = queryParamBytes(new URL(c.req.url).search, "hub.challenge");
+    return c.body(challenge ?? new Uint8Array(0), 200, {
+      "content-type": "text/plain; charset=utf-8",
+    });
   });
 
   routes.post(
