@@ -182,6 +182,13 @@ Deno.test("startFakeSlack() lists a channel's top-level posts newest first, by p
   assert.deepEqual(next.map((post) => post.text), ["one"]);
   const after = (await history({ oldest: posted[0] })).body.messages as { text: string }[];
   assert.deepEqual(after.map((post) => post.text), ["two"]);
+  const between = (params: Record<string, string>) =>
+    history(params).then(({ body }) => (body.messages as { text: string }[]).map((p) => p.text));
+  assert.deepEqual(await between({ oldest: posted[0], latest: posted[1] }), []);
+  assert.deepEqual(await between({ oldest: posted[0], latest: posted[1], inclusive: "true" }), [
+    "two",
+    "one",
+  ]);
 });
 
 Deno.test("startFakeSlack() acts on a call whose answer it cuts", async () => {

@@ -256,6 +256,34 @@ Deno.test("a root post whose answer was cut is found in the channel, not posted 
   const ts = await threadTs(env);
   assert.equal(replies[0].params.thread_ts, ts);
   assert.match(ts, /^\d{10}\.\d{6}$/);
+  const [{ n }] = await env.db.sql`SELECT count(*)::int AS n FROM slack_root_attempts`;
+  assert.equal(n, 0, "found: forgotten");
+});
+
+Deno.test("a root attempted before is looked for before the conversation's next send posts one", async () => {
+  await using env = await setUp();
+  await install(env);
+  const chat = await createVisitorChat(env.server.baseUrl, env.app.publicId, "Hello");
+  await waitUntil(() => posts(env.slack).length >= 2, "the root and the message");
+  const ts = await threadTs(env);
+  // As if the process had ended between the root's post and its thread's save.
+  await env.db.sql`DELETE FROM slack_threads`;
+  await env.db.sql`
+    INSERT INTO slack_root_attempts (app_id, conversation_id, team_id, channel_id)
+    VALUES (${env.app.appId}, ${chat.chatId}, ${TEAM}, ${CHANNEL})`;
+  const sent = await apiCall(env.server.baseUrl, "/messages", {
+    key: env.app.key,
+    json: { chat_id: chat.chatId, content: "Still here" },
+  });
+  assert.equal(sent.status, 200);
+  await waitUntil(() => posts(env.slack).length >= 3, "the reply");
+  const [root, ...replies] = posts(env.slack);
+  assert.ok(!root.params.thread_ts);
+  assert.deepEqual(replies.map((call) => [call.params.thread_ts, call.params.text]), [
+    [ts, "Hello"],
+    [ts, "Still here"],
+  ]);
+  assert.equal(await threadTs(env), ts);
 });
 
 Deno.test("another organisation's member in a shared channel is no agent: their replies, edits and clicks change nothing", async () => {

@@ -34,6 +34,7 @@ import { sendToWhatsApp } from "../src/channels/whatsapp/sender.ts";
 import {
   type ClaimedMirror,
   claimMirrorSends,
+  noteRootAttempt,
   pauseSlackWorkspace,
   recordMirrorOutcome,
   saveMirroredParts,
@@ -185,6 +186,7 @@ self.onmessage = async (event: MessageEvent<DeliveryWorkerMessage>) => {
             sendMirror({
               clientFor: slackClients,
               saveThread: (thread) => recorded(() => saveThread(pool, thread)),
+              noteRootAttempt: (root) => recorded(() => noteRootAttempt(pool, root)),
               saveMirrored: (link) => recorded(() => saveMirroredParts(pool, link)),
               record: (claimed, outcome, error) =>
                 recorded(() => recordMirrorOutcome(pool, claimed, outcome, error)),

@@ -12,8 +12,13 @@
 export interface MediaFetchLimits {
   /** Longest wait for the response head. @default 15_000 */
   headersMs?: number;
-  /** Longest pause between two chunks of the body. @default 30_000 */
+  /** Longest wait for the body's next chunk. @default 30_000 */
   idleMs?: number;
+  /**
+   * Longest time the reader may leave a chunk waiting (a client that stopped reading), after
+   * which the download ends: it holds a connection to the platform. @default 300_000
+   */
+  readerIdleMs?: number;
 }
 
 /**
@@ -26,7 +31,7 @@ export async function fetchMedia(
   init: { headers: Record<string, string> },
   limits: MediaFetchLimits = {},
 ): Promise<Response> {
-  const { headersMs = 15_000, idleMs = 30_000 } = limits;
+  const { headersMs = 15_000, idleMs = 30_000, readerIdleMs = 300_000 } = limits;
   const controller = new AbortController();
   const timer = setTimeout(() => controller.abort(new Error("No answer in time")), headersMs);
   let response: Response;
@@ -41,28 +46,39 @@ export async function fetchMedia(
   }
   if (!response.body) return response;
   const reader = response.body.getReader();
-  // The limit runs only while the body is waited for: a reader that takes its time is no stall.
-  // A stall errors the stream itself, then ends the upstream: an abort alone did not always end a
-  // body that was being read (a large one, in Deno 2.9), and the download hung.
+  // The idle limit runs only while the body is waited for: a reader that takes its time is no
+  // stall; one that stops reading for good meets the reader's limit. Either errors the stream
+  // itself, then ends the upstream: an abort alone did not always end a body that was being read
+  // (a large one, in Deno 2.9), and the download hung.
+  let unread: ReturnType<typeof setTimeout> | undefined;
+  const end = (stream: ReadableStreamDefaultController<Uint8Array>, error: Error) => {
+    stream.error(error);
+    controller.abort(error);
+    reader.cancel(error).catch(() => {});
+  };
   const watched = new ReadableStream<Uint8Array>({
     async pull(stream) {
+      clearTimeout(unread);
       let stalled: ReturnType<typeof setTimeout> | undefined;
       const deadline = new Promise<never>((_, reject) => {
         stalled = setTimeout(() => reject(new Error("The download stalled")), idleMs);
       });
       try {
         const { done, value } = await Promise.race([reader.read(), deadline]);
-        if (done) stream.close();
-        else stream.enqueue(value);
+        if (done) return stream.close();
+        stream.enqueue(value);
+        unread = setTimeout(
+          () => end(stream, new Error("The reader stopped reading")),
+          readerIdleMs,
+        );
       } catch (error) {
-        stream.error(error);
-        controller.abort(error);
-        reader.cancel(error).catch(() => {});
+        end(stream, error instanceof Error ? error : new Error(String(error)));
       } finally {
         clearTimeout(stalled);
       }
     },
     cancel(reason) {
+      clearTimeout(unread);
       return reader.cancel(reason);
     },
   });

@@ -123,6 +123,35 @@ Deno.test("fetchMedia lets a reader pause longer than the idle limit", async () 
   assert.equal(bytes, 4 * 1024 * 1024);
 });
 
+Deno.test("fetchMedia ends a download its reader stopped reading, and the platform's side of it", async () => {
+  const ended = Promise.withResolvers<void>();
+  await using upstream = serve(() => {
+    const body = new ReadableStream<Uint8Array>({
+      pull(controller) {
+        controller.enqueue(new Uint8Array(65_536));
+      },
+      cancel() {
+        ended.resolve();
+      },
+    });
+    return new Response(body);
+  });
+  const response = await fetchMedia(upstream.url, { headers: {} }, {
+    idleMs: 5_000,
+    readerIdleMs: 300,
+  });
+  const reader = response.body!.getReader();
+  await reader.read();
+  await new Promise((resolve) => setTimeout(resolve, 600));
+  // What was already queued may still come; then the end.
+  const rest = async () => {
+    for (let chunk = 0; chunk < 64; chunk++) if ((await reader.read()).done) return "done";
+    return "still coming";
+  };
+  await assert.rejects(rest(), /The reader stopped reading/);
+  await ended.promise;
+});
+
 Deno.test("fetchMedia leaves no timer behind when the reader cancels", async () => {
   await using upstream = serve(() => new Response("z".repeat(1_000_000)));
   const response = await fetchMedia(upstream.url, { headers: {} }, { idleMs: 60_000 });

@@ -72,8 +72,7 @@ export function claimedInSendOrder(
       SET claimed_until = clock_timestamp() + make_interval(secs => ${leaseSeconds}),
         claimed_at = clock_timestamp()
       FROM due WHERE o.app_id = due.app_id AND o.id = due.id
-      RETURNING o.app_id, o.id, o.topic, o.payload, o.attempts, o.claimed_at, o.created_at,
-        due.turn
+      RETURNING o.app_id, o.id, o.topic, o.payload, o.attempts, o.claimed_at, due.turn
     ), ${walkEndCte(sql, limit)}`;
 }
 

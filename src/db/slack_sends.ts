@@ -29,8 +29,6 @@ export interface ClaimedMirror {
   /** `message`: post a message in the thread; `chat`: show the conversation's new status. */
   topic: "message" | "chat";
   attempts: number;
-  /** When the send was queued, in Unix seconds: nothing of it can be in Slack from before. */
-  queuedAt: number;
   /** The claim's token (see `channel_claims.ts`). */
   claimedAt: string;
   /** Its application's place in the claim's round (1 for the first application visited). */
@@ -66,9 +64,16 @@ export interface ClaimedMirror {
   } | null;
   /** The conversation's thread, when it has one in the installation's workspace. */
   thread: { channelId: string; ts: string } | null;
+  /**
+   * When its root was attempted in the installation's channel without its ts being learnt, in
+   * Unix seconds (first and last attempt); null when it never was.
+   */
+  rootAttempt: { firstAt: number; lastAt: number } | null;
   installation: {
     teamId: string;
     channelId: string;
+    /** The bot's id (`B…`), which its posts carry; null when Slack did not say. */
+    botId: string | null;
     botTokenSealed: string;
     /** How long Slack still asks the workspace's calls to wait (a 429's Retry-After), or 0. */
     rateLimitedForMs: number;
@@ -87,7 +92,6 @@ export async function claimMirrorSends(
   const rows = await sql<any[]>`
     ${claimedInSendOrder(sql, { kind: "slack", ...options })}
     SELECT round.walked_to, c.app_id, c.id, c.topic, c.attempts, c.claimed_at, c.turn,
-      extract(epoch FROM c.created_at)::float8 AS queued_at,
       conv.id AS chat_id, conv.status, conv.channel, cl.name AS visitor_name,
       cl.email AS visitor_email,
       m.id AS message_id, m.sender_type, m.sender_name, m.message_type, m.content, m.payload,
@@ -97,7 +101,9 @@ export async function claimMirrorSends(
       q.id IS NOT NULL AND q.deleted_at IS NULL AS quoted_kept, q.sender_type AS quoted_sender_type,
       q.sender_name AS quoted_sender_name, q.message_type AS quoted_message_type,
       q.content AS quoted_content, q.payload AS quoted_payload,
-      s.team_id, s.channel_id, s.bot_token_sealed,
+      s.team_id, s.channel_id, s.bot_token_sealed, s.bot_id,
+      extract(epoch FROM ra.first_at)::float8 AS root_first_at,
+      extract(epoch FROM ra.last_at)::float8 AS root_last_at,
       greatest(0, ceil(extract(epoch FROM s.rate_limited_until - clock_timestamp()) * 1000))::float8
         AS rate_limited_for_ms,
       t.channel_id AS thread_channel, t.thread_ts
@@ -112,13 +118,14 @@ export async function claimMirrorSends(
     LEFT JOIN slack_messages sm ON sm.app_id = m.app_id AND sm.message_id = m.id
     LEFT JOIN slack_installations s ON s.app_id = c.app_id
     LEFT JOIN slack_threads t ON t.app_id = c.app_id AND t.conversation_id = conv.id
-      AND t.team_id = s.team_id`;
+      AND t.team_id = s.team_id
+    LEFT JOIN slack_root_attempts ra ON ra.app_id = c.app_id AND ra.conversation_id = conv.id
+      AND ra.team_id = s.team_id AND ra.channel_id = s.channel_id`;
   return roundOf(rows, (row): ClaimedMirror => ({
     appId: row.app_id,
     id: row.id,
     topic: row.topic === "chat" ? "chat" : "message",
     attempts: row.attempts,
-    queuedAt: row.queued_at,
     claimedAt: row.claimed_at,
     turn: row.turn,
     conversation: row.chat_id === null ? null : {
@@ -143,9 +150,13 @@ export async function claimMirrorSends(
       referral: row.referral,
     },
     thread: row.thread_ts === null ? null : { channelId: row.thread_channel, ts: row.thread_ts },
+    rootAttempt: row.root_first_at === null
+      ? null
+      : { firstAt: row.root_first_at, lastAt: row.root_last_at },
     installation: row.team_id === null ? null : {
       teamId: row.team_id,
       channelId: row.channel_id,
+      botId: row.bot_id,
       botTokenSealed: row.bot_token_sealed,
       rateLimitedForMs: row.rate_limited_for_ms ?? 0,
     },
@@ -188,11 +199,30 @@ export async function saveThread(
   thread: { appId: number; chatId: number; teamId: string; channelId: string; ts: string },
 ): Promise<void> {
   await sql`
+    WITH attempted AS (
+      DELETE FROM slack_root_attempts
+      WHERE app_id = ${thread.appId} AND conversation_id = ${thread.chatId}
+    )
     INSERT INTO slack_threads (app_id, conversation_id, team_id, channel_id, thread_ts)
     VALUES (${thread.appId}, ${thread.chatId}, ${thread.teamId}, ${thread.channelId},
       ${thread.ts})
     ON CONFLICT (app_id, conversation_id) DO UPDATE SET team_id = EXCLUDED.team_id,
       channel_id = EXCLUDED.channel_id, thread_ts = EXCLUDED.thread_ts`;
+}
+
+/**
+ * Notes that a conversation's root is about to be posted in `channelId` (see
+ * `slack_root_attempts`): from then on, until its thread is saved, an attempt looks for it first.
+ */
+export async function noteRootAttempt(
+  sql: Tx,
+  root: { appId: number; chatId: number; teamId: string; channelId: string },
+): Promise<void> {
+  await sql`
+    INSERT INTO slack_root_attempts (app_id, conversation_id, team_id, channel_id)
+    VALUES (${root.appId}, ${root.chatId}, ${root.teamId}, ${root.channelId})
+    ON CONFLICT (app_id, conversation_id, team_id, channel_id)
+    DO UPDATE SET last_at = clock_timestamp()`;
 }
 
 /** A message's posts in Slack: `ts` is the first's, `parts` how many have landed. */

@@ -300,13 +300,18 @@ export function startFakeSlack(options: FakeSlackOptions): Promise<FakeSlack> {
       }
       return reply({ ok: true, channel, ts, message });
     },
-    // Newest first, `limit` a page (default 100), after `oldest`; metadata only when asked.
+    // Newest first, `limit` a page (default 100), between `oldest` and `latest` (included with
+    // `inclusive`); metadata only when asked.
     "conversations.history": (params) => {
       const oldest = Number(str(params.oldest) || "0");
+      const latest = Number(str(params.latest) || "Infinity");
+      const inclusive = String(params.inclusive) === "true";
       const limit = Number(params.limit ?? 100);
       const start = Number(str(params.cursor) || "0");
+      const within = (ts: number) =>
+        inclusive ? oldest <= ts && ts <= latest : oldest < ts && ts < latest;
       const posts = (history.get(str(params.channel)) ?? [])
-        .filter((post) => Number(post.ts) > oldest && messages.has(`${params.channel} ${post.ts}`))
+        .filter((post) => within(Number(post.ts)) && messages.has(`${params.channel} ${post.ts}`))
         .reverse();
       const withMetadata = String(params.include_all_metadata) === "true";
       const page = posts.slice(start, start + limit).map(({ metadata, ...post }) =>

@@ -47,6 +47,10 @@ export interface MirrorDeps {
   saveThread(
     thread: { appId: number; chatId: number; teamId: string; channelId: string; ts: string },
   ): Promise<void>;
+  /** Notes that a conversation's root is about to be posted (see `noteRootAttempt`). */
+  noteRootAttempt(
+    root: { appId: number; chatId: number; teamId: string; channelId: string },
+  ): Promise<void>;
   /** Remembers that the first `parts` posts of a message are in Slack (`ts`: the first's). */
   saveMirrored(link: MirroredParts): Promise<void>;
   /** Records how the send ended; an `uncounted` retry uses none of its attempts. */
@@ -111,23 +115,50 @@ export function rootMessage(conversation: NonNullable<ClaimedMirror["conversatio
 
 /** The `event_type` of the metadata on a conversation's root post, by which it is found again. */
 export const ROOT_EVENT_TYPE = "parley_conversation";
-/** How many pages of the channel's history (200 posts each) a search for a lost root reads. */
+/** Pages of the channel's history (15 posts each, the most Slack gives some apps) searched. */
 const ROOT_SEARCH_PAGES = 5;
-/** How far before its send was queued a root is looked for: the two clocks may disagree. */
-const ROOT_SEARCH_SLACK_SECONDS = 300;
+/**
+ * Slack's clock may be this far from ours, either way: a root's ts is looked for this much before
+ * its first attempt and after its last one (plus the call's own 10 s limit).
+ */
+const ROOT_SEARCH_MARGIN_SECONDS = 60;
+
+/** A search of the channel's history for a lost root that could not be made; tried again later. */
+export class RootSearchError extends Error {
+  /** How long Slack asked to wait (a 429's Retry-After), if it did. */
+  readonly retryAfterMs: number | null;
+  constructor(cause: unknown) {
+    super("Cannot look for the conversation's root in the channel", { cause });
+    this.name = "RootSearchError";
+    this.retryAfterMs = slackErrorOf(cause).retryAfterMs;
+  }
+}
 
 /**
- * Posts the root of the send's conversation and answers its `ts`. A root that an earlier attempt
- * may have posted (a retry), or whose answer was cut once Slack had begun it, is first looked for
- * in the channel by the metadata it carries: posting it again would open a second thread.
+ * Posts the root of the send's conversation and answers its `ts`. A root attempted before
+ * without its ts being learnt (an answer cut, a timeout, a crash before the thread was saved) is
+ * first looked for in the channel by the metadata it carries, and one whose answer is cut now,
+ * at once: posting it again would open a second thread.
  */
-async function postRoot(client: SlackWebClient, send: ClaimedMirror): Promise<string> {
+async function postRoot(
+  client: SlackWebClient,
+  deps: MirrorDeps,
+  send: ClaimedMirror,
+): Promise<string> {
   const installation = send.installation!;
   const conversation = send.conversation!;
-  if (send.attempts > 0) {
-    const found = await findRoot(client, send);
+  if (send.rootAttempt) {
+    const found = await findRoot(client, send, send.rootAttempt);
     if (found !== null) return found;
   }
+  const root = {
+    appId: send.appId,
+    chatId: conversation.id,
+    teamId: installation.teamId,
+    channelId: installation.channelId,
+  };
+  await deps.noteRootAttempt(root);
+  const postedAt = Date.now() / 1000;
   try {
     const posted = await client.chat.postMessage({
       channel: installation.channelId,
@@ -140,31 +171,52 @@ async function postRoot(client: SlackWebClient, send: ClaimedMirror): Promise<st
     return posted.ts!;
   } catch (error) {
     if (!(error instanceof SlackCallError && error.answered)) throw error;
-    // Nothing found yet: the send is tried again later, and looks again before it posts.
-    const found = await findRoot(client, send);
+    const attempt = { firstAt: send.rootAttempt?.firstAt ?? postedAt, lastAt: postedAt };
+    // Not listed yet: the send is tried again later and looks again before it posts.
+    const found = await findRoot(client, send, attempt);
     if (found === null) throw error;
     return found;
   }
 }
 
-/** The `ts` of the send's conversation's root in the channel, read from its history; or null. */
-async function findRoot(client: SlackWebClient, send: ClaimedMirror): Promise<string | null> {
-  const oldest = Math.max(0, send.queuedAt - ROOT_SEARCH_SLACK_SECONDS).toFixed(6);
+/**
+ * The `ts` of the send's conversation's root in the channel — a post of our bot carrying its
+ * metadata, within the attempts' times — or null; a search Slack refuses throws
+ * {@linkcode RootSearchError}.
+ */
+async function findRoot(
+  client: SlackWebClient,
+  send: ClaimedMirror,
+  attempt: { firstAt: number; lastAt: number },
+): Promise<string | null> {
+  const { channelId, botId } = send.installation!;
+  const window = {
+    oldest: Math.max(0, attempt.firstAt - ROOT_SEARCH_MARGIN_SECONDS).toFixed(6),
+    latest: (attempt.lastAt + 10 + ROOT_SEARCH_MARGIN_SECONDS).toFixed(6),
+  };
   let cursor: string | undefined;
   for (let page = 0; page < ROOT_SEARCH_PAGES; page++) {
-    const answer = await client.conversations.history({
-      channel: send.installation!.channelId,
-      oldest,
-      limit: 200,
-      include_all_metadata: true,
-      ...(cursor === undefined ? {} : { cursor }),
-    });
+    let answer: Awaited<ReturnType<SlackWebClient["conversations"]["history"]>>;
+    try {
+      answer = await client.conversations.history({
+        channel: channelId,
+        ...window,
+        inclusive: true,
+        limit: 15,
+        include_all_metadata: true,
+        ...(cursor === undefined ? {} : { cursor }),
+      });
+    } catch (error) {
+      throw new RootSearchError(error);
+    }
     for (const message of answer.messages ?? []) {
-      const metadata = message.metadata;
-      const payload = metadata?.event_payload as Record<string, unknown> | undefined;
+      const payload = message.metadata?.event_payload as Record<string, unknown> | undefined;
+      // Slack may hand the payload's numbers back as text.
       if (
-        metadata?.event_type === ROOT_EVENT_TYPE && payload?.app_id === send.appId &&
-        payload?.chat_id === send.conversation!.id && typeof message.ts === "string"
+        message.metadata?.event_type === ROOT_EVENT_TYPE &&
+        String(payload?.app_id) === String(send.appId) &&
+        String(payload?.chat_id) === String(send.conversation!.id) &&
+        (botId === null || message.bot_id === botId) && typeof message.ts === "string"
       ) return message.ts;
     }
     cursor = answer.response_metadata?.next_cursor || undefined;
@@ -214,7 +266,7 @@ export async function sendMirror(deps: MirrorDeps, send: ClaimedMirror): Promise
   try {
     let thread = send.thread;
     if (!thread) {
-      thread = { channelId: installation.channelId, ts: await postRoot(client, send) };
+      thread = { channelId: installation.channelId, ts: await postRoot(client, deps, send) };
       await deps.saveThread({
         appId: send.appId,
         chatId: conversation.id,
@@ -299,6 +351,16 @@ export async function sendMirror(deps: MirrorDeps, send: ClaimedMirror): Promise
     }
     return deps.record(send, { state: "succeeded" }, null);
   } catch (error) {
+    if (error instanceof RootSearchError) {
+      // The history's own limit (as low as one call a minute for some apps) is no reason to
+      // hold the workspace's posts; the send waits at least as long as Slack asked.
+      const scheduled = nextSendRetryDelayMs(send.attempts + 1, { random: random() });
+      const outcome = scheduled === null ? { state: "failed" as const } : {
+        state: "pending" as const,
+        retryInMs: Math.min(Math.max(scheduled, error.retryAfterMs ?? 0), MAX_SEND_RETRY_AFTER_MS),
+      };
+      return deps.record(send, outcome, `Slack: ${slackErrorOf(error.cause).code} (root search)`);
+    }
     const { code, retryAfterMs } = slackErrorOf(error);
     if (code === "ratelimited") {
       // Slack's rate limit is not the send's fault: it waits as asked without using an attempt,

@@ -20,6 +20,7 @@ function recordingDeps() {
   const deps: MirrorDeps = {
     clientFor: () => client,
     saveThread: () => Promise.resolve(),
+    noteRootAttempt: () => Promise.resolve(),
     saveMirrored: (link) => (saved.push(link.parts), Promise.resolve()),
     record: (_send, outcome) => (outcomes.push(outcome.state), Promise.resolve()),
     pauseWorkspace: () => Promise.resolve(),
@@ -33,7 +34,6 @@ function claimed(message: Partial<NonNullable<ClaimedMirror["message"]>>): Claim
     id: 7,
     topic: "message",
     attempts: 0,
-    queuedAt: 1_800_000_000,
     claimedAt: "2026-11-25T00:00:00.000000Z",
     turn: 1,
     conversation: {
@@ -59,7 +59,14 @@ function claimed(message: Partial<NonNullable<ClaimedMirror["message"]>>): Claim
       ...message,
     },
     thread: { channelId: "C1", ts: "1700000000.000001" },
-    installation: { teamId: "T1", channelId: "C1", botTokenSealed: "sealed", rateLimitedForMs: 0 },
+    rootAttempt: null,
+    installation: {
+      teamId: "T1",
+      channelId: "C1",
+      botId: "B1",
+      botTokenSealed: "sealed",
+      rateLimitedForMs: 0,
+    },
   };
 }
 
@@ -166,20 +173,27 @@ Deno.test("sendMirror takes a post whose 200 answer was cut as made, and posts i
   assert.deepEqual(unanswered.outcomes, ["pending"]);
 });
 
-/** A conversation's first send: no thread yet, queued at `queuedAt`. */
-function firstSend(attempts: number): ClaimedMirror {
-  return { ...claimed({}), attempts, queuedAt: 1_800_000_000.5, thread: null };
+/** A conversation's first send: no thread yet, its root attempted before when `rootAttempt`. */
+function firstSend(attempts: number, rootAttempt: ClaimedMirror["rootAttempt"]): ClaimedMirror {
+  return { ...claimed({}), attempts, rootAttempt, thread: null };
 }
 
-/** Deps whose channel history lists `listed` (newest first) and whose root post is cut. */
-function cutRootDeps(listed: Record<string, unknown>[]) {
+/**
+ * Deps whose channel history lists `pages` (newest first, a page per call) and whose root post
+ * is cut (`cut`) or answered.
+ */
+function rootDeps(pages: Record<string, unknown>[][], options: { cut: boolean }) {
   const recording = recordingDeps();
   const threads: string[] = [];
+  const noted: number[] = [];
   const searches: Record<string, unknown>[] = [];
+  const paused: number[] = [];
+  const errors: (string | null)[] = [];
+  const retries: number[] = [];
   const client = recording.deps.clientFor("sealed");
   const post = client.chat.postMessage;
   client.chat.postMessage = (args) => {
-    if (args.thread_ts !== undefined) return post(args);
+    if (args.thread_ts !== undefined || !options.cut) return post(args);
     recording.posts.push(args as unknown as Record<string, unknown>);
     return Promise.reject(
       new SlackCallError("chat.postMessage", { code: "request_error", retryAfterMs: null }, {
@@ -188,64 +202,119 @@ function cutRootDeps(listed: Record<string, unknown>[]) {
     );
   };
   client.conversations = {
-    history: (args: object) => {
-      searches.push(args as unknown as Record<string, unknown>);
-      return Promise.resolve({ ok: true, messages: listed, has_more: false });
+    history: (args: Record<string, unknown>) => {
+      searches.push(args);
+      const page = Number(args.cursor ?? 0);
+      const more = page + 1 < pages.length;
+      return Promise.resolve({
+        ok: true,
+        messages: pages[page] ?? [],
+        has_more: more,
+        response_metadata: { next_cursor: more ? String(page + 1) : "" },
+      });
     },
   } as unknown as SlackWebClient["conversations"];
   recording.deps.saveThread = (thread) => (threads.push(thread.ts), Promise.resolve());
-  return { ...recording, threads, searches };
+  recording.deps.noteRootAttempt = (root) => (noted.push(root.chatId), Promise.resolve());
+  recording.deps.pauseWorkspace = (_team, waitMs) => (paused.push(waitMs), Promise.resolve());
+  recording.deps.record = (_send, outcome, error) => {
+    recording.outcomes.push(outcome.state);
+    errors.push(error);
+    if (outcome.state === "pending") retries.push(outcome.retryInMs);
+    return Promise.resolve();
+  };
+  return { ...recording, client, threads, noted, searches, paused, errors, retries };
 }
 
 const ourRoot = {
   type: "message",
   ts: "1800000001.000200",
+  bot_id: "B1",
   metadata: { event_type: ROOT_EVENT_TYPE, event_payload: { app_id: 1, chat_id: 3 } },
 };
 
-Deno.test("sendMirror finds a root post whose answer was cut by its metadata, and opens no second thread", async () => {
-  const otherChat = { ...ourRoot, ts: "1800000001.000300", metadata: { ...ourRoot.metadata } };
-  otherChat.metadata.event_payload = { app_id: 1, chat_id: 4 };
-  const otherApp = { ...ourRoot, ts: "1800000001.000400", metadata: { ...ourRoot.metadata } };
-  otherApp.metadata.event_payload = { app_id: 2, chat_id: 3 };
-  const { deps, posts, threads, searches, outcomes } = cutRootDeps([
-    otherApp,
-    otherChat,
+/** `ourRoot` with other fields. */
+const like = (fields: Record<string, unknown>) => ({ ...ourRoot, ...fields });
+
+Deno.test("sendMirror finds a root whose answer was cut by its metadata, and opens no second thread", async () => {
+  const { deps, posts, threads, searches, outcomes, noted } = rootDeps([[
+    like({
+      ts: "1800000001.000400",
+      metadata: { ...ourRoot.metadata, event_payload: { app_id: 2, chat_id: 3 } },
+    }),
+    like({
+      ts: "1800000001.000300",
+      metadata: { ...ourRoot.metadata, event_payload: { app_id: 1, chat_id: 4 } },
+    }),
+    like({ ts: "1800000001.000280", bot_id: "B9" }),
     { type: "message", ts: "1800000001.000250", text: "chatter" },
-    ourRoot,
-  ]);
-  await sendMirror(deps, firstSend(0));
+    // Slack may hand the payload's numbers back as text.
+    like({ metadata: { ...ourRoot.metadata, event_payload: { app_id: "1", chat_id: "3" } } }),
+  ]], { cut: true });
+  const before = Date.now() / 1000;
+  await sendMirror(deps, firstSend(0, null));
+  assert.deepEqual(noted, [3], "noted before it was posted");
   assert.deepEqual(threads, [ourRoot.ts]);
   assert.deepEqual(posts.map((post) => post.thread_ts ?? "root"), ["root", ourRoot.ts]);
   assert.deepEqual(posts[0].metadata, ourRoot.metadata);
-  assert.deepEqual(searches.map((search) => [search.oldest, search.include_all_metadata]), [
-    ["1799999700.500000", true],
-  ]);
+  assert.equal(searches.length, 1);
+  const { oldest, latest, inclusive, limit, include_all_metadata } = searches[0];
+  assert.ok(Number(oldest) <= before - 60 && Number(oldest) > before - 70, String(oldest));
+  assert.ok(Number(latest) >= before + 70 && Number(latest) < before + 80, String(latest));
+  assert.deepEqual([inclusive, limit, include_all_metadata], [true, 15, true]);
   assert.deepEqual(outcomes, ["succeeded"]);
 });
 
-Deno.test("sendMirror looks for a root not yet listed again before it posts it on the retry", async () => {
-  const first = cutRootDeps([]);
-  await sendMirror(first.deps, firstSend(0));
-  assert.deepEqual(first.threads, []);
-  assert.deepEqual(first.outcomes, ["pending"]);
-  // The retry finds it listed now and posts only the message.
-  const retry = cutRootDeps([ourRoot]);
-  await sendMirror(retry.deps, firstSend(1));
-  assert.deepEqual(retry.threads, [ourRoot.ts]);
-  assert.deepEqual(retry.posts.map((post) => post.thread_ts ?? "root"), [ourRoot.ts]);
-  assert.deepEqual(retry.outcomes, ["succeeded"]);
+Deno.test("sendMirror looks for a root attempted before on the next send, page by page, before it posts one", async () => {
+  // Cut, and not listed yet: tried again later.
+  const first = rootDeps([[]], { cut: true });
+  await sendMirror(first.deps, firstSend(0, null));
+  assert.deepEqual([first.threads, first.outcomes], [[], ["pending"]]);
+  // Any later send of the conversation (a retry, or the next message's) finds it on page 2.
+  const attempted = { firstAt: 1_800_000_000.5, lastAt: 1_800_000_030.5 };
+  const later = rootDeps([[like({ ts: "1800000040.000001", bot_id: "B9" })], [ourRoot]], {
+    cut: false,
+  });
+  await sendMirror(later.deps, firstSend(0, attempted));
+  assert.deepEqual(later.threads, [ourRoot.ts]);
+  assert.deepEqual(later.posts.map((post) => post.thread_ts ?? "root"), [ourRoot.ts]);
+  assert.deepEqual(later.searches.map((search) => [search.oldest, search.latest, search.cursor]), [
+    ["1799999940.500000", "1800000100.500000", undefined],
+    ["1799999940.500000", "1800000100.500000", "1"],
+  ]);
+  assert.deepEqual(later.noted, []);
+  // Not there at all: posted, once.
+  const lost = rootDeps([[]], { cut: false });
+  await sendMirror(lost.deps, firstSend(2, attempted));
+  assert.deepEqual(lost.posts.map((post) => post.thread_ts ?? "root"), [
+    "root",
+    "1800000000.000001",
+  ]);
+  assert.deepEqual(lost.noted, [3]);
 });
 
 Deno.test("sendMirror posts a conversation's first root without reading the channel's history", async () => {
-  const { deps, posts, searches, threads } = cutRootDeps([ourRoot]);
-  const client = deps.clientFor("sealed");
-  client.chat.postMessage = (args) => {
-    posts.push(args as unknown as Record<string, unknown>);
-    return Promise.resolve({ ok: true, ts: `1800000002.00000${posts.length}` });
-  };
-  await sendMirror(deps, firstSend(0));
+  const { deps, posts, searches, threads, noted } = rootDeps([[ourRoot]], { cut: false });
+  await sendMirror(deps, firstSend(0, null));
   assert.deepEqual(searches, []);
-  assert.deepEqual(threads, ["1800000002.000001"]);
+  assert.deepEqual(noted, [3]);
+  assert.deepEqual(threads, ["1800000000.000001"]);
   assert.equal(posts.length, 2);
+});
+
+Deno.test("sendMirror waits out a search Slack rate-limits without holding the workspace, using an attempt", async () => {
+  const { deps, client, posts, paused, outcomes, retries, errors } = rootDeps([], { cut: false });
+  client.conversations.history = () =>
+    Promise.reject(
+      new SlackCallError("conversations.history", {
+        code: "ratelimited",
+        retryAfterMs: 60_000,
+      }),
+    );
+  await sendMirror(deps, firstSend(0, { firstAt: 1_800_000_000, lastAt: 1_800_000_000 }));
+  assert.deepEqual(posts, [], "no second root");
+  assert.deepEqual(paused, []);
+  assert.deepEqual(outcomes, ["pending"]);
+  assert.ok(retries[0] >= 60_000, String(retries[0]));
+  assert.deepEqual(errors, ["Slack: ratelimited (root search)"]);
 });

@@ -14,8 +14,8 @@
  * that client for `Retry-After` seconds and tries again. With `rejectRateLimited` (the mirror's
  * sends, which hold a lease) it throws at once instead, and the caller waits. It retries other
  * HTTP failures and network failures a few times, so that a call waits a little rather than fails
- * at once — but not a post whose answer was cut once it had begun, which Slack most likely made;
- * the callers' own outboxes keep the longer retries and their state in the database.
+ * at once — but not a post, which Slack may have made whatever went wrong after it was sent; the
+ * callers' own outboxes keep the longer retries and their state in the database.
  */
 import type {
   AuthTestResponse,
@@ -38,11 +38,12 @@ import type {
 /** Retries within one call after its first attempt; longer outages are the outbox's to retry. */
 const RETRIES = 2;
 /**
- * Methods that must not be repeated once Slack may have acted on them: a post whose answer was
- * cut partway was most likely made, and repeating it at once would show it twice in the thread.
- * Their caller's outbox decides about a later try.
+ * Methods repeated only after a 429 (which says Slack did nothing): after a cut answer, a timeout
+ * or an error status a post may well have been made, and repeating it at once would show it twice
+ * in the thread. Their caller's outbox decides about a later try (and, for a conversation's root,
+ * looks for it first).
  */
-const NOT_REPEATED_ONCE_ANSWERED = new Set(["chat.postMessage"]);
+const REPEATED_ONLY_WHEN_RATE_LIMITED = new Set(["chat.postMessage"]);
 /** The wait before the first retry of an HTTP or network failure; it doubles for the next. */
 const FIRST_RETRY_DELAY_MS = 500;
 /** A call that hangs this long is abandoned and counts as a network failure. */
@@ -228,7 +229,7 @@ export function createSlackWebClient(
         // The client's other calls wait as Slack asked, also after this call's last attempt.
         if (holds) heldUntil = Math.max(heldUntil, Date.now() + retryAfterMs);
         if (tries >= retries) throw error;
-        if (error.answered && NOT_REPEATED_ONCE_ANSWERED.has(method)) throw error;
+        if (code !== "ratelimited" && REPEATED_ONLY_WHEN_RATE_LIMITED.has(method)) throw error;
         if (code === "ratelimited") {
           // Without a usable Retry-After there is no telling how long to wait: the caller decides.
           if (!holds) throw error;
