@@ -266,11 +266,17 @@ Deno.test("a root attempted before is looked for before the conversation's next 
   const chat = await createVisitorChat(env.server.baseUrl, env.app.publicId, "Hello");
   await waitUntil(() => posts(env.slack).length >= 2, "the root and the message");
   const ts = await threadTs(env);
+  await eventually(
+    () => env.db.sql`SELECT 1 FROM outbox WHERE kind = 'slack' AND state = 'pending'`,
+    (rows) => rows.length === 0,
+    "the conversation's sends done",
+  );
   // As if the process had ended between the root's post and its thread's save.
-  await env.db.sql`DELETE FROM slack_threads`;
-  await env.db.sql`
-    INSERT INTO slack_root_attempts (app_id, conversation_id, team_id, channel_id)
-    VALUES (${env.app.appId}, ${chat.chatId}, ${TEAM}, ${CHANNEL})`;
+  await env.db.sql.begin((tx) => [
+    tx`DELETE FROM slack_threads`,
+    tx`INSERT INTO slack_root_attempts (app_id, conversation_id, team_id, channel_id)
+      VALUES (${env.app.appId}, ${chat.chatId}, ${TEAM}, ${CHANNEL})`,
+  ]);
   const sent = await apiCall(env.server.baseUrl, "/messages", {
     key: env.app.key,
     json: { chat_id: chat.chatId, content: "Still here" },

@@ -34,7 +34,9 @@ import { sendToWhatsApp } from "../src/channels/whatsapp/sender.ts";
 import {
   type ClaimedMirror,
   claimMirrorSends,
+  forgetRootAttempt,
   noteRootAttempt,
+  noteRootSearched,
   pauseSlackWorkspace,
   recordMirrorOutcome,
   saveMirroredParts,
@@ -187,6 +189,8 @@ self.onmessage = async (event: MessageEvent<DeliveryWorkerMessage>) => {
               clientFor: slackClients,
               saveThread: (thread) => recorded(() => saveThread(pool, thread)),
               noteRootAttempt: (root) => recorded(() => noteRootAttempt(pool, root)),
+              forgetRootAttempt: (root) => recorded(() => forgetRootAttempt(pool, root)),
+              noteRootSearched: (root, ts) => recorded(() => noteRootSearched(pool, root, ts)),
               saveMirrored: (link) => recorded(() => saveMirroredParts(pool, link)),
               record: (claimed, outcome, error) =>
                 recorded(() => recordMirrorOutcome(pool, claimed, outcome, error)),

@@ -2,8 +2,9 @@
  * The channels' housekeeping: what is kept only as long as it can matter. Finished channel sends
  * go after 14 days (like webhook attempts); applied raw requests after 3 days (their messages are
  * stored, duplicates are found by message id, and at load they are most of what grows), Slack
- * event ids after 2 days (Slack retries for an hour), expired install tickets and OAuth states after a day, the
- * WhatsApp parts sent (which map status receipts to messages) after 30 days.
+ * event ids after 2 days (Slack retries for an hour), expired install tickets and OAuth states
+ * after a day, the WhatsApp parts sent (which map status receipts to messages) and Slack root
+ * attempts whose thread was never saved after 30 days.
  */
 import type { Tx } from "./client.ts";
 
@@ -35,10 +36,13 @@ export async function sweepChannelRecords(sql: Tx): Promise<number> {
     ), parts AS (
       DELETE FROM whatsapp_sent_parts WHERE sent_at < statement_timestamp() - interval '30 days'
       RETURNING 1
+    ), roots AS (
+      DELETE FROM slack_root_attempts WHERE last_at < statement_timestamp() - interval '30 days'
+      RETURNING 1
     )
     SELECT ((SELECT count(*) FROM sends) + (SELECT count(*) FROM whatsapp)
       + (SELECT count(*) FROM slack) + (SELECT count(*) FROM events)
       + (SELECT count(*) FROM tickets) + (SELECT count(*) FROM states)
-      + (SELECT count(*) FROM parts))::int AS deleted`;
+      + (SELECT count(*) FROM parts) + (SELECT count(*) FROM roots))::int AS deleted`;
   return row.deleted;
 }

@@ -68,12 +68,19 @@ export interface ClaimedMirror {
    * When its root was attempted in the installation's channel without its ts being learnt, in
    * Unix seconds (first and last attempt); null when it never was.
    */
-  rootAttempt: { firstAt: number; lastAt: number } | null;
+  rootAttempt: {
+    firstAt: number;
+    lastAt: number;
+    /** The oldest ts a search has read back to since the last attempt; null before any. */
+    searchedTo: string | null;
+  } | null;
   installation: {
     teamId: string;
     channelId: string;
     /** The bot's id (`B…`), which its posts carry; null when Slack did not say. */
     botId: string | null;
+    /** The bot's user id (`U…`). */
+    botUserId: string;
     botTokenSealed: string;
     /** How long Slack still asks the workspace's calls to wait (a 429's Retry-After), or 0. */
     rateLimitedForMs: number;
@@ -103,7 +110,8 @@ export async function claimMirrorSends(
       q.content AS quoted_content, q.payload AS quoted_payload,
       s.team_id, s.channel_id, s.bot_token_sealed, s.bot_id,
       extract(epoch FROM ra.first_at)::float8 AS root_first_at,
-      extract(epoch FROM ra.last_at)::float8 AS root_last_at,
+      extract(epoch FROM ra.last_at)::float8 AS root_last_at, ra.searched_to AS root_searched_to,
+      s.bot_user_id,
       greatest(0, ceil(extract(epoch FROM s.rate_limited_until - clock_timestamp()) * 1000))::float8
         AS rate_limited_for_ms,
       t.channel_id AS thread_channel, t.thread_ts
@@ -152,11 +160,12 @@ export async function claimMirrorSends(
     thread: row.thread_ts === null ? null : { channelId: row.thread_channel, ts: row.thread_ts },
     rootAttempt: row.root_first_at === null
       ? null
-      : { firstAt: row.root_first_at, lastAt: row.root_last_at },
+      : { firstAt: row.root_first_at, lastAt: row.root_last_at, searchedTo: row.root_searched_to },
     installation: row.team_id === null ? null : {
       teamId: row.team_id,
       channelId: row.channel_id,
       botId: row.bot_id,
+      botUserId: row.bot_user_id,
       botTokenSealed: row.bot_token_sealed,
       rateLimitedForMs: row.rate_limited_for_ms ?? 0,
     },
@@ -214,15 +223,36 @@ export async function saveThread(
  * Notes that a conversation's root is about to be posted in `channelId` (see
  * `slack_root_attempts`): from then on, until its thread is saved, an attempt looks for it first.
  */
-export async function noteRootAttempt(
-  sql: Tx,
-  root: { appId: number; chatId: number; teamId: string; channelId: string },
-): Promise<void> {
+export async function noteRootAttempt(sql: Tx, root: RootPlace): Promise<void> {
   await sql`
     INSERT INTO slack_root_attempts (app_id, conversation_id, team_id, channel_id)
     VALUES (${root.appId}, ${root.chatId}, ${root.teamId}, ${root.channelId})
     ON CONFLICT (app_id, conversation_id, team_id, channel_id)
-    DO UPDATE SET last_at = clock_timestamp()`;
+    DO UPDATE SET last_at = clock_timestamp(), searched_to = NULL`;
+}
+
+/** The place of a root in the mirror's tables: its conversation, workspace and channel. */
+export interface RootPlace {
+  appId: number;
+  chatId: number;
+  teamId: string;
+  channelId: string;
+}
+
+/** Forgets a root's attempt that Slack refused outright (nothing was posted). */
+export async function forgetRootAttempt(sql: Tx, root: RootPlace): Promise<void> {
+  await sql`
+    DELETE FROM slack_root_attempts
+    WHERE app_id = ${root.appId} AND conversation_id = ${root.chatId}
+      AND team_id = ${root.teamId} AND channel_id = ${root.channelId}`;
+}
+
+/** Notes that a search for a lost root has read the channel back to `ts`. */
+export async function noteRootSearched(sql: Tx, root: RootPlace, ts: string): Promise<void> {
+  await sql`
+    UPDATE slack_root_attempts SET searched_to = ${ts}
+    WHERE app_id = ${root.appId} AND conversation_id = ${root.chatId}
+      AND team_id = ${root.teamId} AND channel_id = ${root.channelId}`;
 }
 
 /** A message's posts in Slack: `ts` is the first's, `parts` how many have landed. */

@@ -10,7 +10,7 @@
  * other failures retry on the channel schedule, and a refusal Slack will repeat (a revoked token,
  * a deleted channel) gives up.
  */
-import type { ClaimedMirror, MirroredParts } from "../../db/slack_sends.ts";
+import type { ClaimedMirror, MirroredParts, RootPlace } from "../../db/slack_sends.ts";
 import {
   MAX_SEND_RETRY_AFTER_MS,
   nextSendRetryDelayMs,
@@ -48,9 +48,11 @@ export interface MirrorDeps {
     thread: { appId: number; chatId: number; teamId: string; channelId: string; ts: string },
   ): Promise<void>;
   /** Notes that a conversation's root is about to be posted (see `noteRootAttempt`). */
-  noteRootAttempt(
-    root: { appId: number; chatId: number; teamId: string; channelId: string },
-  ): Promise<void>;
+  noteRootAttempt(root: RootPlace): Promise<void>;
+  /** Forgets the attempt of a root Slack refused outright. */
+  forgetRootAttempt(root: RootPlace): Promise<void>;
+  /** Notes how far back a search for a lost root has read the channel. */
+  noteRootSearched(root: RootPlace, ts: string): Promise<void>;
   /** Remembers that the first `parts` posts of a message are in Slack (`ts`: the first's). */
   saveMirrored(link: MirroredParts): Promise<void>;
   /** Records how the send ended; an `uncounted` retry uses none of its attempts. */
@@ -123,40 +125,51 @@ const ROOT_SEARCH_PAGES = 5;
  */
 const ROOT_SEARCH_MARGIN_SECONDS = 60;
 
-/** A search of the channel's history for a lost root that could not be made; tried again later. */
+/**
+ * A search of the channel's history for a lost root that could not be finished: Slack refused a
+ * page (`code` its error), or the pages one attempt reads ran out (`incomplete`: it goes on from
+ * where it stopped). The send waits and tries again.
+ */
 export class RootSearchError extends Error {
+  /** Slack's error code, or `incomplete`. */
+  readonly code: string;
   /** How long Slack asked to wait (a 429's Retry-After), if it did. */
   readonly retryAfterMs: number | null;
   constructor(cause: unknown) {
     super("Cannot look for the conversation's root in the channel", { cause });
     this.name = "RootSearchError";
-    this.retryAfterMs = slackErrorOf(cause).retryAfterMs;
+    const { code, retryAfterMs } = cause === "incomplete"
+      ? { code: "incomplete", retryAfterMs: null }
+      : slackErrorOf(cause);
+    this.code = code;
+    this.retryAfterMs = retryAfterMs;
   }
 }
 
 /**
- * Posts the root of the send's conversation and answers its `ts`. A root attempted before
- * without its ts being learnt (an answer cut, a timeout, a crash before the thread was saved) is
- * first looked for in the channel by the metadata it carries, and one whose answer is cut now,
- * at once: posting it again would open a second thread.
+ * Posts the root of the send's conversation and answers its `ts`, and whether it was found
+ * rather than posted. A root attempted before without its ts being learnt (an answer cut, a
+ * timeout, a crash before the thread was saved) is first looked for in the channel by the
+ * metadata it carries, and one whose answer is cut now, at once: posting it again would open a
+ * second thread.
  */
 async function postRoot(
   client: SlackWebClient,
   deps: MirrorDeps,
   send: ClaimedMirror,
-): Promise<string> {
+): Promise<{ ts: string; found: boolean }> {
   const installation = send.installation!;
   const conversation = send.conversation!;
-  if (send.rootAttempt) {
-    const found = await findRoot(client, send, send.rootAttempt);
-    if (found !== null) return found;
-  }
-  const root = {
+  const root: RootPlace = {
     appId: send.appId,
     chatId: conversation.id,
     teamId: installation.teamId,
     channelId: installation.channelId,
   };
+  if (send.rootAttempt) {
+    const found = await findRoot(client, deps, send, root, send.rootAttempt);
+    if (found !== null) return { ts: found, found: true };
+  }
   await deps.noteRootAttempt(root);
   const postedAt = Date.now() / 1000;
   try {
@@ -168,61 +181,79 @@ async function postRoot(
         event_payload: { app_id: send.appId, chat_id: conversation.id },
       },
     });
-    return posted.ts!;
+    return { ts: posted.ts!, found: false };
   } catch (error) {
-    if (!(error instanceof SlackCallError && error.answered)) throw error;
-    const attempt = { firstAt: send.rootAttempt?.firstAt ?? postedAt, lastAt: postedAt };
+    if (!(error instanceof SlackCallError)) throw error;
+    if (!error.answered) {
+      // A 429 or a refusal says nothing was posted; a first attempt needs no search then.
+      const { code } = error.info;
+      const refused = code !== "request_error" && code !== "http_error";
+      if (refused && send.rootAttempt === null) await deps.forgetRootAttempt(root);
+      throw error;
+    }
+    const attempt = {
+      firstAt: send.rootAttempt?.firstAt ?? postedAt,
+      lastAt: postedAt,
+      searchedTo: null,
+    };
     // Not listed yet: the send is tried again later and looks again before it posts.
-    const found = await findRoot(client, send, attempt);
+    const found = await findRoot(client, deps, send, root, attempt);
     if (found === null) throw error;
-    return found;
+    return { ts: found, found: true };
   }
 }
 
 /**
  * The `ts` of the send's conversation's root in the channel — a post of our bot carrying its
- * metadata, within the attempts' times — or null; a search Slack refuses throws
- * {@linkcode RootSearchError}.
+ * metadata, within the attempts' times — or null when the whole window was read without it. It
+ * reads newest first, from where an earlier search stopped, noting how far back it got; a search
+ * Slack refuses, or one longer than an attempt reads, throws {@linkcode RootSearchError}.
  */
 async function findRoot(
   client: SlackWebClient,
+  deps: MirrorDeps,
   send: ClaimedMirror,
-  attempt: { firstAt: number; lastAt: number },
+  root: RootPlace,
+  attempt: NonNullable<ClaimedMirror["rootAttempt"]>,
 ): Promise<string | null> {
-  const { channelId, botId } = send.installation!;
-  const window = {
-    oldest: Math.max(0, attempt.firstAt - ROOT_SEARCH_MARGIN_SECONDS).toFixed(6),
-    latest: (attempt.lastAt + 10 + ROOT_SEARCH_MARGIN_SECONDS).toFixed(6),
-  };
-  let cursor: string | undefined;
+  const { channelId, botId, botUserId } = send.installation!;
+  const oldest = Math.max(0, attempt.firstAt - ROOT_SEARCH_MARGIN_SECONDS).toFixed(6);
+  let latest = attempt.searchedTo ??
+    (attempt.lastAt + 10 + ROOT_SEARCH_MARGIN_SECONDS).toFixed(6);
+  let inclusive = attempt.searchedTo === null;
   for (let page = 0; page < ROOT_SEARCH_PAGES; page++) {
     let answer: Awaited<ReturnType<SlackWebClient["conversations"]["history"]>>;
     try {
       answer = await client.conversations.history({
         channel: channelId,
-        ...window,
-        inclusive: true,
+        oldest,
+        latest,
+        inclusive,
         limit: 15,
         include_all_metadata: true,
-        ...(cursor === undefined ? {} : { cursor }),
       });
     } catch (error) {
       throw new RootSearchError(error);
     }
-    for (const message of answer.messages ?? []) {
+    const messages = answer.messages ?? [];
+    for (const message of messages) {
       const payload = message.metadata?.event_payload as Record<string, unknown> | undefined;
       // Slack may hand the payload's numbers back as text.
       if (
         message.metadata?.event_type === ROOT_EVENT_TYPE &&
         String(payload?.app_id) === String(send.appId) &&
         String(payload?.chat_id) === String(send.conversation!.id) &&
-        (botId === null || message.bot_id === botId) && typeof message.ts === "string"
+        (botId === null ? message.user === botUserId : message.bot_id === botId) &&
+        typeof message.ts === "string"
       ) return message.ts;
     }
-    cursor = answer.response_metadata?.next_cursor || undefined;
-    if (!answer.has_more || cursor === undefined) return null;
+    const last = messages.at(-1)?.ts;
+    if (!answer.has_more || last === undefined) return null;
+    latest = last;
+    inclusive = false;
+    await deps.noteRootSearched(root, last);
   }
-  return null;
+  throw new RootSearchError("incomplete");
 }
 
 /** The icon of a visitor's posts (customized like the username: `chat:write.customize`). */
@@ -253,20 +284,17 @@ export async function sendMirror(deps: MirrorDeps, send: ClaimedMirror): Promise
   if (!installation || !conversation) return deps.record(send, { state: "succeeded" }, null);
   const random = deps.random ?? Math.random;
   /** Back to the outbox for `waitMs` and up to a fifth more (spread), using none of its attempts. */
-  const postpone = (waitMs: number) => {
+  const postpone = (waitMs: number, why = "Slack: ratelimited") => {
     const retryInMs = Math.min(Math.round(waitMs * (1 + 0.2 * random())), MAX_SEND_RETRY_AFTER_MS);
-    return deps.record(
-      send,
-      { state: "pending", retryInMs, uncounted: true },
-      "Slack: ratelimited",
-    );
+    return deps.record(send, { state: "pending", retryInMs, uncounted: true }, why);
   };
   if (installation.rateLimitedForMs > 0) return postpone(installation.rateLimitedForMs);
   const client = deps.clientFor(installation.botTokenSealed);
   try {
     let thread = send.thread;
     if (!thread) {
-      thread = { channelId: installation.channelId, ts: await postRoot(client, deps, send) };
+      const root = await postRoot(client, deps, send);
+      thread = { channelId: installation.channelId, ts: root.ts };
       await deps.saveThread({
         appId: send.appId,
         chatId: conversation.id,
@@ -274,6 +302,14 @@ export async function sendMirror(deps: MirrorDeps, send: ClaimedMirror): Promise
         channelId: thread.channelId,
         ts: thread.ts,
       });
+      // A root found again shows the conversation as it was then: it may have closed since.
+      if (root.found) {
+        await client.chat.update({
+          channel: thread.channelId,
+          ts: thread.ts,
+          ...rootMessage(conversation),
+        });
+      }
     } else if (send.topic === "chat") {
       await client.chat.update({
         channel: thread.channelId,
@@ -352,14 +388,21 @@ export async function sendMirror(deps: MirrorDeps, send: ClaimedMirror): Promise
     return deps.record(send, { state: "succeeded" }, null);
   } catch (error) {
     if (error instanceof RootSearchError) {
-      // The history's own limit (as low as one call a minute for some apps) is no reason to
-      // hold the workspace's posts; the send waits at least as long as Slack asked.
-      const scheduled = nextSendRetryDelayMs(send.attempts + 1, { random: random() });
-      const outcome = scheduled === null ? { state: "failed" as const } : {
-        state: "pending" as const,
-        retryInMs: Math.min(Math.max(scheduled, error.retryAfterMs ?? 0), MAX_SEND_RETRY_AFTER_MS),
-      };
-      return deps.record(send, outcome, `Slack: ${slackErrorOf(error.cause).code} (root search)`);
+      const why = `Slack: ${error.code} (root search)`;
+      // A search goes on from where it stopped, so waiting uses no attempt; the history's own
+      // limit (as low as one call a minute for some apps) holds none of the workspace's posts.
+      if (error.code === "incomplete") return postpone(1_000, why);
+      if (error.code === "ratelimited") {
+        return postpone(Math.max(error.retryAfterMs ?? 60_000, 1_000), why);
+      }
+      const retryInMs = FINAL_ERRORS.has(error.code)
+        ? null
+        : nextSendRetryDelayMs(send.attempts + 1, { random: random() });
+      return deps.record(
+        send,
+        retryInMs === null ? { state: "failed" } : { state: "pending", retryInMs },
+        why,
+      );
     }
     const { code, retryAfterMs } = slackErrorOf(error);
     if (code === "ratelimited") {

@@ -21,6 +21,8 @@ function recordingDeps() {
     clientFor: () => client,
     saveThread: () => Promise.resolve(),
     noteRootAttempt: () => Promise.resolve(),
+    forgetRootAttempt: () => Promise.resolve(),
+    noteRootSearched: () => Promise.resolve(),
     saveMirrored: (link) => (saved.push(link.parts), Promise.resolve()),
     record: (_send, outcome) => (outcomes.push(outcome.state), Promise.resolve()),
     pauseWorkspace: () => Promise.resolve(),
@@ -64,6 +66,7 @@ function claimed(message: Partial<NonNullable<ClaimedMirror["message"]>>): Claim
       teamId: "T1",
       channelId: "C1",
       botId: "B1",
+      botUserId: "U1",
       botTokenSealed: "sealed",
       rateLimitedForMs: 0,
     },
@@ -173,23 +176,34 @@ Deno.test("sendMirror takes a post whose 200 answer was cut as made, and posts i
   assert.deepEqual(unanswered.outcomes, ["pending"]);
 });
 
+type RootAttempt = NonNullable<ClaimedMirror["rootAttempt"]>;
+
 /** A conversation's first send: no thread yet, its root attempted before when `rootAttempt`. */
-function firstSend(attempts: number, rootAttempt: ClaimedMirror["rootAttempt"]): ClaimedMirror {
+function firstSend(attempts: number, rootAttempt: RootAttempt | null): ClaimedMirror {
   return { ...claimed({}), attempts, rootAttempt, thread: null };
 }
 
+/** A root attempted at these Unix seconds, not searched for yet. */
+const attemptedAt = (firstAt: number, lastAt = firstAt): RootAttempt => ({
+  firstAt,
+  lastAt,
+  searchedTo: null,
+});
+
 /**
- * Deps whose channel history lists `pages` (newest first, a page per call) and whose root post
- * is cut (`cut`) or answered.
+ * Deps whose channel history answers `pages` in turn (newest first; `has_more` while pages
+ * remain) and whose root post is cut (`cut`) or answered.
  */
 function rootDeps(pages: Record<string, unknown>[][], options: { cut: boolean }) {
   const recording = recordingDeps();
   const threads: string[] = [];
-  const noted: number[] = [];
+  const noted: string[] = [];
   const searches: Record<string, unknown>[] = [];
+  const searchedTo: string[] = [];
+  const updates: Record<string, unknown>[] = [];
   const paused: number[] = [];
   const errors: (string | null)[] = [];
-  const retries: number[] = [];
+  const retries: { retryInMs: number; uncounted: boolean }[] = [];
   const client = recording.deps.clientFor("sealed");
   const post = client.chat.postMessage;
   client.chat.postMessage = (args) => {
@@ -201,59 +215,78 @@ function rootDeps(pages: Record<string, unknown>[][], options: { cut: boolean })
       }),
     );
   };
+  client.chat.update = (
+    args,
+  ) => (updates.push(args as unknown as Record<string, unknown>), Promise.resolve({ ok: true }));
   client.conversations = {
     history: (args: Record<string, unknown>) => {
       searches.push(args);
-      const page = Number(args.cursor ?? 0);
-      const more = page + 1 < pages.length;
+      const page = searches.length - 1;
       return Promise.resolve({
         ok: true,
         messages: pages[page] ?? [],
-        has_more: more,
-        response_metadata: { next_cursor: more ? String(page + 1) : "" },
+        has_more: page + 1 < pages.length,
       });
     },
   } as unknown as SlackWebClient["conversations"];
   recording.deps.saveThread = (thread) => (threads.push(thread.ts), Promise.resolve());
-  recording.deps.noteRootAttempt = (root) => (noted.push(root.chatId), Promise.resolve());
+  recording.deps.noteRootAttempt = () => (noted.push("noted"), Promise.resolve());
+  recording.deps.forgetRootAttempt = () => (noted.push("forgotten"), Promise.resolve());
+  recording.deps.noteRootSearched = (_root, ts) => (searchedTo.push(ts), Promise.resolve());
   recording.deps.pauseWorkspace = (_team, waitMs) => (paused.push(waitMs), Promise.resolve());
   recording.deps.record = (_send, outcome, error) => {
     recording.outcomes.push(outcome.state);
     errors.push(error);
-    if (outcome.state === "pending") retries.push(outcome.retryInMs);
+    if (outcome.state === "pending") {
+      retries.push({ retryInMs: outcome.retryInMs, uncounted: outcome.uncounted ?? false });
+    }
     return Promise.resolve();
   };
-  return { ...recording, client, threads, noted, searches, paused, errors, retries };
+  return {
+    ...recording,
+    client,
+    threads,
+    noted,
+    searches,
+    searchedTo,
+    updates,
+    paused,
+    errors,
+    retries,
+  };
 }
 
 const ourRoot = {
   type: "message",
   ts: "1800000001.000200",
   bot_id: "B1",
+  user: "U1",
   metadata: { event_type: ROOT_EVENT_TYPE, event_payload: { app_id: 1, chat_id: 3 } },
 };
 
-/** `ourRoot` with other fields. */
-const like = (fields: Record<string, unknown>) => ({ ...ourRoot, ...fields });
+/** `ourRoot` with other fields; `payload` its metadata's. */
+const like = (fields: Record<string, unknown>, payload?: Record<string, unknown>) => ({
+  ...ourRoot,
+  ...fields,
+  ...(payload ? { metadata: { event_type: ROOT_EVENT_TYPE, event_payload: payload } } : {}),
+});
+
+/** Fifteen posts of others, newest first, from `ts` down. */
+const chatter = (ts: number) =>
+  Array.from({ length: 15 }, (_, i) => ({ type: "message", ts: `${ts - i}.000100`, text: "hi" }));
 
 Deno.test("sendMirror finds a root whose answer was cut by its metadata, and opens no second thread", async () => {
-  const { deps, posts, threads, searches, outcomes, noted } = rootDeps([[
-    like({
-      ts: "1800000001.000400",
-      metadata: { ...ourRoot.metadata, event_payload: { app_id: 2, chat_id: 3 } },
-    }),
-    like({
-      ts: "1800000001.000300",
-      metadata: { ...ourRoot.metadata, event_payload: { app_id: 1, chat_id: 4 } },
-    }),
+  const { deps, posts, threads, searches, outcomes, noted, updates } = rootDeps([[
+    like({ ts: "1800000001.000400" }, { app_id: 2, chat_id: 3 }),
+    like({ ts: "1800000001.000300" }, { app_id: 1, chat_id: 4 }),
     like({ ts: "1800000001.000280", bot_id: "B9" }),
     { type: "message", ts: "1800000001.000250", text: "chatter" },
     // Slack may hand the payload's numbers back as text.
-    like({ metadata: { ...ourRoot.metadata, event_payload: { app_id: "1", chat_id: "3" } } }),
+    like({}, { app_id: "1", chat_id: "3" }),
   ]], { cut: true });
   const before = Date.now() / 1000;
   await sendMirror(deps, firstSend(0, null));
-  assert.deepEqual(noted, [3], "noted before it was posted");
+  assert.deepEqual(noted, ["noted"], "noted before it was posted");
   assert.deepEqual(threads, [ourRoot.ts]);
   assert.deepEqual(posts.map((post) => post.thread_ts ?? "root"), ["root", ourRoot.ts]);
   assert.deepEqual(posts[0].metadata, ourRoot.metadata);
@@ -262,6 +295,10 @@ Deno.test("sendMirror finds a root whose answer was cut by its metadata, and ope
   assert.ok(Number(oldest) <= before - 60 && Number(oldest) > before - 70, String(oldest));
   assert.ok(Number(latest) >= before + 70 && Number(latest) < before + 80, String(latest));
   assert.deepEqual([inclusive, limit, include_all_metadata], [true, 15, true]);
+  // The root found shows the conversation as it is now.
+  assert.deepEqual(updates.map((update) => [update.ts, update.text]), [
+    [ourRoot.ts, "Ana · whatsapp · open"],
+  ]);
   assert.deepEqual(outcomes, ["succeeded"]);
 });
 
@@ -271,50 +308,125 @@ Deno.test("sendMirror looks for a root attempted before on the next send, page b
   await sendMirror(first.deps, firstSend(0, null));
   assert.deepEqual([first.threads, first.outcomes], [[], ["pending"]]);
   // Any later send of the conversation (a retry, or the next message's) finds it on page 2.
-  const attempted = { firstAt: 1_800_000_000.5, lastAt: 1_800_000_030.5 };
-  const later = rootDeps([[like({ ts: "1800000040.000001", bot_id: "B9" })], [ourRoot]], {
-    cut: false,
-  });
-  await sendMirror(later.deps, firstSend(0, attempted));
+  const later = rootDeps([chatter(1_800_000_090), [ourRoot]], { cut: false });
+  await sendMirror(later.deps, firstSend(0, attemptedAt(1_800_000_000.5, 1_800_000_030.5)));
   assert.deepEqual(later.threads, [ourRoot.ts]);
   assert.deepEqual(later.posts.map((post) => post.thread_ts ?? "root"), [ourRoot.ts]);
-  assert.deepEqual(later.searches.map((search) => [search.oldest, search.latest, search.cursor]), [
-    ["1799999940.500000", "1800000100.500000", undefined],
-    ["1799999940.500000", "1800000100.500000", "1"],
-  ]);
+  assert.deepEqual(
+    later.searches.map((search) => [search.oldest, search.latest, search.inclusive]),
+    [
+      ["1799999940.500000", "1800000100.500000", true],
+      ["1799999940.500000", "1800000076.000100", false],
+    ],
+  );
+  assert.deepEqual(later.searchedTo, ["1800000076.000100"], "how far back it read is noted");
   assert.deepEqual(later.noted, []);
-  // Not there at all: posted, once.
+  // Read to the end without it: posted, once.
   const lost = rootDeps([[]], { cut: false });
-  await sendMirror(lost.deps, firstSend(2, attempted));
+  await sendMirror(lost.deps, firstSend(2, attemptedAt(1_800_000_000)));
   assert.deepEqual(lost.posts.map((post) => post.thread_ts ?? "root"), [
     "root",
     "1800000000.000001",
   ]);
-  assert.deepEqual(lost.noted, [3]);
+  assert.deepEqual(lost.noted, ["noted"]);
+  assert.deepEqual(lost.updates, []);
+});
+
+Deno.test("sendMirror goes on with a long search where it stopped, without using attempts or posting", async () => {
+  const pages = Array.from({ length: 6 }, (_, page) => chatter(1_800_000_090 - 15 * page));
+  const { deps, posts, searches, searchedTo, outcomes, retries, errors } = rootDeps(pages, {
+    cut: false,
+  });
+  await sendMirror(deps, firstSend(3, attemptedAt(1_800_000_000)));
+  assert.equal(searches.length, 5);
+  assert.deepEqual(posts, []);
+  assert.deepEqual(outcomes, ["pending"]);
+  assert.equal(retries[0].uncounted, true);
+  assert.deepEqual(errors, ["Slack: incomplete (root search)"]);
+  assert.equal(searchedTo.at(-1), "1800000016.000100");
+  // The next claim reads on from there.
+  const next = rootDeps([[ourRoot]], { cut: false });
+  const resumed = { ...attemptedAt(1_800_000_000), searchedTo: "1800000016.000100" };
+  await sendMirror(next.deps, firstSend(3, resumed));
+  assert.deepEqual(next.searches.map((search) => [search.latest, search.inclusive]), [
+    ["1800000016.000100", false],
+  ]);
+  assert.deepEqual(next.threads, [ourRoot.ts]);
 });
 
 Deno.test("sendMirror posts a conversation's first root without reading the channel's history", async () => {
   const { deps, posts, searches, threads, noted } = rootDeps([[ourRoot]], { cut: false });
   await sendMirror(deps, firstSend(0, null));
   assert.deepEqual(searches, []);
-  assert.deepEqual(noted, [3]);
+  assert.deepEqual(noted, ["noted"]);
   assert.deepEqual(threads, ["1800000000.000001"]);
   assert.equal(posts.length, 2);
 });
 
-Deno.test("sendMirror waits out a search Slack rate-limits without holding the workspace, using an attempt", async () => {
-  const { deps, client, posts, paused, outcomes, retries, errors } = rootDeps([], { cut: false });
-  client.conversations.history = () =>
+Deno.test("sendMirror waits out a rate-limited search without holding the workspace; a refusal that lasts fails it", async () => {
+  const limited = rootDeps([], { cut: false });
+  limited.client.conversations.history = () =>
     Promise.reject(
       new SlackCallError("conversations.history", {
         code: "ratelimited",
         retryAfterMs: 60_000,
       }),
     );
-  await sendMirror(deps, firstSend(0, { firstAt: 1_800_000_000, lastAt: 1_800_000_000 }));
-  assert.deepEqual(posts, [], "no second root");
-  assert.deepEqual(paused, []);
-  assert.deepEqual(outcomes, ["pending"]);
-  assert.ok(retries[0] >= 60_000, String(retries[0]));
-  assert.deepEqual(errors, ["Slack: ratelimited (root search)"]);
+  await sendMirror(limited.deps, firstSend(0, attemptedAt(1_800_000_000)));
+  assert.deepEqual(limited.posts, [], "no second root");
+  assert.deepEqual(limited.paused, []);
+  assert.deepEqual(limited.outcomes, ["pending"]);
+  assert.ok(limited.retries[0].retryInMs >= 60_000, String(limited.retries[0].retryInMs));
+  assert.equal(limited.retries[0].uncounted, true);
+  assert.deepEqual(limited.errors, ["Slack: ratelimited (root search)"]);
+
+  const revoked = rootDeps([], { cut: false });
+  revoked.client.conversations.history = () =>
+    Promise.reject(
+      new SlackCallError("conversations.history", {
+        code: "token_revoked",
+        retryAfterMs: null,
+      }),
+    );
+  await sendMirror(revoked.deps, firstSend(0, attemptedAt(1_800_000_000)));
+  assert.deepEqual(revoked.outcomes, ["failed"]);
+});
+
+Deno.test("sendMirror forgets a first root attempt Slack refused outright, and keeps one it may have made", async () => {
+  for (
+    const [error, expected] of [
+      [new SlackCallError("chat.postMessage", { code: "ratelimited", retryAfterMs: 1_000 }), [
+        "noted",
+        "forgotten",
+      ]],
+      [new SlackCallError("chat.postMessage", { code: "channel_not_found", retryAfterMs: null }), [
+        "noted",
+        "forgotten",
+      ]],
+      [new SlackCallError("chat.postMessage", { code: "request_error", retryAfterMs: null }), [
+        "noted",
+      ]],
+      [new SlackCallError("chat.postMessage", { code: "http_error", retryAfterMs: null }), [
+        "noted",
+      ]],
+    ] as const
+  ) {
+    const { deps, client, noted } = rootDeps([], { cut: false });
+    client.chat.postMessage = () => Promise.reject(error);
+    await sendMirror(deps, firstSend(0, null));
+    assert.deepEqual(noted, expected, error.info.code);
+  }
+});
+
+Deno.test("sendMirror knows its bot's posts by user when Slack gave no bot id", async () => {
+  const { deps, threads } = rootDeps([[
+    like({ ts: "1800000001.000300", user: "U9", bot_id: undefined }),
+    {
+      ...ourRoot,
+      bot_id: undefined,
+    },
+  ]], { cut: false });
+  const send = firstSend(1, attemptedAt(1_800_000_000));
+  await sendMirror(deps, { ...send, installation: { ...send.installation!, botId: null } });
+  assert.deepEqual(threads, [ourRoot.ts]);
 });
