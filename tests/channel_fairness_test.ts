@@ -67,6 +67,22 @@ for (const kind of ["whatsapp", "slack"] as const) {
   });
 }
 
+/**
+ * How many outbox rows and index entries `work` read on the delivery workers' pool (their
+ * settings: generic plans, no sequential scans).
+ */
+async function outboxReadByWorkers(
+  databaseUrl: string,
+  work: (sql: Sql) => Promise<void>,
+): Promise<number> {
+  const workers = connectWorkerPool(databaseUrl, "parley-delivery");
+  try {
+    return await tuplesRead(workers, { table: "outbox" }, work);
+  } finally {
+    await workers.end();
+  }
+}
+
 Deno.test("a channel claim does not read the sends waiting for later retries", async () => {
   await using db = await createTestDatabase();
   const a = (await createKeyedApp(db.sql, "A")).appId;
@@ -148,16 +164,10 @@ Deno.test("a channel claim on the delivery workers' pool does not read the appli
         ELSE interval '10 minutes' END
     FROM generate_series(1, 6700) n`;
   await db.sql`VACUUM ANALYZE outbox`;
-  // The workers' settings: generic plans, no sequential scans.
-  const workers = connectWorkerPool(db.url, "parley-delivery");
-  try {
-    const read = await tuplesRead(workers, { table: "outbox" }, async (sql) => {
-      assert.equal((await claimMirrorSends(sql, { limit: 16, leaseSeconds: 60 })).rows.length, 16);
-    });
-    assert.ok(read < 400, `the claim read ${read} outbox rows and index entries`);
-  } finally {
-    await workers.end();
-  }
+  const read = await outboxReadByWorkers(db.url, async (sql) => {
+    assert.equal((await claimMirrorSends(sql, { limit: 16, leaseSeconds: 60 })).rows.length, 16);
+  });
+  assert.ok(read < 400, `the claim read ${read} outbox rows and index entries`);
 });
 
 Deno.test("a WhatsApp claim behind a customer's backlog probes each candidate's customer, not the application's sends", async () => {
@@ -172,20 +182,11 @@ Deno.test("a WhatsApp claim behind a customer's backlog probes each candidate's 
         ELSE interval '10 minutes' END
     FROM generate_series(1, 6700) n`;
   await db.sql`VACUUM ANALYZE outbox`;
-  const workers = connectWorkerPool(db.url, "parley-delivery");
-  try {
-    const read = await tuplesRead(workers, { table: "outbox" }, async (sql) => {
-      const claimed = await claimChannelSends(sql, {
-        kind: "whatsapp",
-        limit: 16,
-        leaseSeconds: 60,
-      });
-      assert.equal(claimed.rows.length, 16);
-    });
-    assert.ok(read < 100, `the claim read ${read} outbox rows and index entries`);
-  } finally {
-    await workers.end();
-  }
+  const read = await outboxReadByWorkers(db.url, async (sql) => {
+    const claimed = await claimChannelSends(sql, { kind: "whatsapp", limit: 16, leaseSeconds: 60 });
+    assert.equal(claimed.rows.length, 16);
+  });
+  assert.ok(read < 100, `the claim read ${read} outbox rows and index entries`);
 });
 
 Deno.test("a channel claim checks each candidate's conversation with a probe, never an anti-join of the pending sends", async () => {

@@ -11,7 +11,7 @@ import { MAX_WHATSAPP_BODY_BYTES } from "../src/http/whatsapp.ts";
 import { metaSignature } from "../src/channels/whatsapp/signature.ts";
 import { whatsappWebhookBody } from "./support/whatsapp_webhook.ts";
 import { configureWhatsApp, TEST_WHATSAPP } from "./support/whatsapp_channel.ts";
-import { templateFlow } from "./support/flows.ts";
+import { buttonsFlow, templateFlow } from "./support/flows.ts";
 import type { StartOptions } from "../src/server.ts";
 import { createWhatsAppInboundProcessor } from "../src/channels/whatsapp/inbound_processor.ts";
 import { createCommitLoop, UNAVAILABLE } from "../src/actors/commit_loop.ts";
@@ -901,22 +901,9 @@ async function startFlow(env: Env, flow: unknown, text: string) {
 
 Deno.test("a Flow runs over WhatsApp: buttons go out as reply buttons, a button_reply advances it", async () => {
   await using env = await setUp();
-  const flow = {
-    start: "welcome",
-    nodes: {
-      welcome: {
-        message: {
-          message_type: "buttons",
-          content: { text: "What do you need?", buttons: [{ id: "sales", title: "Sales" }] },
-        },
-        on: { sales: "sales" },
-      },
-      sales: {
-        message: { message_type: "text", content: "A rep is on the way." },
-        then: "handoff",
-      },
-    },
-  };
+  const flow = buttonsFlow([{ id: "sales", title: "Sales" }], { sales: "sales" }, {
+    sales: { message: { message_type: "text", content: "A rep is on the way." }, then: "handoff" },
+  });
   const { body, wamid } = await startFlow(env, flow, "Hi");
   const buttons = body as { type: string; interactive: { type: string } };
   assert.equal(buttons.type, "interactive");
@@ -948,21 +935,7 @@ Deno.test("a list_reply is stored with the button's whole title, not the shorten
   await using env = await setUp();
   const billing = "Talk to someone about billing";
   const titles = ["Sales", "Support", "Returns", billing];
-  const flow = {
-    start: "welcome",
-    nodes: {
-      welcome: {
-        message: {
-          message_type: "buttons",
-          content: {
-            text: "What do you need?",
-            buttons: titles.map((title, i) => ({ id: `b${i}`, title })),
-          },
-        },
-        on: { b3: "handoff" },
-      },
-    },
-  };
+  const flow = buttonsFlow(titles.map((title, i) => ({ id: `b${i}`, title })), { b3: "handoff" });
   const { body, wamid } = await startFlow(env, flow, "Hi");
   const list = body as {
     interactive: {

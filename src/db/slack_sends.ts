@@ -203,10 +203,7 @@ export async function pauseSlackWorkspace(
 }
 
 /** Remembers a conversation's thread (its root message) in a workspace's channel. */
-export async function saveThread(
-  sql: Tx,
-  thread: { appId: number; chatId: number; teamId: string; channelId: string; ts: string },
-): Promise<void> {
+export async function saveThread(sql: Tx, thread: RootPlace & { ts: string }): Promise<void> {
   await sql`
     WITH attempted AS (
       DELETE FROM slack_root_attempts

@@ -3,6 +3,7 @@
  * then on the first `=`, `+` as a space, `%XX` as a byte), except that the bytes must make UTF-8:
  * where `URLSearchParams` puts U+FFFD for an escape such as `%FF` — storing something the client
  * never sent — this answers null, so that the body is refused like a JSON body that is not UTF-8.
+ * {@linkcode formFieldBytes} reads one field as the bytes it spells, UTF-8 or not.
  */
 
 const strictUtf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
@@ -21,7 +22,7 @@ function hexValue(byte: number): number {
 }
 
 /** `bytes` with `+` as a space and each `%XX` as its byte; a `%` without two hex digits stays. */
-function percentDecode(bytes: Uint8Array): Uint8Array {
+function percentDecode(bytes: Uint8Array): Uint8Array<ArrayBuffer> {
   const out = new Uint8Array(bytes.length);
   let length = 0;
   for (let i = 0; i < bytes.length; i++) {
@@ -69,4 +70,30 @@ export function parseFormUrlencoded(body: Uint8Array): [string, string][] | null
     pairs.push([name, value]);
   }
   return pairs;
+}
+
+const encoder = new TextEncoder();
+const lenientUtf8 = new TextDecoder();
+
+/**
+ * The bytes the first `name` field of `form` (a URL's query, with or without its `?`) spells,
+ * even when they are not UTF-8 — what an echo "byte for byte" needs (Meta's `hub.challenge`,
+ * CONTRACT §6.1), where `URLSearchParams` and Hono give U+FFFD or the escapes as text; null when
+ * there is no such field.
+ */
+export function formFieldBytes(form: string, name: string): Uint8Array<ArrayBuffer> | null {
+  const body = encoder.encode(form.startsWith("?") ? form.slice(1) : form);
+  let start = 0;
+  while (start <= body.length) {
+    let end = body.indexOf(AMPERSAND, start);
+    if (end === -1) end = body.length;
+    const sequence = body.subarray(start, end);
+    start = end + 1;
+    if (sequence.length === 0) continue;
+    const equals = sequence.indexOf(EQUALS);
+    const field = percentDecode(equals === -1 ? sequence : sequence.subarray(0, equals));
+    if (lenientUtf8.decode(field) !== name) continue;
+    return percentDecode(equals === -1 ? new Uint8Array() : sequence.subarray(equals + 1));
+  }
+  return null;
 }

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import fc from "fast-check";
-import { parseFormUrlencoded } from "./form_urlencoded.ts";
+import { formFieldBytes, parseFormUrlencoded } from "./form_urlencoded.ts";
 
 const bytes = (text: string) => new TextEncoder().encode(text);
 
@@ -42,4 +42,30 @@ Deno.test("parseFormUrlencoded() refuses escapes that make no UTF-8, and keeps a
   ]);
   assert.deepEqual(parseFormUrlencoded(bytes("&&a&=b&")), [["a", ""], ["", "b"]]);
   assert.deepEqual(parseFormUrlencoded(bytes("")), []);
+});
+
+const fieldBytes = (search: string, name: string) => {
+  const value = formFieldBytes(search, name);
+  return value === null ? null : [...value];
+};
+
+Deno.test("formFieldBytes() reads the bytes a parameter's escapes spell, UTF-8 or not", () => {
+  assert.deepEqual(fieldBytes("?hub.challenge=%FF%FE", "hub.challenge"), [0xff, 0xfe]);
+  assert.deepEqual(fieldBytes("a=1&hub.challenge=%C3%A9%FF", "hub.challenge"), [0xc3, 0xa9, 0xff]);
+  assert.deepEqual(
+    fieldBytes("c=a%2Bb+c%26d%00x", "c"),
+    [..."a+b c&d\0x"].map((c) => c.charCodeAt(0)),
+  );
+  assert.deepEqual(fieldBytes("c=é", "c"), [0xc3, 0xa9]);
+  assert.deepEqual(fieldBytes("c=%zz%4", "c"), [..."%zz%4"].map((c) => c.charCodeAt(0)));
+  assert.deepEqual(fieldBytes("c=1234567890", "c"), [..."1234567890"].map((c) => c.charCodeAt(0)));
+});
+
+Deno.test("formFieldBytes() takes the first of repeated parameters, and names decoded", () => {
+  assert.deepEqual(fieldBytes("c=1&c=2", "c"), [0x31]);
+  assert.deepEqual(fieldBytes("hub%2Echallenge=7", "hub.challenge"), [0x37]);
+  assert.deepEqual(fieldBytes("c", "c"), []);
+  assert.deepEqual(fieldBytes("c=", "c"), []);
+  assert.equal(fieldBytes("d=1", "c"), null);
+  assert.equal(fieldBytes("", "c"), null);
 });

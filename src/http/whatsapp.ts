@@ -4,7 +4,7 @@
  * the body stored, 200 answered, the updates applied after the answer — and the media proxy
  * that serves customers' files to whoever holds a link Parley signed.
  */
-import { queryParamBytes } from "../domain/query_bytes.ts";
+import { formFieldBytes } from "../domain/form_urlencoded.ts";
 import { Hono } from "hono";
 import { readRequestBody } from "./middleware/body_size_limit.ts";
 import { timingSafeEqual } from "node:crypto";
@@ -94,7 +94,7 @@ export function whatsappRoutes(deps: WhatsAppRoutesDeps): Hono {
       throw new AppError(403, "Verification failed");
     }
     // Echoed byte for byte, also when its bytes are not UTF-8.
-    const challenge = queryParamBytes(new URL(c.req.url).search, "hub.challenge");
+    const challenge = formFieldBytes(new URL(c.req.url).search, "hub.challenge");
     return c.body(challenge ?? new Uint8Array(0), 200, {
       "content-type": "text/plain; charset=utf-8",
     });

@@ -29,3 +29,24 @@ export function templateFlow(
     },
   };
 }
+
+/**
+ * A Flow whose first step (`welcome`) asks "What do you need?" with `buttons`, mapped by `on`;
+ * `nodes` adds further nodes.
+ */
+export function buttonsFlow(
+  buttons: { id: string; title: string }[],
+  on: Record<string, string>,
+  nodes: Record<string, unknown> = {},
+) {
+  return {
+    start: "welcome",
+    nodes: {
+      welcome: {
+        message: { message_type: "buttons", content: { text: "What do you need?", buttons } },
+        on,
+      },
+      ...nodes,
+    },
+  };
+}

@@ -24,7 +24,12 @@ import {
 import { renderAdReferralLine } from "../../domain/ad_referral.ts";
 import { renderReplyContext } from "../../domain/slack_reply_context.ts";
 import { escapeMrkdwn } from "../../domain/slack_mrkdwn.ts";
-import { SlackCallError, slackErrorOf, type SlackWebClient } from "./web_client.ts";
+import {
+  SlackCallError,
+  type SlackErrorInfo,
+  slackErrorOf,
+  type SlackWebClient,
+} from "./web_client.ts";
 
 /** The `action_id` of the root message's `Close` button. */
 export const CLOSE_ACTION_ID = "parley_close";
@@ -44,9 +49,8 @@ export function parseChatBlockId(blockId: string): number | null {
 export interface MirrorDeps {
   /** A Web API client for a bot token (sealed). */
   clientFor(botTokenSealed: string): SlackWebClient;
-  saveThread(
-    thread: { appId: number; chatId: number; teamId: string; channelId: string; ts: string },
-  ): Promise<void>;
+  /** Remembers a conversation's thread: its root's `ts`. */
+  saveThread(thread: RootPlace & { ts: string }): Promise<void>;
   /** Notes that a conversation's root is about to be posted (see `noteRootAttempt`). */
   noteRootAttempt(root: RootPlace): Promise<void>;
   /** Forgets the attempt of a root Slack refused outright. */
@@ -135,14 +139,11 @@ export class RootSearchError extends Error {
   readonly code: string;
   /** How long Slack asked to wait (a 429's Retry-After), if it did. */
   readonly retryAfterMs: number | null;
-  constructor(cause: unknown) {
-    super("Cannot look for the conversation's root in the channel", { cause });
+  constructor(info: SlackErrorInfo, options?: ErrorOptions) {
+    super("Cannot look for the conversation's root in the channel", options);
     this.name = "RootSearchError";
-    const { code, retryAfterMs } = cause === "incomplete"
-      ? { code: "incomplete", retryAfterMs: null }
-      : slackErrorOf(cause);
-    this.code = code;
-    this.retryAfterMs = retryAfterMs;
+    this.code = info.code;
+    this.retryAfterMs = info.retryAfterMs;
   }
 }
 
@@ -157,15 +158,9 @@ async function postRoot(
   client: SlackWebClient,
   deps: MirrorDeps,
   send: ClaimedMirror,
+  root: RootPlace,
 ): Promise<{ ts: string; found: boolean }> {
-  const installation = send.installation!;
   const conversation = send.conversation!;
-  const root: RootPlace = {
-    appId: send.appId,
-    chatId: conversation.id,
-    teamId: installation.teamId,
-    channelId: installation.channelId,
-  };
   if (send.rootAttempt) {
     const found = await findRoot(client, deps, send, root, send.rootAttempt);
     if (found !== null) return { ts: found, found: true };
@@ -174,7 +169,7 @@ async function postRoot(
   const postedAt = Date.now() / 1000;
   try {
     const posted = await client.chat.postMessage({
-      channel: installation.channelId,
+      channel: root.channelId,
       ...rootMessage(conversation),
       metadata: {
         event_type: ROOT_EVENT_TYPE,
@@ -233,7 +228,7 @@ async function findRoot(
         include_all_metadata: true,
       });
     } catch (error) {
-      throw new RootSearchError(error);
+      throw new RootSearchError(slackErrorOf(error), { cause: error });
     }
     const messages = answer.messages ?? [];
     for (const message of messages) {
@@ -253,7 +248,7 @@ async function findRoot(
     inclusive = false;
     await deps.noteRootSearched(root, last);
   }
-  throw new RootSearchError("incomplete");
+  throw new RootSearchError({ code: "incomplete", retryAfterMs: null });
 }
 
 /** The icon of a visitor's posts (customized like the username: `chat:write.customize`). */
@@ -292,25 +287,22 @@ export async function sendMirror(deps: MirrorDeps, send: ClaimedMirror): Promise
   const client = deps.clientFor(installation.botTokenSealed);
   try {
     let thread = send.thread;
+    // A root posted now shows the conversation as it is; an existing one is updated for a status
+    // change, and one found again since it shows the conversation as it was then.
+    let showStatus = send.topic === "chat";
     if (!thread) {
-      const root = await postRoot(client, deps, send);
-      thread = { channelId: installation.channelId, ts: root.ts };
-      await deps.saveThread({
+      const place: RootPlace = {
         appId: send.appId,
         chatId: conversation.id,
         teamId: installation.teamId,
-        channelId: thread.channelId,
-        ts: thread.ts,
-      });
-      // A root found again shows the conversation as it was then: it may have closed since.
-      if (root.found) {
-        await client.chat.update({
-          channel: thread.channelId,
-          ts: thread.ts,
-          ...rootMessage(conversation),
-        });
-      }
-    } else if (send.topic === "chat") {
+        channelId: installation.channelId,
+      };
+      const root = await postRoot(client, deps, send, place);
+      thread = { channelId: place.channelId, ts: root.ts };
+      await deps.saveThread({ ...place, ts: root.ts });
+      showStatus = root.found;
+    }
+    if (showStatus) {
       await client.chat.update({
         channel: thread.channelId,
         ts: thread.ts,
