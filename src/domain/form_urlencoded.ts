@@ -51,9 +51,10 @@ function utf8(bytes: Uint8Array): string | null {
   }
 }
 
-/** The name-value pairs of a form body, in order; null when a name or value is not UTF-8. */
-export function parseFormUrlencoded(body: Uint8Array): [string, string][] | null {
-  const pairs: [string, string][] = [];
+/** The percent-decoded name and value bytes of each field of a form body, in order. */
+function* decodedFields(
+  body: Uint8Array,
+): Generator<[Uint8Array<ArrayBuffer>, Uint8Array<ArrayBuffer>]> {
   let start = 0;
   while (start <= body.length) {
     let end = body.indexOf(AMPERSAND, start);
@@ -62,10 +63,19 @@ export function parseFormUrlencoded(body: Uint8Array): [string, string][] | null
     start = end + 1;
     if (sequence.length === 0) continue;
     const equals = sequence.indexOf(EQUALS);
-    const name = utf8(percentDecode(equals === -1 ? sequence : sequence.subarray(0, equals)));
-    const value = utf8(
+    yield [
+      percentDecode(equals === -1 ? sequence : sequence.subarray(0, equals)),
       percentDecode(equals === -1 ? new Uint8Array() : sequence.subarray(equals + 1)),
-    );
+    ];
+  }
+}
+
+/** The name-value pairs of a form body, in order; null when a name or value is not UTF-8. */
+export function parseFormUrlencoded(body: Uint8Array): [string, string][] | null {
+  const pairs: [string, string][] = [];
+  for (const [nameBytes, valueBytes] of decodedFields(body)) {
+    const name = utf8(nameBytes);
+    const value = utf8(valueBytes);
     if (name === null || value === null) return null;
     pairs.push([name, value]);
   }
@@ -83,17 +93,8 @@ const lenientUtf8 = new TextDecoder();
  */
 export function formFieldBytes(form: string, name: string): Uint8Array<ArrayBuffer> | null {
   const body = encoder.encode(form.startsWith("?") ? form.slice(1) : form);
-  let start = 0;
-  while (start <= body.length) {
-    let end = body.indexOf(AMPERSAND, start);
-    if (end === -1) end = body.length;
-    const sequence = body.subarray(start, end);
-    start = end + 1;
-    if (sequence.length === 0) continue;
-    const equals = sequence.indexOf(EQUALS);
-    const field = percentDecode(equals === -1 ? sequence : sequence.subarray(0, equals));
-    if (lenientUtf8.decode(field) !== name) continue;
-    return percentDecode(equals === -1 ? new Uint8Array() : sequence.subarray(equals + 1));
+  for (const [field, value] of decodedFields(body)) {
+    if (lenientUtf8.decode(field) === name) return value;
   }
   return null;
 }
