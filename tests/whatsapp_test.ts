@@ -899,6 +899,17 @@ async function startFlow(env: Env, flow: unknown, text: string) {
   return { body: sends(env.graph)[0].body, wamid: part.wamid as string };
 }
 
+/** The customer's message `id`, sent now in reply to our message `wamid`, with its `fields`. */
+function replyTo(wamid: string, id: string, fields: Record<string, unknown>) {
+  return {
+    from: CUSTOMER,
+    id,
+    timestamp: String(Math.floor(Date.now() / 1000)),
+    context: { from: "15550783881", id: wamid },
+    ...fields,
+  };
+}
+
 Deno.test("a Flow runs over WhatsApp: buttons go out as reply buttons, a button_reply advances it", async () => {
   await using env = await setUp();
   const flow = buttonsFlow([{ id: "sales", title: "Sales" }], { sales: "sales" }, {
@@ -908,14 +919,10 @@ Deno.test("a Flow runs over WhatsApp: buttons go out as reply buttons, a button_
   const buttons = body as { type: string; interactive: { type: string } };
   assert.equal(buttons.type, "interactive");
   assert.equal(buttons.interactive.type, "button");
-  const click = {
-    from: CUSTOMER,
-    id: "wamid.click.1",
-    timestamp: String(Math.floor(Date.now() / 1000)),
+  const click = replyTo(wamid, "wamid.click.1", {
     type: "interactive",
-    context: { from: "15550783881", id: wamid },
     interactive: { type: "button_reply", button_reply: { id: "sales", title: "Sales" } },
-  };
+  });
   assert.equal(await post(env, webhookBody([click])), 200);
   await waitUntil(() => sends(env.graph).length === 2, "the next node sent");
   assert.deepEqual((sends(env.graph)[1].body as { text: unknown }).text, {
@@ -946,14 +953,10 @@ Deno.test("a list_reply is stored with the button's whole title, not the shorten
   assert.equal(list.interactive.type, "list");
   const row = list.interactive.action.sections.flatMap((section) => section.rows)[3];
   assert.ok(row.title.length <= 24 && row.title !== billing, "the row's title is cut short");
-  const click = {
-    from: CUSTOMER,
-    id: "wamid.click.list",
-    timestamp: String(Math.floor(Date.now() / 1000)),
+  const click = replyTo(wamid, "wamid.click.list", {
     type: "interactive",
-    context: { from: "15550783881", id: wamid },
     interactive: { type: "list_reply", list_reply: { id: row.id, title: row.title } },
-  };
+  });
   assert.equal(await post(env, webhookBody([click])), 200);
   const [stored] = await eventually(
     () => env.db.sql`SELECT content FROM messages WHERE external_id = 'wamid.click.list'`,
@@ -1026,14 +1029,10 @@ Deno.test("a template's quick-reply button drives the Flow like a reply button",
   });
   const { body, wamid } = await startFlow(env, flow, "Where is my order?");
   assert.equal((body as { type: string }).type, "template");
-  const reply = {
-    from: CUSTOMER,
-    id: "wamid.template.reply",
-    timestamp: String(Math.floor(Date.now() / 1000)),
+  const reply = replyTo(wamid, "wamid.template.reply", {
     type: "button",
-    context: { from: "15550783881", id: wamid },
     button: { payload: "yes", text: "Yes, please" },
-  };
+  });
   assert.equal(await post(env, webhookBody([reply])), 200);
   await waitUntil(() => sends(env.graph).length === 2, "the next node sent");
   assert.deepEqual((sends(env.graph)[1].body as { text: unknown }).text, {
