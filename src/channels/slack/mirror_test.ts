@@ -286,14 +286,16 @@ Deno.test("sendMirror finds a root whose answer was cut by its metadata, and ope
   ]], { cut: true });
   const before = Date.now() / 1000;
   await sendMirror(deps, firstSend(0, null));
+  const after = Date.now() / 1000;
   assert.deepEqual(noted, ["noted"], "noted before it was posted");
   assert.deepEqual(threads, [ourRoot.ts]);
   assert.deepEqual(posts.map((post) => post.thread_ts ?? "root"), ["root", ourRoot.ts]);
   assert.deepEqual(posts[0].metadata, ourRoot.metadata);
   assert.equal(searches.length, 1);
   const { oldest, latest, inclusive, limit, include_all_metadata } = searches[0];
-  assert.ok(Number(oldest) <= before - 60 && Number(oldest) > before - 70, String(oldest));
-  assert.ok(Number(latest) >= before + 70 && Number(latest) < before + 80, String(latest));
+  // A minute before the attempt, to 70 s after it (the attempt was made between before and after).
+  assert.ok(Number(oldest) >= before - 60.001 && Number(oldest) <= after - 60, String(oldest));
+  assert.ok(Number(latest) >= before + 69.999 && Number(latest) <= after + 70, String(latest));
   assert.deepEqual([inclusive, limit, include_all_metadata], [true, 15, true]);
   // The root found shows the conversation as it is now.
   assert.deepEqual(updates.map((update) => [update.ts, update.text]), [
