@@ -896,10 +896,14 @@ function threadEvent(id: string, thread: string, event: Record<string, unknown>)
 }
 
 /** A visitor's socket and the frames it received until closed. */
-async function openVisitorSocket(env: Env, token: string) {
-  const frames: { type: string; message?: { id: number; content?: string } }[] = [];
+async function openVisitorSocket(env: Env, token: string, since?: string) {
+  const frames: {
+    type: string;
+    message?: { id: number; content?: string; created_at?: string };
+  }[] = [];
   const socket = new WebSocket(
-    `${env.server.baseUrl.replace("http", "ws")}/api/v1/widget/socket?token=${token}`,
+    `${env.server.baseUrl.replace("http", "ws")}/api/v1/widget/socket?token=${token}` +
+      (since ? `&since=${encodeURIComponent(since)}` : ""),
   );
   socket.onmessage = (event) => frames.push(JSON.parse(event.data));
   await new Promise((resolve) => socket.onopen = resolve);
@@ -1182,6 +1186,22 @@ Deno.test("deleting the bot's copy of a visitor's message erases nothing; a repl
     "the last edit",
   );
   await close();
+  // A socket that comes back after all this is told the reply it saw is gone, and nothing of notes.
+  const since = frames.find((frame) => frame.message?.content === "Visible")!.message!.created_at!;
+  const back = await openVisitorSocket(env, chat.token, since);
+  await waitUntil(
+    () => back.frames.some((frame) => frame.message?.content === "Visible, edited"),
+    "the replay",
+  );
+  await back.close();
+  const [aside] = await env.db.sql`
+    SELECT id FROM messages WHERE content = 'note: aside' AND conversation_id = ${chat.chatId}`;
+  assert.ok(
+    back.frames.some((frame) => frame.type === "message.deleted" && frame.message?.id === reply.id),
+    "the reply made a note is gone on the socket that came back",
+  );
+  assert.ok(!back.frames.some((frame) => frame.message?.id === Number(aside.id)), "a note's id");
+  assert.ok(!back.frames.some((frame) => frame.message?.content?.startsWith("note:")), "a note");
 
   assert.deepEqual(
     frames.filter((frame) => frame.type.startsWith("message.")).map((frame) =>

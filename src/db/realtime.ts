@@ -140,7 +140,7 @@ export interface ClientChanges {
  * What the `clients` may have missed while the LISTEN connection was down: the messages of theirs
  * created at or after `since` ({@linkcode listClientMessagesSince}), their conversations whose
  * state may have changed since, and their visible messages edited, given a status or deleted
- * since. A conversation written to counts (a reopen moves only its activity time), so some of
+ * since (a reply made an internal note comes back deleted). A conversation written to counts (a reopen moves only its activity time), so some of
  * these changed nothing a socket has not seen. The three reads see one snapshot (a read-only
  * repeatable-read transaction): read apart, a conversation could be seen closed without the
  * messages committed before its close.
@@ -185,13 +185,14 @@ export async function readClientChangesSince(
     sql<(ClientMessageRow & { deleted: boolean })[]>`
       SELECT m.app_id, c.client_id, m.id, m.conversation_id, m.sender_type, m.sender_name,
         m.message_type, m.content, m.payload, m.internal, m.status, m.created_at,
-        m.deleted_at IS NOT NULL AS deleted
+        m.deleted_at IS NOT NULL OR m.internal AS deleted
       FROM unnest(${appIds}::bigint[], ${clientIds}::bigint[]) AS w (app_id, client_id)
       JOIN conversations c ON c.app_id = w.app_id AND c.client_id = w.client_id
       JOIN messages m ON m.app_id = c.app_id AND m.conversation_id = c.id
       WHERE m.app_id = ANY (${distinct(appIds)}::bigint[])
         AND greatest(m.updated_at, m.deleted_at) >= ${at}::timestamptz
-        AND NOT m.internal
+        -- A note was never the visitor's, unless it was a reply they saw, made a note since.
+        AND (NOT m.internal OR m.hidden_at IS NOT NULL)
       ORDER BY m.id`,
   ]);
   return {

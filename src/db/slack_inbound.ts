@@ -171,7 +171,9 @@ export async function editSlackMessage(
         AND m.content <> ${link.text} AND m.deleted_at IS NULL
     ), edited AS (
       UPDATE messages m SET content = ${link.text}, updated_at = clock_timestamp(),
-        internal = m.internal OR ${link.internal}
+        internal = m.internal OR ${link.internal},
+        hidden_at = CASE WHEN NOT m.internal AND ${link.internal} THEN clock_timestamp()
+          ELSE m.hidden_at END
       FROM target t
       WHERE m.app_id = ${appId} AND m.id = t.id
       RETURNING m.id, m.conversation_id, m.content, m.internal, t.internal AS was_internal,

@@ -7,6 +7,7 @@
  */
 import type { Context } from "hono";
 import { AppError } from "../domain/app_error.ts";
+import { isoTimeMs } from "../domain/iso_time.ts";
 import { describeError, log } from "../log.ts";
 import {
   closeSocket,
@@ -98,9 +99,6 @@ const CATCH_UP_MARGIN_MS = 1_000;
 /** The furthest back a reconnecting client may resume from. */
 export const MAX_RESUME_MS = 24 * 3_600_000;
 
-/** An ISO 8601 time with a zone, as the API writes `created_at`. */
-const ISO_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})$/;
-
 /**
  * Where a reconnecting socket's catch-up starts: `since` (the `created_at` of the last frame its
  * client got) less the margin, no further back than {@linkcode MAX_RESUME_MS} and no later than
@@ -108,8 +106,8 @@ const ISO_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\
  */
 export function resumePoint(since: string | undefined, nowMs: number): Date | null {
   if (since === undefined) return null;
-  const at = ISO_TIME.test(since) ? Date.parse(since) : NaN;
-  if (Number.isNaN(at)) throw new AppError(400, "since must be an ISO 8601 time");
+  const at = isoTimeMs(since);
+  if (at === null) throw new AppError(400, "since must be an ISO 8601 time");
   const from = Math.min(at, nowMs) - CATCH_UP_MARGIN_MS;
   return new Date(Math.max(from, nowMs - MAX_RESUME_MS));
 }

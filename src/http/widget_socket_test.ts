@@ -22,7 +22,16 @@ Deno.test("resumePoint() keeps a time to come at now, and one long ago at its fu
 });
 
 Deno.test("resumePoint() refuses what is no ISO 8601 time with a zone", () => {
-  for (const since of ["", "yesterday", "2026-11-25", "2026-11-25T11:59:00", "1764072000"]) {
+  for (
+    const since of [
+      "",
+      "yesterday",
+      "2026-11-25",
+      "2026-11-25T11:59:00",
+      "1764072000",
+      "2026-02-30T00:00:00Z",
+    ]
+  ) {
     assert.throws(
       () => resumePoint(since, NOW),
       (error) => error instanceof AppError && error.status === 400,

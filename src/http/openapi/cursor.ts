@@ -3,6 +3,8 @@
  * and id), base64url-encoded so that clients pass it back without reading it.
  */
 
+import { isoTimeMs } from "../../domain/iso_time.ts";
+
 /** Where a page ended. */
 export interface ConversationCursor {
   lastMessageAt: string;
@@ -29,11 +31,9 @@ export function decodeCursor(text: string): ConversationCursor | null {
   }
   const [lastMessageAt, id, ...rest] = decoded.split("|");
   if (rest.length > 0 || !TIMESTAMP.test(lastMessageAt ?? "")) return null;
-  // Date.parse accepts days a month does not have (Feb 30); the database would not.
-  const ms = Date.parse(lastMessageAt);
-  if (Number.isNaN(ms) || new Date(ms).toISOString().slice(0, 19) !== lastMessageAt.slice(0, 19)) {
-    return null;
-  }
-  if (lastMessageAt.startsWith("0000") || !/^[1-9][0-9]{0,15}$/.test(id ?? "")) return null;
+  if (
+    isoTimeMs(lastMessageAt) === null || lastMessageAt.startsWith("0000") ||
+    !/^[1-9][0-9]{0,15}$/.test(id ?? "")
+  ) return null;
   return { lastMessageAt, id: Number(id) };
 }
