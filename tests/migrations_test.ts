@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { createTestDatabase } from "./support/database.ts";
 import { migrate, readMigrations } from "../src/db/migrate.ts";
+import type { Sql } from "../src/db/client.ts";
 
 Deno.test("migrate applies nothing twice, even when instances start at once", async () => {
   await using db = await createTestDatabase();
@@ -39,4 +40,70 @@ Deno.test("timestamps reach the application with their microseconds", async () =
   await using db = await createTestDatabase();
   const [row] = await db.sql`SELECT '2026-11-22 01:27:40.123456+00'::timestamptz AS ts`;
   assert.equal(row.ts, "2026-11-22T01:27:40.123456Z");
+});
+
+/** What a database's schema is made of, each part in a stable order. */
+async function schemaOf(sql: Sql) {
+  return {
+    columns: await sql`
+      SELECT table_name, column_name, data_type, udt_name, is_nullable, column_default,
+        is_identity
+      FROM information_schema.columns WHERE table_schema = 'public'
+      ORDER BY table_name, column_name`,
+    indexes: await sql`
+      SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = 'public' ORDER BY indexname`,
+    // Whether a check was validated is left aside: 0024's first version validated its check.
+    constraints: await sql`
+      SELECT conrelid::regclass::text AS relation, conname,
+        regexp_replace(pg_get_constraintdef(oid), ' NOT VALID$', '') AS def
+      FROM pg_constraint WHERE connamespace = 'public'::regnamespace
+      ORDER BY relation, conname`,
+    relations: await sql`
+      SELECT relname, relkind, reloptions FROM pg_class
+      WHERE relnamespace = 'public'::regnamespace ORDER BY relname`,
+    functions: await sql`
+      SELECT proname, pg_get_functiondef(oid) AS def FROM pg_proc
+      WHERE pronamespace = 'public'::regnamespace ORDER BY proname`,
+    triggers: await sql`
+      SELECT tgname, pg_get_triggerdef(oid) AS def FROM pg_trigger
+      WHERE NOT tgisinternal ORDER BY tgname`,
+  };
+}
+
+Deno.test("a database migrated by the first version of a migration edited since reaches today's schema", async () => {
+  await using today = await createTestDatabase();
+  const expected = await schemaOf(today.sql);
+  const current = await readMigrations();
+  const firstVersions = await readMigrations(
+    new URL("./testdata/rewritten_migrations/", import.meta.url),
+  );
+  assert.ok(firstVersions.length >= 10);
+  for (const first of firstVersions) {
+    // Migrated by a commit of the time: the migrations before it, then its first version.
+    await using db = await createTestDatabase({ empty: true });
+    await migrate(db.sql, [...current.filter((m) => m.version < first.version), first]);
+    await migrate(db.sql);
+    assert.deepEqual(await schemaOf(db.sql), expected, first.version);
+  }
+});
+
+Deno.test("a migration is never edited once committed: each file has the sum it was committed with", async () => {
+  // An edited migration never reaches a database that applied it (migrations are recorded by
+  // name): change a schema with a new migration, or a `*_catch_up` one after it.
+  const dir = new URL("../migrations/", import.meta.url);
+  const listed = new Map(
+    (await Deno.readTextFile(new URL("SHA256SUMS", dir))).trim().split("\n")
+      .map((line) => line.split("  ").reverse() as [string, string]),
+  );
+  for (const migration of await readMigrations(dir)) {
+    const bytes = await Deno.readFile(new URL(`${migration.version}.sql`, dir));
+    const sum = Array.from(new Uint8Array(await crypto.subtle.digest("SHA-256", bytes)))
+      .map((byte) => byte.toString(16).padStart(2, "0")).join("");
+    assert.equal(
+      sum,
+      listed.get(`${migration.version}.sql`),
+      `${migration.version}.sql: a new migration gets its line in migrations/SHA256SUMS; ` +
+        "a committed one is never edited",
+    );
+  }
 });

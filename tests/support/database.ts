@@ -17,8 +17,10 @@ export interface TestDatabase extends AsyncDisposable {
   drop(): Promise<void>;
 }
 
-/** Clones the template into a fresh database. */
-export async function createTestDatabase(): Promise<TestDatabase> {
+/** Clones the template into a fresh database; `empty`: one without Parley's tables. */
+export async function createTestDatabase(
+  options: { empty?: boolean } = {},
+): Promise<TestDatabase> {
   const serverUrl = Deno.env.get("TEST_DATABASE_URL");
   if (!serverUrl) {
     throw new Error("TEST_DATABASE_URL is not set: run the tests with `deno task test`");
@@ -26,7 +28,8 @@ export async function createTestDatabase(): Promise<TestDatabase> {
   const name = `test_${crypto.randomUUID().replaceAll("-", "").slice(0, 16)}`;
   const admin = connect(serverUrl, { max: 1 });
   try {
-    await admin`CREATE DATABASE ${admin(name)} TEMPLATE ${admin(TEMPLATE_DATABASE)}`;
+    const template = options.empty ? "template0" : TEMPLATE_DATABASE;
+    await admin`CREATE DATABASE ${admin(name)} TEMPLATE ${admin(template)}`;
   } finally {
     await admin.end();
   }
