@@ -321,7 +321,7 @@ export async function runCli(args: string[]): Promise<number> {
     const line = parseCommandLine(args);
     handlerOf(line.command);
     const config = loadConfig();
-    location = await openDatabase(config);
+    location = await openDatabase(config, undefined, { forCommand: true });
     sql = connect(location.url, { max: 2, applicationName: COMMAND_APPLICATION_NAME });
     await migrate(sql);
     const secretBox = async () => {

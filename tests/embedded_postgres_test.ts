@@ -242,7 +242,20 @@ Deno.test("a server that owns the embedded PostgreSQL lets another process's adm
   const created = await runCliProcess(["app:create", "--name", "Waits"], { DATA_DIR: dataDir });
   assert.equal(created.code, 0, created.stderr);
   const { id } = JSON.parse(created.stdout);
-  // A command that reads its Flow from standard input holds its session until the input ends.
+  const command = await heldCommand(dataDir, id);
+  const postmaster = await postmasterPid(dataDir);
+  const stopping = server.stop();
+  await new Promise((resolve) => setTimeout(resolve, 1_000));
+  assert.ok(await isAlive(postmaster), "PostgreSQL was stopped under the command");
+  await command.finish();
+  assert.equal((await stopping).code, 0);
+});
+
+/**
+ * An admin command (`flow:set` reading its Flow from standard input) that holds its database
+ * session until `finish` gives it the input: resolves once the session is open.
+ */
+async function heldCommand(dataDir: string, appId: number) {
   const command = new Deno.Command(Deno.execPath(), {
     args: [
       "run",
@@ -250,7 +263,7 @@ Deno.test("a server that owns the embedded PostgreSQL lets another process's adm
       new URL("../src/cli.ts", import.meta.url).pathname,
       "flow:set",
       "--app",
-      String(id),
+      String(appId),
       "--file",
       "/dev/stdin",
     ],
@@ -260,30 +273,59 @@ Deno.test("a server that owns the embedded PostgreSQL lets another process's adm
     stderr: "piped",
   }).spawn();
   // The command has its session open (it waits on stdin after migrating).
-  const postmaster = await postmasterPid(dataDir);
-  const port = await postmasterPort(dataDir);
-  const password = (await Deno.readTextFile(`${dataDir}/pg_password`)).trim();
-  const sql = postgres(`postgres://parley:${password}@127.0.0.1:${port}/parley`, { max: 1 });
-  try {
-    await waitFor(async () => {
+  await waitFor(async () => {
+    const port = await postmasterPort(dataDir).catch(() => null);
+    if (port === null) return false;
+    const password = (await Deno.readTextFile(`${dataDir}/pg_password`)).trim();
+    const sql = postgres(`postgres://parley:${password}@127.0.0.1:${port}/parley`, { max: 1 });
+    try {
       const [{ n }] = await sql`
         SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = 'parley-cli'`;
       return n > 0;
-    }, "the command's session");
-  } finally {
-    await sql.end();
-  }
-  const stopping = server.stop();
-  await new Promise((resolve) => setTimeout(resolve, 1_000));
-  assert.ok(await isAlive(postmaster), "PostgreSQL was stopped under the command");
-  const writer = command.stdin.getWriter();
-  await writer.write(new TextEncoder().encode(JSON.stringify({
-    start: "hi",
-    nodes: { hi: { message: { message_type: "text", content: "Hello" } } },
-  })));
-  await writer.close();
-  const out = await command.output();
-  assert.equal(out.code, 0, new TextDecoder().decode(out.stderr));
-  assert.equal(JSON.parse(new TextDecoder().decode(out.stdout)).start, "hi");
-  assert.equal((await stopping).code, 0);
+    } catch {
+      return false;
+    } finally {
+      await sql.end();
+    }
+  }, "the command's session");
+  return {
+    async finish() {
+      const writer = command.stdin.getWriter();
+      await writer.write(new TextEncoder().encode(JSON.stringify({
+        start: "hi",
+        nodes: { hi: { message: { message_type: "text", content: "Hello" } } },
+      })));
+      await writer.close();
+      const out = await command.output();
+      assert.equal(out.code, 0, new TextDecoder().decode(out.stderr));
+      assert.equal(JSON.parse(new TextDecoder().decode(out.stdout)).start, "hi");
+    },
+  };
+}
+
+Deno.test("a server started while an admin command runs the embedded PostgreSQL waits for it to end, then runs its own", async () => {
+  await using temp = await tempDataDir("parley-after-command-");
+  const dataDir = temp.path;
+  const created = await runCliProcess(["app:create", "--name", "First"], { DATA_DIR: dataDir });
+  assert.equal(created.code, 0, created.stderr);
+  const command = await heldCommand(dataDir, JSON.parse(created.stdout).id);
+  const commands = await postmasterPid(dataDir);
+  // Sharing the command's server, the server would lose its database when the command ended.
+  let listening = false;
+  const starting = spawnServer({ DATA_DIR: dataDir }).then((server) => {
+    listening = true;
+    return server;
+  });
+  await new Promise((resolve) => setTimeout(resolve, 1_500));
+  assert.equal(listening, false, "the server started on the command's PostgreSQL");
+  await command.finish();
+  await using server = await starting;
+  const own = await postmasterPid(dataDir);
+  assert.notEqual(own, commands);
+  assert.ok(!(await isAlive(commands)), "the command's PostgreSQL still runs");
+  assert.equal(await status(`${server.baseUrl}/readyz`), 200);
+  // And a command run now uses the server's.
+  const listed = await runCliProcess(["key:list", "--app", "1"], { DATA_DIR: dataDir });
+  assert.equal(listed.code, 0, listed.stderr);
+  assert.equal(await postmasterPid(dataDir), own);
 });

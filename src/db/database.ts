@@ -17,15 +17,21 @@ export interface DatabaseLocation {
 
 /**
  * Resolves the database of `config`, starting the embedded server when needed. `onLost` hears
- * when the embedded server (this process's or shared) went and could not be started again.
+ * when the embedded server (this process's or shared) went and could not be started again;
+ * `forCommand`: the process is an admin command (see `EmbeddedPostgresOptions.forCommand`).
  */
 export async function openDatabase(
   config: Pick<Config, "databaseUrl" | "dataDir">,
   onLost?: (error: Error) => void,
+  options: { forCommand?: boolean } = {},
 ): Promise<DatabaseLocation> {
   if (config.databaseUrl) {
     return { url: config.databaseUrl, embedded: false, close: () => Promise.resolve() };
   }
-  const server = await openEmbeddedPostgres({ dataDir: config.dataDir, onLost });
+  const server = await openEmbeddedPostgres({
+    dataDir: config.dataDir,
+    onLost,
+    forCommand: options.forCommand,
+  });
   return { url: server.url, embedded: true, close: () => server.stop() };
 }

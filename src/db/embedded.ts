@@ -6,7 +6,9 @@
  * so when we are root the server runs as `nobody` through `setpriv`.
  *
  * A server already running on the data directory (another `deno task start`, or the CLI
- * while the server runs) is found through its `postmaster.pid` and shared instead of started.
+ * while the server runs) is found through its `postmaster.pid` and shared instead of started —
+ * except one an admin command started, which a server waits to stop (it goes with the command).
+ * Processes finding or starting it take turns under a lock file.
  *
  * A server we started dies with us, even when we are killed (a parent-death signal), and is
  * supervised: if it exits without being asked to (killed, crashed), it
@@ -49,6 +51,12 @@ export interface EmbeddedPostgresOptions {
   database?: string;
   /** Called once if the server exited unexpectedly and could not be started again. @default none */
   onLost?: (error: Error) => void;
+  /**
+   * The process is an admin command: a server it starts runs for the command's time only, so a
+   * process that is not a command waits for that server to stop, then starts its own (sharing
+   * it, it would lose its database when the command ended). @default false
+   */
+  forCommand?: boolean;
 }
 
 const SUPERUSER = "parley";
@@ -56,6 +64,8 @@ const NOBODY = { uid: 65534, gid: 65534 };
 const START_TIMEOUT_MS = 60_000;
 /** Restarts tried after an unexpected exit, waiting 0.2, 0.4, 0.8, 1.6, then 2 s before each. */
 const RESTART_ATTEMPTS = 6;
+/** Longest a server's start waits for an admin command's postmaster to stop. */
+const COMMAND_SERVER_WAIT_MS = 30_000;
 /** How often a process that shares another's postmaster checks that it still runs. */
 const SHARED_POLL_MS = 500;
 /**
@@ -78,23 +88,27 @@ export async function openEmbeddedPostgres(
   const runAs = Deno.uid() === 0 ? NOBODY : null;
   const durable = options.durable ?? true;
 
-  // A postmaster still stopping (its Parley was just killed) or starting (another process's)
-  // holds the data directory: wait for it to go, or to be ready and shared.
-  const running = await findRunningPort(pgData) ?? await waitForPreviousPostmaster(pgData);
   /** Our postmaster; null while this process shares another process's. */
   let child: Deno.ChildProcess | null = null;
   let stderr = { text: () => "" };
-  let port: number;
-  if (running !== null) {
-    port = running;
-  } else {
+  const port = await withStartLock(dataDir, async () => {
+    // A postmaster still stopping (its Parley was just killed) or starting (another process's)
+    // holds the data directory: wait for it to go, or to be ready and shared.
+    let running = await findRunningPort(pgData) ?? await waitForPreviousPostmaster(pgData);
+    if (running !== null && !options.forCommand && await isCommandServer(dataDir, pgData)) {
+      log("info", "waiting for an admin command's embedded PostgreSQL to stop");
+      running = await waitForCommandServer(dataDir, pgData);
+    }
+    if (running !== null) return running;
     await prepareCluster(pgData, dataDir, password, runAs, durable);
-    port = await portToStartOn(dataDir);
-    child = spawnServer(pgData, port, runAs, durable);
-    stderr = collectOutput(child.stderr);
-    await waitUntilReady(pgData, child, stderr);
+    const port = await portToStartOn(dataDir);
+    const ours = child = spawnServer(pgData, port, runAs, durable);
+    stderr = collectOutput(ours.stderr);
+    await waitUntilReady(pgData, ours, stderr);
     await ensureDatabase(password, port, database);
-  }
+    await noteServer(dataDir, ours.pid, options.forCommand ?? false);
+    return port;
+  });
 
   let stopping = false;
   /** Ends the pause under way, if any (a stop was requested). */
@@ -154,28 +168,37 @@ export async function openEmbeddedPostgres(
       await pause(Math.min(200 * 2 ** (attempt - 1), 2_000));
       if (stopping) return false;
       try {
-        const other = await waitForPreviousPostmaster(pgData);
-        if (other === port) {
-          child = null;
+        const outcome = await withStartLock(dataDir, async () => {
+          const other = await waitForPreviousPostmaster(pgData);
+          if (other === port) {
+            child = null;
+            return "shared";
+          }
+          if (other !== null) return other;
+          if (!prepared) {
+            await prepareCluster(pgData, dataDir, password, runAs, durable);
+            prepared = true;
+          }
+          // A stop asked meanwhile (during the wait or the preparation) starts nothing, and one
+          // asked while it started stops what it started: stop() could not know of it.
+          if (stopping) return "stopped";
+          const ours = child = spawnServer(pgData, port, runAs, durable);
+          stderr = collectOutput(ours.stderr);
+          await waitUntilReady(pgData, ours, stderr);
+          await noteServer(dataDir, ours.pid, options.forCommand ?? false);
+          return "started";
+        });
+        if (outcome === "shared") {
           log("info", "embedded PostgreSQL runs again, started by another process", { attempt });
           return true;
         }
-        if (other !== null) {
-          return lose(`Embedded PostgreSQL was started again on port ${other}, not ${port}`);
+        if (typeof outcome === "number") {
+          return lose(`Embedded PostgreSQL was started again on port ${outcome}, not ${port}`);
         }
-        if (!prepared) {
-          await prepareCluster(pgData, dataDir, password, runAs, durable);
-          prepared = true;
-        }
-        // A stop asked meanwhile (during the wait or the preparation) starts nothing, and one
-        // asked while it started stops what it started: stop() could not know of it.
-        if (stopping) return false;
-        child = spawnServer(pgData, port, runAs, durable);
-        stderr = collectOutput(child.stderr);
-        await waitUntilReady(pgData, child, stderr);
+        if (outcome === "stopped") return false;
         if (stopping) {
-          child.kill("SIGINT");
-          await child.status;
+          child!.kill("SIGINT");
+          await child!.status;
           return false;
         }
         log("info", "embedded PostgreSQL started again", { attempt });
@@ -222,6 +245,55 @@ export async function openEmbeddedPostgres(
       return stopped;
     },
   };
+}
+
+/**
+ * Runs `work` holding `dataDir`'s start lock (`pg_start.lock`, an exclusive `flock`): processes
+ * that find or start the server of one data directory take turns, so that one starts it and the
+ * others find it ready and share it (started at once, two ran `initdb` on one directory, or one
+ * failed on the other's `postmaster.pid`).
+ */
+async function withStartLock<T>(dataDir: string, work: () => Promise<T>): Promise<T> {
+  const file = await Deno.open(join(dataDir, "pg_start.lock"), { create: true, write: true });
+  try {
+    await file.lock(true);
+    return await work();
+  } finally {
+    file.close(); // which releases the lock
+  }
+}
+
+/** The file naming the postmaster an admin command started, while it runs. */
+function commandServerFile(dataDir: string): string {
+  return join(dataDir, "pg_command_postmaster");
+}
+
+/**
+ * Notes whether the postmaster `pid` was started by an admin command (whose server a starting
+ * server does not share), in the start lock.
+ */
+async function noteServer(dataDir: string, pid: number, forCommand: boolean): Promise<void> {
+  if (forCommand) await Deno.writeTextFile(commandServerFile(dataDir), String(pid));
+  else await Deno.remove(commandServerFile(dataDir)).catch(() => {});
+}
+
+/** Whether the postmaster running on `pgData` is one an admin command started. */
+async function isCommandServer(dataDir: string, pgData: string): Promise<boolean> {
+  const noted = await Deno.readTextFile(commandServerFile(dataDir)).catch(() => null);
+  return noted !== null && Number(noted) === await livePostmasterPid(pgData);
+}
+
+/**
+ * Waits, at most {@linkcode COMMAND_SERVER_WAIT_MS}, for an admin command's postmaster to stop
+ * (its command ended): null then; its port, to be shared, when it still runs after that.
+ */
+async function waitForCommandServer(dataDir: string, pgData: string): Promise<number | null> {
+  const deadline = Date.now() + COMMAND_SERVER_WAIT_MS;
+  while (Date.now() < deadline) {
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    if (!(await isCommandServer(dataDir, pgData))) return await waitForPreviousPostmaster(pgData);
+  }
+  return await findRunningPort(pgData);
 }
 
 /**
