@@ -94,8 +94,10 @@ const FINAL_ERRORS = new Set([
 export function rootMessage(conversation: NonNullable<ClaimedMirror["conversation"]>) {
   const who = conversation.visitorName ?? conversation.visitorEmail ??
     `Visitor #${conversation.id}`;
-  const line =
-    `*${escapeMrkdwn(who)}* · ${conversation.channel} · conversation ${conversation.id} · ` +
+  // Its own asterisks as look-alikes: one would end the bold early (`*Eve *boss**`). Other markers
+  // stay (a name or an address is copied from here; `_` formats only between word boundaries).
+  const bold = escapeMrkdwn(who).replaceAll("*", "\u2217");
+  const line = `*${bold}* · ${conversation.channel} · conversation ${conversation.id} · ` +
     (conversation.status === "open" ? "open" : "closed");
   const blocks: SlackBlock[] = [{
     type: "section",

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { SlackCallError, type SlackWebClient } from "./web_client.ts";
 import type { ClaimedMirror } from "../../db/slack_sends.ts";
-import { type MirrorDeps, ROOT_EVENT_TYPE, sendMirror } from "./mirror.ts";
+import { type MirrorDeps, ROOT_EVENT_TYPE, rootMessage, sendMirror } from "./mirror.ts";
 
 /** Deps whose Slack client records the posts and whose records are kept. */
 function recordingDeps() {
@@ -431,4 +431,19 @@ Deno.test("sendMirror knows its bot's posts by user when Slack gave no bot id", 
   const send = firstSend(1, attemptedAt(1_800_000_000));
   await sendMirror(deps, { ...send, installation: { ...send.installation!, botId: null } });
   assert.deepEqual(threads, [ourRoot.ts]);
+});
+
+Deno.test("rootMessage() keeps a name's asterisks from ending its bold, and its escapes", () => {
+  const { text, blocks } = rootMessage({
+    id: 3,
+    status: "open",
+    channel: "web",
+    visitorName: "Eve <!channel> *boss* joe_doe",
+    visitorEmail: null,
+  });
+  assert.equal(
+    (blocks[0] as { text: { text: string } }).text.text,
+    "*Eve &lt;!channel&gt; \u2217boss\u2217 joe_doe* · web · conversation 3 · open",
+  );
+  assert.equal(text, "Eve &lt;!channel&gt; *boss* joe_doe · web · open");
 });
