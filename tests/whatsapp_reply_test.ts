@@ -11,7 +11,12 @@ import { startTestServer, type TestServer } from "./support/server.ts";
 import { apiCall, createKeyedApp, type KeyedApp } from "./support/open_api.ts";
 import { type FakeGraphApi, startFakeGraphApi } from "./support/fake_graph_api.ts";
 import type { FakeSlack } from "./support/fake_slack.ts";
-import { installSlack, slackServerEnv, startTestSlack } from "./support/slack_workspace.ts";
+import {
+  installSlack,
+  slackServerEnv,
+  startTestSlack,
+  TEST_WORKSPACE,
+} from "./support/slack_workspace.ts";
 import { eventually } from "./support/eventually.ts";
 import { whatsappWebhookBody } from "./support/whatsapp_webhook.ts";
 import { configureWhatsApp, TEST_WHATSAPP } from "./support/whatsapp_channel.ts";
@@ -246,4 +251,44 @@ Deno.test("a WhatsApp reply quotes only a message of its own conversation", asyn
   assert.equal(rows.length, 2);
   assert.notEqual(rows[1].conversation_id, rows[0].conversation_id);
   assert.equal(rows[1].reply_to_message_id, null);
+});
+
+Deno.test("a Slack reply to a WhatsApp customer whose 24-hour window closed is kept as a note, and its thread is told", async () => {
+  await using env = await setUp();
+  const hours25 = String(Math.floor(Date.now() / 1000) - 25 * 3600);
+  await deliver(env, [{ ...text("wamid.OLD", "Anyone there?"), timestamp: hours25 }]);
+  await assertThread(env.slack, ["Anyone there?"]);
+  const [thread] = await env.db.sql`SELECT thread_ts FROM slack_threads`;
+  const answered = await env.slack.postEvent(`${env.server.baseUrl}/api/v1/slack/events`, {
+    type: "event_callback",
+    team_id: TEST_WORKSPACE.teamId,
+    event_id: "EvLate",
+    event_time: Math.floor(Date.now() / 1000),
+    event: {
+      type: "message",
+      channel: TEST_WORKSPACE.channelId,
+      thread_ts: thread.thread_ts,
+      user: "U_AGENT",
+      text: "Sorry for the wait",
+      ts: "1800000100.000001",
+    },
+  });
+  await answered.body?.cancel();
+  assert.equal(answered.status, 200);
+  // Nothing goes to WhatsApp, which would refuse it; under the reply, its thread says so.
+  await assertThread(env.slack, [
+    "Anyone there?",
+    ":warning: Not delivered: Outside the 24-hour window: only template messages can be sent",
+  ]);
+  const stored = await env.db.sql`
+    SELECT sender_type, content, internal, status, failure_code FROM messages
+    WHERE sender_type = 'agent'`;
+  assert.deepEqual(stored.map((row) => ({ ...row })), [{
+    sender_type: "agent",
+    content: "[Not delivered: outside WhatsApp's 24-hour window] Sorry for the wait",
+    internal: true,
+    status: "failed",
+    failure_code: 131047,
+  }]);
+  assert.deepEqual(env.graph.calls.filter((call) => call.method === "POST"), []);
 });

@@ -12,6 +12,7 @@
  */
 import { sentAhead } from "./sent_ahead.ts";
 import type { Tx } from "./client.ts";
+import { OUTSIDE_WINDOW, OUTSIDE_WINDOW_CODE } from "../domain/conversation.ts";
 import type { SlackChange, SlackEventCommand } from "../actors/protocol.ts";
 import type { FlowEffect } from "./flow_runs.ts";
 import { type AppendedReply, appendReplies, type ReplyInput } from "./replies.ts";
@@ -200,7 +201,7 @@ async function storeReplies(
     let kept = own.flatMap((one) => one.kind === "stored" ? [one] : []);
     if (kept.length === 0 && own.some((one) => one.kind === "outside_window")) {
       // WhatsApp's 24-hour window has closed: the reply is kept as a note saying so, rather
-      // than lost (the agent sees it in the thread; a template can reopen the conversation).
+      // than lost, and its thread is told under it (a template can reopen the conversation).
       const note = await appendReplies(sql, [{
         ...replyInputs(pending.appId, pending.change)[0],
         messageType: "text",
@@ -210,6 +211,10 @@ async function storeReplies(
       }]);
       kept = note.replies.flatMap((one) => one.kind === "stored" ? [one] : []);
       queued += note.queuedEvents;
+      queued += await failInThread(sql, pending.appId, kept.map((one) => one.messageId), {
+        code: OUTSIDE_WINDOW_CODE,
+        title: OUTSIDE_WINDOW,
+      });
     }
     for (const [index, one] of kept.entries()) {
       links.push({
@@ -224,6 +229,31 @@ async function storeReplies(
     }
   }
   await saveMirroredMessages(sql, links);
+}
+
+/**
+ * Marks the replies `messageIds`, in their Slack thread already, failed with `failure`, and
+ * queues the post of their "Not delivered" line under them; resolves to the rows queued.
+ */
+async function failInThread(
+  sql: Tx,
+  appId: number,
+  messageIds: number[],
+  failure: { code: number; title: string },
+): Promise<number> {
+  if (messageIds.length === 0) return 0;
+  const queued = await sql`
+    WITH failed AS (
+      UPDATE messages
+      SET status = 'failed', failure_code = ${failure.code}, failure_title = ${failure.title}
+      WHERE app_id = ${appId} AND id = ANY (${messageIds}::bigint[])
+      RETURNING id, conversation_id
+    )
+    INSERT INTO outbox (app_id, kind, topic, payload)
+    SELECT ${appId}, 'slack', 'message',
+      jsonb_build_object('conversation_id', conversation_id, 'message_id', id)
+    FROM failed`;
+  return queued.count;
 }
 
 function storedChange(
