@@ -8,7 +8,7 @@
  * using none of its attempts: a wait inside the call could outlast the claim and post twice), and
  * the workspace's other sends, on every instance, wait too rather than each meet its own 429;
  * other failures retry on the channel schedule, and a refusal Slack will repeat (a revoked token,
- * a deleted channel) gives up.
+ * a deleted channel) gives up, logged; a bot removed from the channel joins it again first.
  */
 import type { ClaimedMirror, MirroredParts, RootPlace } from "../../db/slack_sends.ts";
 import {
@@ -22,6 +22,7 @@ import {
   type SlackBlock,
 } from "../../domain/slack_blocks.ts";
 import { renderAdReferralLine } from "../../domain/ad_referral.ts";
+import { log } from "../../log.ts";
 import { renderReplyContext } from "../../domain/slack_reply_context.ts";
 import { escapeMrkdwn } from "../../domain/slack_mrkdwn.ts";
 import {
@@ -406,13 +407,43 @@ export async function sendMirror(deps: MirrorDeps, send: ClaimedMirror): Promise
       await deps.pauseWorkspace(installation.teamId, waitMs);
       return postpone(waitMs);
     }
+    const channel = send.thread?.channelId ?? installation.channelId;
+    if (code === "not_in_channel" && await joinedAgain(client, channel)) {
+      // Someone removed the bot from the channel: it joins it again (`channels:join`) and the
+      // send is tried again in a second, with one of its attempts (should joining not last).
+      const again = nextSendRetryDelayMs(send.attempts + 1, { random: random() });
+      if (again !== null) {
+        return deps.record(send, { state: "pending", retryInMs: 1_000 }, "Slack: not_in_channel");
+      }
+    }
     const retryInMs = FINAL_ERRORS.has(code)
       ? null
       : nextSendRetryDelayMs(send.attempts + 1, { random: random() });
+    if (retryInMs === null) {
+      // The conversation's thread misses a post: those who run Parley are to hear of it.
+      log("warn", "slack mirror post given up", {
+        app_id: send.appId,
+        team_id: installation.teamId,
+        channel,
+        conversation_id: conversation.id,
+        message_id: send.message?.id ?? null,
+        code,
+      });
+    }
     return deps.record(
       send,
       retryInMs === null ? { state: "failed" } : { state: "pending", retryInMs },
       `Slack: ${code}`,
     );
+  }
+}
+
+/** Whether the bot could join `channel` (again): true also when it is in it already. */
+async function joinedAgain(client: SlackWebClient, channel: string): Promise<boolean> {
+  try {
+    await client.conversations.join({ channel });
+    return true;
+  } catch {
+    return false;
   }
 }

@@ -447,3 +447,39 @@ Deno.test("rootMessage() keeps a name's asterisks from ending its bold, and its 
   );
   assert.equal(text, "Eve &lt;!channel&gt; *boss* joe_doe · web · open");
 });
+
+Deno.test("sendMirror joins the channel again when the bot was removed from it, and tries again soon", async () => {
+  const { deps, posts, outcomes } = recordingDeps();
+  const client = deps.clientFor("sealed");
+  const joined: unknown[] = [];
+  const refusal = (code: string) =>
+    new SlackCallError("chat.postMessage", { code, retryAfterMs: null });
+  client.conversations = {
+    join: (args: unknown) => (joined.push(args), Promise.resolve({ ok: true })),
+  } as unknown as SlackWebClient["conversations"];
+  const retries: number[] = [];
+  deps.record = (_send, outcome) => {
+    outcomes.push(outcome.state);
+    if (outcome.state === "pending") retries.push(outcome.retryInMs);
+    return Promise.resolve();
+  };
+  client.chat.postMessage = (args) => {
+    posts.push(args as unknown as Record<string, unknown>);
+    return Promise.reject(refusal("not_in_channel"));
+  };
+  const send = claimed({});
+  await sendMirror(deps, send);
+  assert.deepEqual(joined, [{ channel: send.thread!.channelId }]);
+  assert.deepEqual([outcomes, retries], [["pending"], [1_000]]);
+  // Joining failed (a private channel, say), or the send's attempts are used up: given up.
+  client.conversations.join = () =>
+    Promise.reject(refusal("method_not_supported_for_channel_type"));
+  await sendMirror(deps, send);
+  client.conversations.join = (args) => (joined.push(args), Promise.resolve({ ok: true }));
+  await sendMirror(deps, { ...send, attempts: 99 });
+  // A refusal joining cannot help is not worth a join.
+  client.chat.postMessage = () => Promise.reject(refusal("channel_not_found"));
+  await sendMirror(deps, send);
+  assert.deepEqual(outcomes, ["pending", "failed", "failed", "failed"]);
+  assert.equal(joined.length, 2);
+});
