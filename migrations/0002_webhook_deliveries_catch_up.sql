@@ -1,9 +1,18 @@
 -- Catch-up (see 0001_init_catch_up): 0002 first had a B-tree attempts-by-time index, an index of
--- deliveries by application, and no claim lease column (which 0017 needs).
-ALTER TABLE outbox ADD COLUMN IF NOT EXISTS claimed_until timestamptz;
-DROP INDEX IF EXISTS outbox_by_app;
+-- deliveries by application, and no claim lease column (which 0017 needs). Each change is made
+-- only where it is missing: on a database that has it, nothing takes the table's lock.
 DO $$
 BEGIN
+  IF NOT EXISTS (
+    SELECT FROM information_schema.columns
+    WHERE table_schema = current_schema() AND table_name = 'outbox'
+      AND column_name = 'claimed_until'
+  ) THEN
+    ALTER TABLE outbox ADD COLUMN claimed_until timestamptz;
+  END IF;
+  IF to_regclass('outbox_by_app') IS NOT NULL THEN
+    DROP INDEX outbox_by_app;
+  END IF;
   IF EXISTS (
     SELECT FROM pg_index x
     JOIN pg_class i ON i.oid = x.indexrelid

@@ -87,6 +87,64 @@ Deno.test("a database migrated by the first version of a migration edited since 
   }
 });
 
+/** A database migrated by the first version of `version`, with the migrations before it. */
+async function migratedByFirstVersion(version: string) {
+  const current = await readMigrations();
+  const [first] = (await readMigrations(
+    new URL("./testdata/rewritten_migrations/", import.meta.url),
+  )).filter((m) => m.version === version);
+  const db = await createTestDatabase({ empty: true });
+  await migrate(db.sql, [...current.filter((m) => m.version < first.version), first]);
+  return db;
+}
+
+Deno.test("users whose emails the first users migration told apart keep unique keys", async () => {
+  await using db = await migratedByFirstVersion("0011_users");
+  const [app] = await db.sql`
+    INSERT INTO applications (public_id, name) VALUES ('app_x', 'X') RETURNING id`;
+  // Composed and decomposed é, the Kelvin sign and K: one key each under NFKC.
+  const emails = [
+    "\u00e9lodie@example.com",
+    "e\u0301lodie@example.com",
+    "\u212aelvin@example.com",
+    "kelvin@example.com",
+    "Ana@Example.com",
+  ];
+  for (const email of emails) {
+    await db.sql`INSERT INTO users (app_id, email, password_hash, role)
+      VALUES (${app.id}, ${email}, 'x', 'agent')`;
+  }
+  await migrate(db.sql);
+  const users = await db.sql<{ id: number; email_key: string }[]>`
+    SELECT id, email_key FROM users ORDER BY id`;
+  assert.deepEqual(users.map((user) => user.email_key), [
+    "\u00e9lodie@example.com",
+    `\u00e9lodie@example.com ${users[1].id}`,
+    "kelvin@example.com",
+    `kelvin@example.com ${users[3].id}`,
+    "ana@example.com",
+  ]);
+});
+
+Deno.test("parts sent before the first channel sends migration's edit get their conversation", async () => {
+  await using db = await migratedByFirstVersion("0006_channel_delivery_attempts");
+  const [app] = await db.sql`
+    INSERT INTO applications (public_id, name) VALUES ('app_x', 'X') RETURNING id`;
+  const [client] = await db.sql`
+    INSERT INTO clients (app_id, name) VALUES (${app.id}, 'Ana') RETURNING id`;
+  const [chat] = await db.sql`
+    INSERT INTO conversations (app_id, client_id, channel) VALUES (${app.id}, ${client.id}, 'whatsapp')
+    RETURNING id`;
+  const [message] = await db.sql`
+    INSERT INTO messages (app_id, conversation_id, sender_type, message_type, content)
+    VALUES (${app.id}, ${chat.id}, 'bot', 'text', 'Hi') RETURNING id`;
+  await db.sql`INSERT INTO whatsapp_sent_parts (app_id, wamid, message_id, part)
+    VALUES (${app.id}, 'wamid.1', ${message.id}, 0)`;
+  await migrate(db.sql);
+  const [part] = await db.sql`SELECT conversation_id FROM whatsapp_sent_parts`;
+  assert.equal(Number(part.conversation_id), Number(chat.id));
+});
+
 Deno.test("a migration is never edited once committed: each file has the sum it was committed with", async () => {
   // An edited migration never reaches a database that applied it (migrations are recorded by
   // name): change a schema with a new migration, or a `*_catch_up` one after it.
@@ -95,7 +153,13 @@ Deno.test("a migration is never edited once committed: each file has the sum it 
     (await Deno.readTextFile(new URL("SHA256SUMS", dir))).trim().split("\n")
       .map((line) => line.split("  ").reverse() as [string, string]),
   );
-  for (const migration of await readMigrations(dir)) {
+  const migrations = await readMigrations(dir);
+  assert.deepEqual(
+    [...listed.keys()].sort(),
+    migrations.map((migration) => `${migration.version}.sql`),
+    "migrations/SHA256SUMS lists every migration, and only them (none is removed or renamed)",
+  );
+  for (const migration of migrations) {
     const bytes = await Deno.readFile(new URL(`${migration.version}.sql`, dir));
     const sum = Array.from(new Uint8Array(await crypto.subtle.digest("SHA-256", bytes)))
       .map((byte) => byte.toString(16).padStart(2, "0")).join("");

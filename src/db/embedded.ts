@@ -94,11 +94,7 @@ export async function openEmbeddedPostgres(
   const port = await withStartLock(dataDir, async () => {
     // A postmaster still stopping (its Parley was just killed) or starting (another process's)
     // holds the data directory: wait for it to go, or to be ready and shared.
-    let running = await findRunningPort(pgData) ?? await waitForPreviousPostmaster(pgData);
-    if (running !== null && !options.forCommand && await isCommandServer(dataDir, pgData)) {
-      log("info", "waiting for an admin command's embedded PostgreSQL to stop");
-      running = await waitForCommandServer(dataDir, pgData);
-    }
+    const running = await postmasterToShare(dataDir, pgData, options.forCommand ?? false);
     if (running !== null) return running;
     await prepareCluster(pgData, dataDir, password, runAs, durable);
     const port = await portToStartOn(dataDir);
@@ -169,7 +165,7 @@ export async function openEmbeddedPostgres(
       if (stopping) return false;
       try {
         const outcome = await withStartLock(dataDir, async () => {
-          const other = await waitForPreviousPostmaster(pgData);
+          const other = await postmasterToShare(dataDir, pgData, options.forCommand ?? false);
           if (other === port) {
             child = null;
             return "shared";
@@ -284,16 +280,24 @@ async function isCommandServer(dataDir: string, pgData: string): Promise<boolean
 }
 
 /**
- * Waits, at most {@linkcode COMMAND_SERVER_WAIT_MS}, for an admin command's postmaster to stop
- * (its command ended): null then; its port, to be shared, when it still runs after that.
+ * The port of the postmaster running on `pgData` for this process to share, or null when none
+ * runs (one stopping or starting is waited for). A process that is not an admin command does not
+ * share a command's (it stops when the command ends): it waits, at most
+ * {@linkcode COMMAND_SERVER_WAIT_MS}, for it to stop, and shares it only when it still runs then.
  */
-async function waitForCommandServer(dataDir: string, pgData: string): Promise<number | null> {
+async function postmasterToShare(
+  dataDir: string,
+  pgData: string,
+  forCommand: boolean,
+): Promise<number | null> {
+  const running = await findRunningPort(pgData) ?? await waitForPreviousPostmaster(pgData);
+  if (running === null || forCommand || !(await isCommandServer(dataDir, pgData))) return running;
+  log("info", "waiting for an admin command's embedded PostgreSQL to stop");
   const deadline = Date.now() + COMMAND_SERVER_WAIT_MS;
-  while (Date.now() < deadline) {
+  while (Date.now() < deadline && await isCommandServer(dataDir, pgData)) {
     await new Promise((resolve) => setTimeout(resolve, 100));
-    if (!(await isCommandServer(dataDir, pgData))) return await waitForPreviousPostmaster(pgData);
   }
-  return await findRunningPort(pgData);
+  return await waitForPreviousPostmaster(pgData);
 }
 
 /**

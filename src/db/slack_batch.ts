@@ -18,6 +18,7 @@ import type { FlowEffect } from "./flow_runs.ts";
 import { type AppendedReply, appendReplies, type ReplyInput } from "./replies.ts";
 import { recordChannelMedia } from "./channel_media.ts";
 import { saveMirroredMessages } from "./slack_sends.ts";
+import { queueNotDelivered } from "./slack_mirror.ts";
 import {
   addedTextKey,
   claimSlackEvents,
@@ -195,6 +196,7 @@ async function storeReplies(
   let queued = queuedEvents;
   let offset = 0;
   const links = [];
+  const undelivered: { command: number; appId: number; messageIds: number[] }[] = [];
   for (const pending of run) {
     const own = replies.slice(offset, offset + pending.inputs.length);
     offset += pending.inputs.length;
@@ -211,9 +213,10 @@ async function storeReplies(
       }]);
       kept = note.replies.flatMap((one) => one.kind === "stored" ? [one] : []);
       queued += note.queuedEvents;
-      queued += await failInThread(sql, pending.appId, kept.map((one) => one.messageId), {
-        code: OUTSIDE_WINDOW_CODE,
-        title: OUTSIDE_WINDOW,
+      undelivered.push({
+        command: pending.command,
+        appId: pending.appId,
+        messageIds: kept.map((one) => one.messageId),
       });
     }
     for (const [index, one] of kept.entries()) {
@@ -229,11 +232,20 @@ async function storeReplies(
     }
   }
   await saveMirroredMessages(sql, links);
+  // Once in their thread, its "Not delivered" line follows them there.
+  for (const { command, appId, messageIds } of undelivered) {
+    const queuedEvents = await failInThread(sql, appId, messageIds, {
+      code: OUTSIDE_WINDOW_CODE,
+      title: OUTSIDE_WINDOW,
+    });
+    changes[command].push({ appId, queuedEvents });
+  }
 }
 
 /**
  * Marks the replies `messageIds`, in their Slack thread already, failed with `failure`, and
- * queues the post of their "Not delivered" line under them; resolves to the rows queued.
+ * queues the post of their "Not delivered" line under them (`queueNotDelivered`); resolves to
+ * the rows queued.
  */
 async function failInThread(
   sql: Tx,
@@ -242,18 +254,17 @@ async function failInThread(
   failure: { code: number; title: string },
 ): Promise<number> {
   if (messageIds.length === 0) return 0;
-  const queued = await sql`
+  const [row] = await sql<{ queued: number }[]>`
     WITH failed AS (
       UPDATE messages
       SET status = 'failed', failure_code = ${failure.code}, failure_title = ${failure.title}
       WHERE app_id = ${appId} AND id = ANY (${messageIds}::bigint[])
       RETURNING id, conversation_id
+    ), mirror AS (
+      ${queueNotDelivered(sql, appId, "failed")}
     )
-    INSERT INTO outbox (app_id, kind, topic, payload)
-    SELECT ${appId}, 'slack', 'message',
-      jsonb_build_object('conversation_id', conversation_id, 'message_id', id)
-    FROM failed`;
-  return queued.count;
+    SELECT count(*)::int AS queued FROM mirror`;
+  return row.queued;
 }
 
 function storedChange(

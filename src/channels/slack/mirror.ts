@@ -95,8 +95,9 @@ const FINAL_ERRORS = new Set([
 export function rootMessage(conversation: NonNullable<ClaimedMirror["conversation"]>) {
   const who = conversation.visitorName ?? conversation.visitorEmail ??
     `Visitor #${conversation.id}`;
-  // Its own asterisks as look-alikes: one would end the bold early (`*Eve *boss**`). Other markers
-  // stay (a name or an address is copied from here; `_` formats only between word boundaries).
+  // Its own asterisks as look-alikes: one would end the bold early (`*Eve *boss**`), an address
+  // with one (valid, if rare) too. Other markers stay: `_` and `~` format only between word
+  // boundaries, which an address's or a name's seldom give them.
   const bold = escapeMrkdwn(who).replaceAll("*", "\u2217");
   const line = `*${bold}* · ${conversation.channel} · conversation ${conversation.id} · ` +
     (conversation.status === "open" ? "open" : "closed");
@@ -390,14 +391,7 @@ export async function sendMirror(deps: MirrorDeps, send: ClaimedMirror): Promise
       if (error.code === "ratelimited") {
         return postpone(Math.max(error.retryAfterMs ?? 60_000, 1_000), why);
       }
-      const retryInMs = FINAL_ERRORS.has(error.code)
-        ? null
-        : nextSendRetryDelayMs(send.attempts + 1, { random: random() });
-      return deps.record(
-        send,
-        retryInMs === null ? { state: "failed" } : { state: "pending", retryInMs },
-        why,
-      );
+      return await failed(error.code, why);
     }
     const { code, retryAfterMs } = slackErrorOf(error);
     if (code === "ratelimited") {
@@ -407,14 +401,17 @@ export async function sendMirror(deps: MirrorDeps, send: ClaimedMirror): Promise
       await deps.pauseWorkspace(installation.teamId, waitMs);
       return postpone(waitMs);
     }
-    const channel = send.thread?.channelId ?? installation.channelId;
+    return await failed(code, `Slack: ${code}`);
+  }
+
+  /** Records a send Slack refused with `code` (`why` in its record): tried again, or given up. */
+  async function failed(code: string, why: string): Promise<void> {
+    const channel = send.thread?.channelId ?? installation!.channelId;
     if (code === "not_in_channel" && await joinedAgain(client, channel)) {
       // Someone removed the bot from the channel: it joins it again (`channels:join`) and the
       // send is tried again in a second, with one of its attempts (should joining not last).
       const again = nextSendRetryDelayMs(send.attempts + 1, { random: random() });
-      if (again !== null) {
-        return deps.record(send, { state: "pending", retryInMs: 1_000 }, "Slack: not_in_channel");
-      }
+      if (again !== null) return deps.record(send, { state: "pending", retryInMs: 1_000 }, why);
     }
     const retryInMs = FINAL_ERRORS.has(code)
       ? null
@@ -423,17 +420,17 @@ export async function sendMirror(deps: MirrorDeps, send: ClaimedMirror): Promise
       // The conversation's thread misses a post: those who run Parley are to hear of it.
       log("warn", "slack mirror post given up", {
         app_id: send.appId,
-        team_id: installation.teamId,
+        team_id: installation!.teamId,
         channel,
-        conversation_id: conversation.id,
+        conversation_id: conversation!.id,
         message_id: send.message?.id ?? null,
-        code,
+        error: why,
       });
     }
     return deps.record(
       send,
       retryInMs === null ? { state: "failed" } : { state: "pending", retryInMs },
-      `Slack: ${code}`,
+      why,
     );
   }
 }

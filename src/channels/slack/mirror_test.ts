@@ -392,6 +392,19 @@ Deno.test("sendMirror waits out a rate-limited search without holding the worksp
     );
   await sendMirror(revoked.deps, firstSend(0, attemptedAt(1_800_000_000)));
   assert.deepEqual(revoked.outcomes, ["failed"]);
+
+  // Not a member any more (the bot was removed), it cannot read the channel: it joins again.
+  const removed = rootDeps([], { cut: false });
+  const joined: unknown[] = [];
+  removed.client.conversations.history = () =>
+    Promise.reject(
+      new SlackCallError("conversations.history", { code: "not_in_channel", retryAfterMs: null }),
+    );
+  removed.client.conversations.join = (args) => (joined.push(args), Promise.resolve({ ok: true }));
+  await sendMirror(removed.deps, firstSend(0, attemptedAt(1_800_000_000)));
+  assert.equal(joined.length, 1);
+  assert.deepEqual(removed.outcomes, ["pending"]);
+  assert.deepEqual(removed.errors, ["Slack: not_in_channel (root search)"]);
 });
 
 Deno.test("sendMirror forgets a first root attempt Slack refused outright, and keeps one it may have made", async () => {
