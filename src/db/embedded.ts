@@ -87,22 +87,30 @@ export async function openEmbeddedPostgres(
   const password = await readOrCreatePassword(join(dataDir, "pg_password"));
   const runAs = Deno.uid() === 0 ? NOBODY : null;
   const durable = options.durable ?? true;
+  const forCommand = options.forCommand ?? false;
 
   /** Our postmaster; null while this process shares another process's. */
   let child: Deno.ChildProcess | null = null;
   let stderr = { text: () => "" };
-  const port = await withStartLock(dataDir, async () => {
-    // A postmaster still stopping (its Parley was just killed) or starting (another process's)
-    // holds the data directory: wait for it to go, or to be ready and shared.
-    const running = await postmasterToShare(dataDir, pgData, options.forCommand ?? false);
-    if (running !== null) return running;
-    await prepareCluster(pgData, dataDir, password, runAs, durable);
-    const port = await portToStartOn(dataDir);
+
+  /** Starts our postmaster on `port` (in the start lock) and resolves once it is ready. */
+  async function startOurs(port: number): Promise<Deno.ChildProcess> {
     const ours = child = spawnServer(pgData, port, runAs, durable);
     stderr = collectOutput(ours.stderr);
     await waitUntilReady(pgData, ours, stderr);
+    await noteServer(dataDir, ours.pid, forCommand);
+    return ours;
+  }
+
+  const port = await withStartLock(dataDir, async () => {
+    // A postmaster still stopping (its Parley was just killed) or starting (another process's)
+    // holds the data directory: wait for it to go, or to be ready and shared.
+    const running = await postmasterToShare(dataDir, pgData, forCommand);
+    if (running !== null) return running;
+    await prepareCluster(pgData, dataDir, password, runAs, durable);
+    const port = await portToStartOn(dataDir);
+    await startOurs(port);
     await ensureDatabase(password, port, database);
-    await noteServer(dataDir, ours.pid, options.forCommand ?? false);
     return port;
   });
 
@@ -165,7 +173,7 @@ export async function openEmbeddedPostgres(
       if (stopping) return false;
       try {
         const outcome = await withStartLock(dataDir, async () => {
-          const other = await postmasterToShare(dataDir, pgData, options.forCommand ?? false);
+          const other = await postmasterToShare(dataDir, pgData, forCommand);
           if (other === port) {
             child = null;
             return "shared";
@@ -178,10 +186,7 @@ export async function openEmbeddedPostgres(
           // A stop asked meanwhile (during the wait or the preparation) starts nothing, and one
           // asked while it started stops what it started: stop() could not know of it.
           if (stopping) return "stopped";
-          const ours = child = spawnServer(pgData, port, runAs, durable);
-          stderr = collectOutput(ours.stderr);
-          await waitUntilReady(pgData, ours, stderr);
-          await noteServer(dataDir, ours.pid, options.forCommand ?? false);
+          await startOurs(port);
           return "started";
         });
         if (outcome === "shared") {

@@ -140,8 +140,8 @@ export interface ClientChanges {
  * What the `clients` may have missed while the LISTEN connection was down: the messages of theirs
  * created at or after `since` ({@linkcode listClientMessagesSince}), their conversations whose
  * state may have changed since, and their visible messages edited, given a status or deleted
- * since (a reply made an internal note comes back deleted). A conversation written to counts (a reopen moves only its activity time), so some of
- * these changed nothing a socket has not seen. The three reads see one snapshot (a read-only
+ * since (a reply made an internal note comes back deleted). A conversation written to counts (a
+ * reopen moves only its activity time), so some of these changed nothing a socket has not seen. The three reads see one snapshot (a read-only
  * repeatable-read transaction): read apart, a conversation could be seen closed without the
  * messages committed before its close.
  */

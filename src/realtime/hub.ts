@@ -332,7 +332,7 @@ export function createRealtimeHub(options: RealtimeHubOptions): RealtimeHub {
       const since = new Date(lastNoticeAt - replayWindowMs);
       return serialize(async () => {
         const clients = sockets.watchedClients(sockets.apps());
-        let changes: Awaited<ReturnType<typeof listClientChangesSince>>;
+        let changes: ClientChanges;
         try {
           changes = await withRetries(() => listClientChangesSince(sql, clients, since));
         } catch (error) {

@@ -407,15 +407,13 @@ export async function sendMirror(deps: MirrorDeps, send: ClaimedMirror): Promise
   /** Records a send Slack refused with `code` (`why` in its record): tried again, or given up. */
   async function failed(code: string, why: string): Promise<void> {
     const channel = send.thread?.channelId ?? installation!.channelId;
-    if (code === "not_in_channel" && await joinedAgain(client, channel)) {
+    const next = nextSendRetryDelayMs(send.attempts + 1, { random: random() });
+    if (code === "not_in_channel" && await joinedAgain(client, channel) && next !== null) {
       // Someone removed the bot from the channel: it joins it again (`channels:join`) and the
       // send is tried again in a second, with one of its attempts (should joining not last).
-      const again = nextSendRetryDelayMs(send.attempts + 1, { random: random() });
-      if (again !== null) return deps.record(send, { state: "pending", retryInMs: 1_000 }, why);
+      return deps.record(send, { state: "pending", retryInMs: 1_000 }, why);
     }
-    const retryInMs = FINAL_ERRORS.has(code)
-      ? null
-      : nextSendRetryDelayMs(send.attempts + 1, { random: random() });
+    const retryInMs = FINAL_ERRORS.has(code) ? null : next;
     if (retryInMs === null) {
       // The conversation's thread misses a post: those who run Parley are to hear of it.
       log("warn", "slack mirror post given up", {
