@@ -115,17 +115,33 @@ export interface HttpResponse {
   status: number;
   headers: Headers;
   bodyExcerpt: string;
+  /**
+   * Whether the body was read to its end as its framing says (or to the read budget). False when
+   * it broke off, came malformed or outlasted the deadline: the status still stands.
+   */
+  bodyComplete: boolean;
 }
 
-/** Reads the final response: status line, headers, and as much of the body as allowed. */
+/**
+ * Reads the final response: status line, headers, and as much of the body as allowed. Once the
+ * final status line and headers are in, the answer is given: a body that then breaks off, is
+ * malformed or is still trickling at the deadline (`source.step` rejecting) leaves the excerpt
+ * read so far and `bodyComplete` false. A receiver that answered 2xx in time accepted the event,
+ * however slowly it sends the rest (CONTRACT §5.2: "any 2xx within 10 s").
+ */
 export async function readResponse(source: Source): Promise<HttpResponse> {
   for (;;) {
     const { status, headers } = await readHead(source);
     // Interim responses (100 Continue, 103 Early Hints) precede the real one.
     if (status >= 100 && status < 200 && status !== 101) continue;
     const excerpt = new Excerpt();
-    await readBody(source, status, headers, excerpt);
-    return { status, headers, bodyExcerpt: excerpt.text() };
+    let bodyComplete = true;
+    try {
+      await readBody(source, status, headers, excerpt);
+    } catch {
+      bodyComplete = false;
+    }
+    return { status, headers, bodyExcerpt: excerpt.text(), bodyComplete };
   }
 }
 

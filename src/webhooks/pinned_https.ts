@@ -48,6 +48,11 @@ export interface PinnedResponse {
   headers: Headers;
   /** The first {@linkcode EXCERPT_BYTES} bytes of the body, decoded as UTF-8. */
   bodyExcerpt: string;
+  /**
+   * Whether the body was read to its end; false when it broke off, was malformed or outlasted the
+   * deadline after the status line and headers came (the status stands; the connection is closed).
+   */
+  bodyComplete: boolean;
   /** Milliseconds from the start of the exchange to the end of reading the response. */
   latencyMs: number;
 }
@@ -297,7 +302,7 @@ async function exchange(
     phase = "read";
     source = new Source(conn, step);
     const response = await readResponse(source);
-    keep = pool !== undefined && !source.ended && !source.capped &&
+    keep = pool !== undefined && response.bodyComplete && !source.ended && !source.capped &&
       source.pending.length === 0 && !/\bclose\b/i.test(response.headers.get("connection") ?? "");
     return { ...response, latencyMs: Math.round(performance.now() - start) };
   } catch (error) {
