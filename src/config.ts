@@ -9,11 +9,38 @@ const digits = z.string().regex(/^[0-9]{1,9}$/, "must be a whole number").transf
 const port = digits.pipe(z.int().min(0).max(65535));
 const positive = digits.pipe(z.int().positive());
 
+/**
+ * An absolute URL whose scheme is one of `schemes`: `z.string().url()` alone takes anything with
+ * a colon (`parley.example.com:8080` parses as scheme `parley.example.com`, `javascript:x` too).
+ */
+function urlWithScheme(schemes: string[]) {
+  const list = schemes.map((scheme) => `${scheme}://`).join(" or ");
+  return z.string().refine((value) => {
+    try {
+      const url = new URL(value);
+      // A database may be a Unix socket directory (`postgres://user@/db?host=/run/postgresql`).
+      return schemes.includes(url.protocol.slice(0, -1)) && value.includes("://") &&
+        (url.host !== "" || url.searchParams.has("host"));
+    } catch {
+      return false;
+    }
+  }, `must be an absolute ${list} URL`);
+}
+
+const webUrl = urlWithScheme(["https", "http"]);
+
+/** Where Parley is reached: a web origin with an optional path, to which paths are appended. */
+const baseUrl = webUrl.refine((value) => {
+  const url = new URL(value);
+  return url.search === "" && url.hash === "" && !value.includes("?") && !value.includes("#") &&
+    url.username === "" && url.password === "";
+}, "must have no query, fragment or user name");
+
 const schema = z.object({
   PORT: port.default(8080),
-  DATABASE_URL: z.string().url().optional(),
+  DATABASE_URL: urlWithScheme(["postgres", "postgresql"]).optional(),
   DATA_DIR: z.string().min(1).default("./.parley"),
-  PUBLIC_BASE_URL: z.string().url().optional(),
+  PUBLIC_BASE_URL: baseUrl.optional(),
   RATE_LIMIT_PER_MINUTE: positive.default(120),
   WIDGET_RATE_LIMIT_PER_MINUTE: positive.default(600),
   WORKERS: positive.optional(),
@@ -23,12 +50,12 @@ const schema = z.object({
   PARLEY_ENCRYPTION_KEY: z.string().optional(),
   WEBHOOK_ALLOW_PRIVATE_HOSTS: z.string().optional(),
   WEBHOOK_CA_FILE: z.string().optional(),
-  WHATSAPP_GRAPH_URL: z.string().url().default("https://graph.facebook.com/v21.0"),
+  WHATSAPP_GRAPH_URL: baseUrl.default("https://graph.facebook.com/v21.0"),
   SLACK_CLIENT_ID: z.string().optional(),
   SLACK_CLIENT_SECRET: z.string().optional(),
   SLACK_SIGNING_SECRET: z.string().optional(),
-  SLACK_API_URL: z.string().url().default("https://slack.com/api"),
-  SLACK_AUTHORIZE_URL: z.string().url().default("https://slack.com/oauth/v2/authorize"),
+  SLACK_API_URL: baseUrl.default("https://slack.com/api"),
+  SLACK_AUTHORIZE_URL: webUrl.default("https://slack.com/oauth/v2/authorize"),
 });
 
 /** Parley's configuration. */

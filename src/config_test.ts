@@ -37,3 +37,46 @@ Deno.test("loadConfig() reads whole numbers in decimal digits only", () => {
     );
   }
 });
+
+Deno.test("loadConfig() refuses URLs of the wrong scheme, and a base URL with a query or fragment", () => {
+  const refused: [string, string, string][] = [
+    ["PUBLIC_BASE_URL", "parley.example.com:8080", "must be an absolute https:// or http:// URL"],
+    ["PUBLIC_BASE_URL", "javascript:alert(1)", "must be an absolute https:// or http:// URL"],
+    ["PUBLIC_BASE_URL", "ftp://files.example", "must be an absolute https:// or http:// URL"],
+    ["PUBLIC_BASE_URL", "http:/parley.example", "must be an absolute https:// or http:// URL"],
+    ["PUBLIC_BASE_URL", "https://x.example/?q=1", "must have no query, fragment or user name"],
+    ["PUBLIC_BASE_URL", "https://x.example/#top", "must have no query, fragment or user name"],
+    ["PUBLIC_BASE_URL", "https://x.example/?", "must have no query, fragment or user name"],
+    ["PUBLIC_BASE_URL", "https://u:p@x.example", "must have no query, fragment or user name"],
+    ["SLACK_API_URL", "ftp:/x", "must be an absolute https:// or http:// URL"],
+    ["WHATSAPP_GRAPH_URL", "graph.example:443", "must be an absolute https:// or http:// URL"],
+    ["SLACK_AUTHORIZE_URL", "slack.com/oauth", "must be an absolute https:// or http:// URL"],
+    ["DATABASE_URL", "http://db.example/x", "must be an absolute postgres:// or postgresql:// URL"],
+    ["DATABASE_URL", "db.example:5432", "must be an absolute postgres:// or postgresql:// URL"],
+  ];
+  for (const [name, value, message] of refused) {
+    assert.throws(
+      () => loadConfig({ [name]: value }),
+      { message: `Invalid configuration: ${name}: ${message}` },
+      `${name}=${value}`,
+    );
+  }
+  assert.equal(
+    loadConfig({ PUBLIC_BASE_URL: "https://x.example/parley/" }).publicBaseUrl,
+    "https://x.example/parley",
+  );
+  for (
+    const url of [
+      "postgres://u:p@127.0.0.1:5432/db",
+      "postgresql://localhost/db",
+      "postgresql:///db?host=/run/postgresql",
+    ]
+  ) {
+    assert.equal(loadConfig({ DATABASE_URL: url }).databaseUrl, url);
+  }
+  assert.equal(
+    loadConfig({ SLACK_AUTHORIZE_URL: "https://slack.example/authorize?team=T1" }).slack
+      .authorizeUrl,
+    "https://slack.example/authorize?team=T1",
+  );
+});

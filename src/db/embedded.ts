@@ -66,6 +66,11 @@ const START_TIMEOUT_MS = 60_000;
 const RESTART_ATTEMPTS = 6;
 /** Longest a server's start waits for an admin command's postmaster to stop. */
 const COMMAND_SERVER_WAIT_MS = 30_000;
+/**
+ * How long an exited, unreaped postmaster is waited for before its lock file is removed (init
+ * reaped one in ~1.7 s on the development machine).
+ */
+const ZOMBIE_GRACE_MS = 10_000;
 /** How often a process that shares another's postmaster checks that it still runs. */
 const SHARED_POLL_MS = 500;
 /**
@@ -418,17 +423,32 @@ async function findRunningPort(pgData: string): Promise<number | null> {
  * Waits while the postmaster that `pgData`'s `postmaster.pid` names is alive but not ready:
  * stopping (its Parley was killed and it writes its shutdown checkpoint) or starting. Resolves with
  * its port once it is ready, or null once it is gone (or the file names no live postmaster); a
- * second postmaster started meanwhile would only fail on the lock file.
+ * second postmaster started meanwhile would only fail on the lock file. A postmaster that has
+ * exited but is not reaped yet (a zombie: its parent was killed with it and init has not got to
+ * it) still counts as alive for PostgreSQL's own lock check, so it is waited for too, at most
+ * `zombieGraceMs`; then (an init that never reaps) its lock file is removed, as it names a process
+ * that can no longer do anything.
  */
 export async function waitForPreviousPostmaster(
   pgData: string,
   timeoutMs = START_TIMEOUT_MS,
+  zombieGraceMs = ZOMBIE_GRACE_MS,
 ): Promise<number | null> {
   const deadline = Date.now() + timeoutMs;
+  const zombieDeadline = Date.now() + zombieGraceMs;
   let logged = false;
   for (;;) {
-    const pid = await livePostmasterPid(pgData);
-    if (pid === null) return null;
+    const found = await postmasterProcess(pgData);
+    if (found === null) return null;
+    if (found.zombie) {
+      if (Date.now() >= zombieDeadline) {
+        await Deno.remove(join(pgData, "postmaster.pid")).catch(() => {});
+        return null;
+      }
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      continue;
+    }
+    const pid = found.pid;
     const port = await findRunningPort(pgData);
     if (port !== null) return port;
     if (Date.now() >= deadline) {
@@ -446,6 +466,17 @@ export async function waitForPreviousPostmaster(
 
 /** The pid in `pgData`'s `postmaster.pid` when it is a live (not zombie) postgres process. */
 async function livePostmasterPid(pgData: string): Promise<number | null> {
+  const found = await postmasterProcess(pgData);
+  return found === null || found.zombie ? null : found.pid;
+}
+
+/**
+ * The postgres process `pgData`'s `postmaster.pid` names, and whether it has exited without being
+ * reaped yet; null when the file or the process is gone, or the pid is another program's now.
+ */
+async function postmasterProcess(
+  pgData: string,
+): Promise<{ pid: number; zombie: boolean } | null> {
   let pid: number;
   try {
     pid = Number((await Deno.readTextFile(join(pgData, "postmaster.pid"))).split("\n")[0]);
@@ -454,11 +485,13 @@ async function livePostmasterPid(pgData: string): Promise<number | null> {
   }
   if (!Number.isInteger(pid) || pid <= 0) return null;
   try {
-    // A stale file's pid may since belong to another program.
-    const command = await Deno.readTextFile(`/proc/${pid}/cmdline`);
-    if (!command.split("\0")[0].endsWith("postgres")) return null;
     const stat = await Deno.readTextFile(`/proc/${pid}/stat`);
-    return stat.slice(stat.lastIndexOf(")") + 2)[0] === "Z" ? null : pid;
+    const zombie = stat.slice(stat.lastIndexOf(")") + 2)[0] === "Z";
+    // A stale file's pid may since belong to another program. A zombie has no command line left:
+    // its name in `stat` (`(postgres)`, argv[0]'s first 15 bytes) tells.
+    if (zombie) return stat.includes("(postgres)") ? { pid, zombie } : null;
+    const command = await Deno.readTextFile(`/proc/${pid}/cmdline`);
+    return command.split("\0")[0].endsWith("postgres") ? { pid, zombie } : null;
   } catch {
     return null;
   }

@@ -56,6 +56,72 @@ Deno.test("waitForPreviousPostmaster returns at once for no file, a dead pid or 
   }
 });
 
+/**
+ * A process named `postgres` that exits after `seconds` and stays a zombie (its parent never
+ * waits for it) until its parent exits after `parentSeconds`; resolves with its pid and parent.
+ */
+async function zombiePostmaster(
+  seconds: number,
+  parentSeconds: number,
+): Promise<{ pid: number; parent: Deno.ChildProcess; binDir: string }> {
+  const binDir = await Deno.makeTempDir({ prefix: "parley-bin-" });
+  await Deno.copyFile("/bin/sleep", `${binDir}/postgres`);
+  await Deno.chmod(`${binDir}/postgres`, 0o755);
+  const parent = new Deno.Command("bash", {
+    args: ["-c", `${binDir}/postgres ${seconds} & echo $!; exec sleep ${parentSeconds}`],
+    stdout: "piped",
+  }).spawn();
+  const reader = parent.stdout.getReader();
+  let text = "";
+  while (!text.includes("\n")) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    text += new TextDecoder().decode(value);
+  }
+  reader.releaseLock();
+  const pid = Number(text.trim());
+  // Wait until it has exited and is a zombie.
+  for (;;) {
+    const stat = await Deno.readTextFile(`/proc/${pid}/stat`);
+    if (stat.slice(stat.lastIndexOf(")") + 2)[0] === "Z") break;
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+  return { pid, parent, binDir };
+}
+
+Deno.test("waitForPreviousPostmaster waits for an exited postmaster until it is reaped", async () => {
+  const { pid, parent, binDir } = await zombiePostmaster(0, 1);
+  const pgData = await pgDataWith(pid, "ready");
+  try {
+    // Reaped when its parent exits (about a second from now), by init or the nearest subreaper.
+    assert.equal(await waitForPreviousPostmaster(pgData, 60_000, 30_000), null);
+    assert.ok(await Deno.stat(`${pgData}/postmaster.pid`), "the lock file is left to PostgreSQL");
+    assert.equal(await Deno.readTextFile(`/proc/${pid}/stat`).catch(() => null), null);
+  } finally {
+    await parent.stdout.cancel();
+    await parent.status;
+    await Deno.remove(pgData, { recursive: true });
+    await Deno.remove(binDir, { recursive: true });
+  }
+});
+
+Deno.test("waitForPreviousPostmaster removes the lock file of a postmaster never reaped", async () => {
+  const { pid, parent, binDir } = await zombiePostmaster(0, 30);
+  const pgData = await pgDataWith(pid, "ready");
+  try {
+    const started = performance.now();
+    assert.equal(await waitForPreviousPostmaster(pgData, 60_000, 300), null);
+    assert.ok(performance.now() - started >= 290, "returned before the grace");
+    await assert.rejects(Deno.stat(`${pgData}/postmaster.pid`), Deno.errors.NotFound);
+  } finally {
+    parent.kill();
+    await parent.stdout.cancel();
+    await parent.status;
+    await Deno.remove(pgData, { recursive: true });
+    await Deno.remove(binDir, { recursive: true });
+  }
+});
+
 Deno.test("waitForPreviousPostmaster gives up on a postmaster that neither stops nor gets ready", async () => {
   const postmaster = await fakePostmaster(30);
   const pgData = await pgDataWith(postmaster.pid, "starting");
