@@ -1071,6 +1071,50 @@ Deno.test("deleting a reply in Slack deletes every message it made, also when th
   assert.deepEqual(seen, ["visitor"]);
 });
 
+Deno.test("a reply with files edited into a note takes its files from the visitor too", async () => {
+  await using env = await setUp();
+  await install(env);
+  const chat = await createVisitorChat(env.server.baseUrl, env.app.publicId, "My invoice?");
+  const thread = await threadTs(env);
+  const file = { id: "F0WRONG", name: "invoice.pdf", mimetype: "application/pdf" };
+  env.slack.addFile({ ...file, bytes: new TextEncoder().encode("%PDF another's invoice") });
+  const { frames, close } = await openVisitorSocket(env, chat.token);
+  const send = eventPoster(env);
+  const posted = { user: "U3", ts: "1800000006.000001", thread_ts: thread, files: [file] };
+  await send(
+    threadEvent("Ev60", thread, { subtype: "file_share", ...posted, text: "Invoice attached" }),
+  );
+  const [text, attached] = await agentMessages(env, chat.chatId, (r) => r.length === 2, "both");
+  await send(threadEvent("Ev61", thread, {
+    subtype: "message_changed",
+    message: { ...posted, text: "note: wrong customer's invoice!" },
+    previous_message: { ...posted, text: "Invoice attached" },
+  }));
+  const rows = await eventually(
+    () =>
+      env.db.sql`
+      SELECT id, internal, hidden_at IS NOT NULL AS hidden FROM messages
+      WHERE conversation_id = ${chat.chatId} AND sender_type = 'agent' ORDER BY id`,
+    (found) => found.every((row) => row.internal),
+    "the reply and its file made internal",
+  );
+  assert.deepEqual(rows.map((row) => ({ ...row })), [
+    { id: text.id, internal: true, hidden: true },
+    { id: attached.id, internal: true, hidden: true },
+  ]);
+  await waitUntil(
+    () => frames.filter((frame) => frame.type === "message.deleted").length === 2,
+    "both removed from the socket",
+  );
+  await close();
+  const history = await fetch(
+    `${env.server.baseUrl}/api/v1/widget/messages?chat_id=${chat.chatId}`,
+    { headers: { authorization: `Bearer ${chat.token}` } },
+  );
+  const seen = (await history.json()).data.map((m: { content: string }) => m.content);
+  assert.deepEqual(seen, ["My invoice?"]);
+});
+
 Deno.test("an edit giving a file-only reply text adds it; one removing the text keeps the files", async () => {
   await using env = await setUp();
   await install(env);

@@ -22,6 +22,7 @@ import { whatsappWebhookBody } from "./support/whatsapp_webhook.ts";
 import { configureWhatsApp, TEST_WHATSAPP } from "./support/whatsapp_channel.ts";
 import { toMessage } from "../src/db/messages.ts";
 import { metaSignature } from "../src/channels/whatsapp/signature.ts";
+import { WITHDRAWN_ERROR } from "../src/db/channel_sends.ts";
 
 const { phoneNumberId: PHONE_NUMBER_ID, accessToken: ACCESS_TOKEN, appSecret: APP_SECRET } =
   TEST_WHATSAPP;
@@ -291,4 +292,88 @@ Deno.test("a Slack reply to a WhatsApp customer whose 24-hour window closed is k
     failure_code: 131047,
   }]);
   assert.deepEqual(env.graph.calls.filter((call) => call.method === "POST"), []);
+});
+
+Deno.test("a Slack reply made a note or deleted while its WhatsApp send waits for a retry never leaves", async () => {
+  await using env = await setUp();
+  await deliver(env, [text("wamid.IN1", "Where is my refund?")]);
+  await assertThread(env.slack, ["Where is my refund?"]);
+  const [thread] = await env.db.sql`SELECT thread_ts FROM slack_threads`;
+  const events = `${env.server.baseUrl}/api/v1/slack/events`;
+  const post = async (eventId: string, event: Record<string, unknown>) => {
+    const answered = await env.slack.postEvent(events, {
+      type: "event_callback",
+      team_id: TEST_WORKSPACE.teamId,
+      event_id: eventId,
+      event_time: Math.floor(Date.now() / 1000),
+      event: { type: "message", channel: TEST_WORKSPACE.channelId, ...event },
+    });
+    await answered.body?.cancel();
+    assert.equal(answered.status, 200);
+  };
+  // Meta is busy for the first attempt: the send waits 2 s for its retry, and the customer's
+  // next sends wait behind it.
+  env.graph.queueMessageResponses({
+    status: 429,
+    body: env.graph.errorBody(130429, "Rate limit hit"),
+    headers: { "retry-after": "2" },
+  });
+  const reply = (ts: string, body: string) => ({
+    user: "U_AGENT",
+    text: body,
+    ts,
+    thread_ts: thread.thread_ts,
+  });
+  await post("EvR1", reply("1800000200.000001", "Your refund code is SECRET-123"));
+  await eventually(
+    () => Promise.resolve(env.graph.calls.filter((call) => call.method === "POST").length),
+    (count) => count === 1,
+    "the first reply's refused attempt",
+  );
+  await post("EvR1e", {
+    subtype: "message_changed",
+    message: {
+      ...reply("1800000200.000001", "note: do not send the refund code yet"),
+    },
+  });
+  await post("EvR2", reply("1800000200.000002", "this one will be deleted"));
+  await post("EvR2d", {
+    subtype: "message_deleted",
+    deleted_ts: "1800000200.000002",
+    previous_message: reply("1800000200.000002", "this one will be deleted"),
+  });
+  // Both sends come due again and end withdrawn; a later reply goes out alone.
+  await post("EvR3", reply("1800000200.000003", "We are on it"));
+  await eventually(
+    () => env.db.sql`SELECT state, last_error FROM outbox WHERE kind = 'whatsapp' ORDER BY id`,
+    (rows) => rows.length === 3 && rows.every((row) => row.state !== "pending"),
+    "the three sends settled",
+    20_000,
+  );
+  const bodies = env.graph.calls
+    .filter((call) => call.method === "POST")
+    .map((call) => (call.body as { text: { body: string } }).text.body);
+  assert.deepEqual(bodies, ["Your refund code is SECRET-123", "We are on it"]);
+  const sends = await env.db.sql`
+    SELECT state, last_error FROM outbox WHERE kind = 'whatsapp' ORDER BY id`;
+  assert.deepEqual(sends.map((row) => ({ ...row })), [
+    { state: "failed", last_error: WITHDRAWN_ERROR },
+    { state: "failed", last_error: WITHDRAWN_ERROR },
+    { state: "succeeded", last_error: null },
+  ]);
+  const stored = await env.db.sql`
+    SELECT content, internal, deleted_at IS NOT NULL AS deleted, status FROM messages
+    WHERE sender_type = 'agent' ORDER BY id`;
+  assert.deepEqual(stored.map((row) => ({ ...row })), [
+    {
+      content: "note: do not send the refund code yet",
+      internal: true,
+      deleted: false,
+      status: null,
+    },
+    { content: "this one will be deleted", internal: false, deleted: true, status: null },
+    { content: "We are on it", internal: false, deleted: false, status: "sent" },
+  ]);
+  // No Not delivered line: nothing failed that the agent has to know of.
+  assert.ok(!threadTexts(env.slack).some((line) => line.includes("Not delivered")));
 });

@@ -28,6 +28,11 @@ export interface ClaimedSend {
     messageType: MessageType;
     content: string;
     payload: unknown;
+    /**
+     * Deleted, or made an internal note, since it was queued (a Slack reply edited into `note:`
+     * or deleted): it must not leave.
+     */
+    withdrawn: boolean;
   } | null;
   /**
    * The customer's newest WhatsApp id (phone number), else their newest business-scoped user id;
@@ -52,6 +57,7 @@ interface ClaimedSendRow {
   message_type: MessageType | null;
   content: string | null;
   payload: unknown;
+  withdrawn: boolean | null;
   recipient: string | null;
   recipient_kind: string | null;
   phone_number_id: string | null;
@@ -71,7 +77,7 @@ export async function claimChannelSends(
     ${claimedInSendOrder(sql, options)}
     SELECT round.walked_to, c.app_id, c.id, c.attempts, c.claimed_at, c.turn,
       m.id AS message_id, m.conversation_id AS chat_id, m.message_type, m.content, m.payload,
-      i.external_id AS recipient, i.channel AS recipient_kind, w.phone_number_id, w.access_token_sealed,
+      m.internal OR m.deleted_at IS NOT NULL AS withdrawn, i.external_id AS recipient, i.channel AS recipient_kind, w.phone_number_id, w.access_token_sealed,
       (SELECT count(*) FROM whatsapp_sent_parts p
         WHERE p.app_id = c.app_id AND p.message_id = m.id)::int AS sent_parts
     FROM ${claimRound(sql)}
@@ -99,6 +105,7 @@ export async function claimChannelSends(
       messageType: row.message_type!,
       content: row.content!,
       payload: row.payload,
+      withdrawn: row.withdrawn!,
     },
     recipient: row.recipient === null
       ? null
@@ -139,12 +146,19 @@ export async function recordSentPart(
 export type SendOutcome =
   | { state: "sent" }
   | { state: "retry"; retryInMs: number; error: string }
-  | { state: "failed"; error: string; code: number | null };
+  | { state: "failed"; error: string; code: number | null }
+  /** The message was deleted or made a note before it (all of it) left: nothing more is sent. */
+  | { state: "withdrawn" };
+
+/** The send's error when its message was withdrawn (see {@linkcode SendOutcome}). */
+export const WITHDRAWN_ERROR =
+  "withdrawn: the message was deleted or made an internal note before it was sent";
 
 /**
  * Records a send attempt while its claim holds: sent (the message becomes `sent` unless a
- * receipt already moved it further), a retry later, or failed for good (the message becomes
- * `failed` with the platform's code, and `message.failed` is queued for a subscribed webhook).
+ * receipt already moved it further), a retry later, failed for good (the message becomes
+ * `failed` with the platform's code, and `message.failed` is queued for a subscribed webhook), or
+ * withdrawn (the send ends; a message still `pending` has no delivery status any more).
  */
 export async function recordSendOutcome(
   sql: Tx,
@@ -164,7 +178,12 @@ export async function recordSendOutcome(
     ? "pending"
     : "failed";
   const retryIn = outcome.state === "retry" ? outcome.retryInMs / 1000 : 0;
-  const error = outcome.state === "sent" ? null : outcome.error;
+  const error = outcome.state === "sent"
+    ? null
+    : outcome.state === "withdrawn"
+    ? WITHDRAWN_ERROR
+    : outcome.error;
+  const withdrawn = outcome.state === "withdrawn";
   await sql`
     WITH finished AS (
       UPDATE outbox o SET state = ${state}, attempts = o.attempts + 1, last_error = ${error},
@@ -179,12 +198,18 @@ export async function recordSendOutcome(
       WHERE ${state} = 'succeeded' AND m.app_id = ${send.appId}
         AND m.conversation_id = ${send.chatId} AND m.id = ${send.messageId}
         AND (m.status IS NULL OR m.status = 'pending')
+    ), withdrawn AS (
+      UPDATE messages m SET status = NULL, updated_at = clock_timestamp()
+      FROM finished
+      WHERE ${withdrawn} AND m.app_id = ${send.appId}
+        AND m.conversation_id = ${send.chatId} AND m.id = ${send.messageId}
+        AND m.status = 'pending'
     ), failed AS (
       UPDATE messages m SET status = 'failed', updated_at = clock_timestamp(),
         failure_code = ${outcome.state === "failed" ? outcome.code : null}::int,
         failure_title = ${outcome.state === "failed" ? outcome.error : null}::text
       FROM finished
-      WHERE ${state} = 'failed' AND m.app_id = ${send.appId}
+      WHERE ${state} = 'failed' AND NOT ${withdrawn} AND m.app_id = ${send.appId}
         AND m.conversation_id = ${send.chatId} AND m.id = ${send.messageId}
         AND m.status IS DISTINCT FROM 'failed'
       RETURNING m.id, m.conversation_id

@@ -25,6 +25,7 @@ import {
   deleteSlackMessage,
   editSlackMessage,
   findKnownSlackMessages,
+  hideSlackReplyFiles,
   isTextlessSlackReply,
   markSlackDeliveriesProcessed,
   slackEventKey,
@@ -115,6 +116,15 @@ export async function applySlackEvents(
             // Made internal, it is gone for the visitor.
             edited: { chatId: edited.chatId, messageId: edited.messageId, deleted: edited.hidden },
           });
+        }
+        if (edited?.hidden) {
+          // A reply made a note takes its files along.
+          const files = await hideSlackReplyFiles(sql, appId, { teamId, ...change });
+          changes[index].push(...files.hidden.map((one, at) => ({
+            appId,
+            queuedEvents: at === 0 ? files.queuedEvents : 0,
+            edited: { chatId: one.chatId, messageId: one.messageId, deleted: true },
+          })));
         }
       });
     } else {

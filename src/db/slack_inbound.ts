@@ -200,6 +200,46 @@ export async function editSlackMessage(
     : null;
 }
 
+/**
+ * Makes the file messages of the member's reply mirrored as (channel, ts) internal, as its text
+ * was just made a note by an edit: what the reply carried is the team's now, the visitor loses it
+ * (`hidden_at`) and a subscribed webhook hears `message.updated`. Resolves to the messages hidden
+ * and the events queued.
+ */
+export async function hideSlackReplyFiles(
+  sql: Tx,
+  appId: number,
+  link: { teamId: string; channelId: string; ts: string },
+): Promise<{ hidden: { messageId: number; chatId: number }[]; queuedEvents: number }> {
+  const rows = await sql<{ id: number; conversation_id: number; queued: number }[]>`
+    WITH hidden AS (
+      UPDATE messages m SET internal = true, hidden_at = clock_timestamp(),
+        updated_at = clock_timestamp()
+      FROM slack_messages s
+      WHERE s.team_id = ${link.teamId} AND s.channel_id = ${link.channelId}
+        AND s.ts = ANY (${slackReplyKeys(link.ts)}::text[])
+        AND s.app_id = ${appId} AND m.app_id = s.app_id AND m.id = s.message_id
+        AND m.sender_type = 'agent' AND m.message_type <> 'text' AND NOT m.internal
+        AND m.deleted_at IS NULL
+      RETURNING m.id, m.conversation_id
+    ), event AS (
+      INSERT INTO outbox (app_id, kind, topic, payload)
+      SELECT ${appId}, 'webhook', 'message.updated',
+        jsonb_build_object('conversation_id', hidden.conversation_id, 'message_id', hidden.id,
+          'changed', jsonb_build_object('internal', true))
+      FROM hidden JOIN webhooks w ON w.app_id = ${appId} AND w.enabled
+        AND 'message.updated' = ANY (w.events)
+      ORDER BY hidden.id
+      RETURNING 1
+    )
+    SELECT id, conversation_id, (SELECT count(*) FROM event)::int AS queued FROM hidden
+    ORDER BY id`;
+  return {
+    hidden: rows.map((row) => ({ messageId: row.id, chatId: row.conversation_id })),
+    queuedEvents: rows[0]?.queued ?? 0,
+  };
+}
+
 /** Most files of one Slack reply that become messages. */
 export const MAX_SLACK_REPLY_FILES = 20;
 
