@@ -178,6 +178,9 @@ export async function startParley(
   const mediaLinks = createMediaLinks({ encryptionKey, publicBaseUrl: config.publicBaseUrl });
   const inbound = createWhatsAppInboundProcessor({ sql, ask, mediaLinks });
   const slackClients = createSlackClients(secretBox, config.slack.apiUrl);
+  const slackMediaClients = createSlackClients(secretBox, config.slack.apiUrl, {
+    rejectRateLimited: true,
+  });
   const slackMediaLinks = createMediaLinks({
     encryptionKey,
     publicBaseUrl: config.publicBaseUrl,
@@ -203,6 +206,7 @@ export async function startParley(
     slack: config.slack,
     slackMediaLinks,
     slackClients,
+    slackMediaClients,
     listings,
     attachVisitor: (socket, who, options) => hub.attachVisitor(socket, who, options),
     hitCounter: widgetHits,

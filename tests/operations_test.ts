@@ -85,6 +85,9 @@ Deno.test("the HTTP app renders a failing readyz as 503 in the envelope", async 
       slackClients: () => {
         throw new Error("unused");
       },
+      slackMediaClients: () => {
+        throw new Error("unused");
+      },
       slack: {
         clientId: null,
         clientSecret: null,

@@ -1332,6 +1332,49 @@ Deno.test("a file an agent attaches in Slack reaches the visitor through the sig
   await tampered.body?.cancel();
 });
 
+Deno.test("the media proxy answers 503 with Retry-After when Slack limits files.info, 502 when Slack fails, and holds no reply", async () => {
+  await using env = await setUp();
+  const bytes = new TextEncoder().encode("%PDF terms");
+  const { link } = await shareFile(
+    env,
+    { id: "F0TERMS", name: "terms.pdf", mimetype: "application/pdf", bytes },
+    "Ev22",
+  );
+  const url = `${env.server.baseUrl}${link.pathname}${link.search}`;
+  env.slack.queue("files.info", {
+    status: 429,
+    headers: { "retry-after": "30" },
+    body: { ok: false, error: "ratelimited" },
+  });
+  const started = performance.now();
+  const limited = await fetch(url);
+  assert.equal(limited.status, 503);
+  assert.equal(limited.headers.get("retry-after"), "30");
+  assert.equal((await limited.json()).message, "Slack is limiting file lookups: try again later");
+  assert.ok(performance.now() - started < 5_000, "answered without waiting out Retry-After");
+  // An agent's reply meanwhile (a new member: users.info) reaches the visitor at once.
+  env.slack.addUser({ id: "U9", displayName: "Noor" });
+  const chat = await createVisitorChat(env.server.baseUrl, env.app.publicId, "Terms?");
+  const thread = await eventually(
+    () => env.db.sql`SELECT thread_ts FROM slack_threads WHERE conversation_id = ${chat.chatId}`,
+    (rows) => rows.length === 1,
+    "the second conversation mirrored",
+  );
+  await eventPoster(env)(
+    threadEvent("Ev23", thread[0].thread_ts, { user: "U9", text: "Here", ts: "1800000007.000001" }),
+  );
+  await agentMessages(env, chat.chatId, (rows) => rows.length === 1, "Noor's reply");
+  for (let i = 0; i < 3; i++) {
+    env.slack.queue("files.info", { status: 500, body: "Internal Server Error" });
+  }
+  const failed = await fetch(url);
+  assert.equal(failed.status, 502);
+  assert.equal((await failed.json()).message, "Slack did not answer");
+  const served = await fetch(url);
+  assert.equal(served.status, 200);
+  assert.deepEqual(new Uint8Array(await served.arrayBuffer()), bytes);
+});
+
 Deno.test("a Slack file whose url_private is on another host is refused 403, the bot token kept", async () => {
   await using env = await setUp();
   // Another host, which must never see the bot token.

@@ -24,7 +24,7 @@ import type { SlackInboundProcessor } from "../channels/slack/inbound_processor.
 import { methodNotAllowed } from "./method_not_allowed.ts";
 import { mediaResponse } from "./media_response.ts";
 import type { MediaLinks } from "../channels/media_links.ts";
-import type { SlackWebClient } from "../channels/slack/web_client.ts";
+import { slackErrorOf, type SlackWebClient } from "../channels/slack/web_client.ts";
 import { findInstallationByApp } from "../db/slack_installations.ts";
 import { findMediaApps } from "../db/channel_media.ts";
 import { isSlackFileHost } from "../domain/media_hosts.ts";
@@ -40,10 +40,33 @@ export interface SlackRoutesDeps extends SlackInstallerDeps {
   slackMediaLinks: MediaLinks;
   /** A Web API client for a bot token (sealed). */
   slackClients(botTokenSealed: string): SlackWebClient;
+  /**
+   * The media proxy's client for a bot token: it hands a 429 back at once (`rejectRateLimited`),
+   * as a visitor's download must not wait as long as Slack asks.
+   */
+  slackMediaClients(botTokenSealed: string): SlackWebClient;
 }
 
 /** Largest request accepted from Slack (its events are small; files never come inline). */
 const MAX_SLACK_BODY_BYTES = 1024 * 1024;
+
+/**
+ * The answer to a `files.info` that failed: 503 with Slack's `Retry-After` when rate-limited, 502
+ * when Slack did not answer, else 404 (the file is gone, or the bot may not see it).
+ */
+export function fileLookupFailure(error: unknown): AppError {
+  const { code, retryAfterMs } = slackErrorOf(error);
+  if (code === "ratelimited") {
+    const seconds = retryAfterMs === null ? null : Math.max(1, Math.ceil(retryAfterMs / 1000));
+    return new AppError(503, "Slack is limiting file lookups: try again later", {
+      headers: seconds === null ? {} : { "Retry-After": String(seconds) },
+    });
+  }
+  if (code === "http_error" || code === "request_error") {
+    return new AppError(502, "Slack did not answer");
+  }
+  return new AppError(404, "File not found");
+}
 
 /** Routes under `/api/v1/slack`. */
 export function slackRoutes(deps: SlackRoutesDeps): Hono {
@@ -145,11 +168,11 @@ export function slackRoutes(deps: SlackRoutesDeps): Hono {
     if (!installation) throw new AppError(404, "File not found");
     let file;
     try {
-      ({ file } = await deps.slackClients(installation.botTokenSealed).files.info({
+      ({ file } = await deps.slackMediaClients(installation.botTokenSealed).files.info({
         file: fileId,
       }));
-    } catch {
-      throw new AppError(404, "File not found");
+    } catch (error) {
+      throw fileLookupFailure(error);
     }
     const source = file?.url_private;
     if (!source) throw new AppError(404, "File not found");

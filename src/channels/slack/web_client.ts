@@ -11,7 +11,9 @@
  * (docs/architecture.md § Tests).
  *
  * By default a client honours Slack's rate limits itself: on HTTP 429 it holds back every call of
- * that client for `Retry-After` seconds and tries again. With `rejectRateLimited` (the mirror's
+ * that method by that client for `Retry-After` seconds (Slack limits each method of a workspace
+ * apart: a `files.info` limited must not hold the `users.info` of an agent's reply) and tries
+ * again. With `rejectRateLimited` (the mirror's
  * sends, which hold a lease) it throws at once instead, and the caller waits. It retries other
  * HTTP failures and network failures a few times, so that a call waits a little rather than fails
  * at once — but not a post, which Slack may have made whatever went wrong after it was sent; the
@@ -147,7 +149,8 @@ function sleep(ms: number): Promise<void> {
 /**
  * A Web API client for `token` (none for `oauth.v2.access`) that sends to `apiUrl`
  * (`SLACK_API_URL`, with its trailing slash, e.g. `https://slack.com/api/`). Make one per token
- * and reuse it: a 429 holds back that client's later calls too, as Slack rate-limits a workspace.
+ * and reuse it: a 429 holds back that client's later calls of the method too, as Slack rate-limits
+ * each method of a workspace.
  */
 export function createSlackWebClient(
   token: string | undefined,
@@ -156,8 +159,8 @@ export function createSlackWebClient(
 ): SlackWebClient {
   const retries = options.retries ?? RETRIES;
   const timeoutMs = options.timeoutMs ?? TIMEOUT_MS;
-  /** Until when (epoch ms) calls wait, after a 429 told this client to. */
-  let heldUntil = 0;
+  /** Until when (epoch ms) calls of a method wait, after a 429 told this client to. */
+  const heldUntil = new Map<string, number>();
 
   /** One attempt: Slack's answer, or the failure it amounts to. */
   async function attempt(method: string, body: URLSearchParams): Promise<Record<string, unknown>> {
@@ -218,7 +221,7 @@ export function createSlackWebClient(
   async function call<T>(method: string, params: object): Promise<T> {
     const body = encodeSlackParams(params);
     for (let tries = 0;; tries++) {
-      const held = heldUntil - Date.now();
+      const held = (heldUntil.get(method) ?? 0) - Date.now();
       if (held > 0) await sleep(held);
       try {
         return await attempt(method, body) as T;
@@ -226,8 +229,10 @@ export function createSlackWebClient(
         if (!(error instanceof SlackCallError)) throw error;
         const { code, retryAfterMs } = error.info;
         const holds = code === "ratelimited" && !options.rejectRateLimited && retryAfterMs !== null;
-        // The client's other calls wait as Slack asked, also after this call's last attempt.
-        if (holds) heldUntil = Math.max(heldUntil, Date.now() + retryAfterMs);
+        // The method's other calls wait as Slack asked, also after this call's last attempt.
+        if (holds) {
+          heldUntil.set(method, Math.max(heldUntil.get(method) ?? 0, Date.now() + retryAfterMs));
+        }
         if (tries >= retries) throw error;
         if (code !== "ratelimited" && REPEATED_ONLY_WHEN_RATE_LIMITED.has(method)) throw error;
         if (code === "ratelimited") {
