@@ -90,14 +90,24 @@ async function zombiePostmaster(
 }
 
 Deno.test("waitForPreviousPostmaster waits for an exited postmaster until it is reaped", async () => {
-  const { pid, parent, binDir } = await zombiePostmaster(0, 1);
+  const { pid, parent, binDir } = await zombiePostmaster(0, 60);
   const pgData = await pgDataWith(pid, "ready");
   try {
-    // Reaped when its parent exits (about a second from now), by init or the nearest subreaper.
-    assert.equal(await waitForPreviousPostmaster(pgData, 60_000, 30_000), null);
+    const started = performance.now();
+    const waited = waitForPreviousPostmaster(pgData, 60_000, 30_000);
+    // Its parent exits: init (or the nearest subreaper) reaps it.
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    parent.kill();
+    assert.equal(await waited, null);
+    assert.ok(performance.now() - started >= 290, "returned before the postmaster was reaped");
     assert.ok(await Deno.stat(`${pgData}/postmaster.pid`), "the lock file is left to PostgreSQL");
     assert.equal(await Deno.readTextFile(`/proc/${pid}/stat`).catch(() => null), null);
   } finally {
+    try {
+      parent.kill();
+    } catch {
+      // exited already
+    }
     await parent.stdout.cancel();
     await parent.status;
     await Deno.remove(pgData, { recursive: true });
