@@ -10,17 +10,19 @@ const port = digits.pipe(z.int().min(0).max(65535));
 const positive = digits.pipe(z.int().positive());
 
 /**
- * An absolute URL whose scheme is one of `schemes`: `z.string().url()` alone takes anything with
- * a colon (`parley.example.com:8080` parses as scheme `parley.example.com`, `javascript:x` too).
+ * An absolute URL whose scheme is one of `schemes`, with a host unless `hostOptional`:
+ * `z.string().url()` alone takes anything with a colon (`parley.example.com:8080` parses as scheme
+ * `parley.example.com`, `javascript:x` too).
  */
-function urlWithScheme(schemes: string[]) {
+function urlWithScheme(schemes: string[], hostOptional = false) {
   const list = schemes.map((scheme) => `${scheme}://`).join(" or ");
   return z.string().refine((value) => {
     try {
       const url = new URL(value);
-      // A database may be a Unix socket directory (`postgres://user@/db?host=/run/postgresql`).
+      // A database's host may be left out (`postgresql:///db`: PGHOST, else localhost) or be a
+      // Unix socket directory (`postgresql:///db?host=/run/postgresql`).
       return schemes.includes(url.protocol.slice(0, -1)) && value.includes("://") &&
-        (url.host !== "" || url.searchParams.has("host"));
+        (url.host !== "" || hostOptional);
     } catch {
       return false;
     }
@@ -38,7 +40,7 @@ const baseUrl = webUrl.refine((value) => {
 
 const schema = z.object({
   PORT: port.default(8080),
-  DATABASE_URL: urlWithScheme(["postgres", "postgresql"]).optional(),
+  DATABASE_URL: urlWithScheme(["postgres", "postgresql"], true).optional(),
   DATA_DIR: z.string().min(1).default("./.parley"),
   PUBLIC_BASE_URL: baseUrl.optional(),
   RATE_LIMIT_PER_MINUTE: positive.default(120),

@@ -70,6 +70,7 @@ Deno.test("loadConfig() refuses URLs of the wrong scheme, and a base URL with a 
       "postgres://u:p@127.0.0.1:5432/db",
       "postgresql://localhost/db",
       "postgresql:///db?host=/run/postgresql",
+      "postgres:///parley",
     ]
   ) {
     assert.equal(loadConfig({ DATABASE_URL: url }).databaseUrl, url);

@@ -1115,6 +1115,39 @@ Deno.test("a reply with files edited into a note takes its files from the visito
   assert.deepEqual(seen, ["My invoice?"]);
 });
 
+Deno.test("a reply of files only given a note's text by an edit takes its files from the visitor", async () => {
+  await using env = await setUp();
+  await install(env);
+  const chat = await createVisitorChat(env.server.baseUrl, env.app.publicId, "The file?");
+  const thread = await threadTs(env);
+  const file = { id: "F0OOPS", name: "oops.pdf", mimetype: "application/pdf" };
+  env.slack.addFile({ ...file, bytes: new TextEncoder().encode("%PDF oops") });
+  const send = eventPoster(env);
+  const posted = { user: "U3", ts: "1800000008.000001", thread_ts: thread, files: [file] };
+  await send(threadEvent("Ev70", thread, { subtype: "file_share", ...posted, text: "" }));
+  await agentMessages(env, chat.chatId, (rows) => rows.length === 1, "the file");
+  await send(threadEvent("Ev71", thread, {
+    subtype: "message_changed",
+    message: { ...posted, text: "note: wrong customer's file!" },
+    previous_message: { ...posted, text: "" },
+  }));
+  const rows = await eventually(
+    () =>
+      env.db.sql`
+      SELECT message_type, internal FROM messages
+      WHERE conversation_id = ${chat.chatId} AND sender_type = 'agent' ORDER BY id`,
+    (found) => found.length === 2 && found.every((row) => row.internal),
+    "the note added and the file made internal",
+  );
+  assert.deepEqual(rows.map((row) => row.message_type), ["file", "text"]);
+  const history = await fetch(
+    `${env.server.baseUrl}/api/v1/widget/messages?chat_id=${chat.chatId}`,
+    { headers: { authorization: `Bearer ${chat.token}` } },
+  );
+  const seen = (await history.json()).data.map((m: { content: string }) => m.content);
+  assert.deepEqual(seen, ["The file?"]);
+});
+
 Deno.test("an edit giving a file-only reply text adds it; one removing the text keeps the files", async () => {
   await using env = await setUp();
   await install(env);
@@ -1370,6 +1403,10 @@ Deno.test("the media proxy answers 503 with Retry-After when Slack limits files.
   const failed = await fetch(url);
   assert.equal(failed.status, 502);
   assert.equal((await failed.json()).message, "Slack did not answer");
+  env.slack.queue("files.info", { status: 200, body: { ok: false, error: "service_unavailable" } });
+  const unavailable = await fetch(url);
+  assert.equal(unavailable.status, 502);
+  await unavailable.body?.cancel();
   const served = await fetch(url);
   assert.equal(served.status, 200);
   assert.deepEqual(new Uint8Array(await served.arrayBuffer()), bytes);

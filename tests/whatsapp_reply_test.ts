@@ -311,12 +311,12 @@ Deno.test("a Slack reply made a note or deleted while its WhatsApp send waits fo
     await answered.body?.cancel();
     assert.equal(answered.status, 200);
   };
-  // Meta is busy for the first attempt: the send waits 2 s for its retry, and the customer's
-  // next sends wait behind it.
+  // Meta is busy for the first attempt: the send waits 10 minutes for its retry, and the
+  // customer's next sends wait behind it — until it is withdrawn, at once.
   env.graph.queueMessageResponses({
     status: 429,
     body: env.graph.errorBody(130429, "Rate limit hit"),
-    headers: { "retry-after": "2" },
+    headers: { "retry-after": "600" },
   });
   const reply = (ts: string, body: string) => ({
     user: "U_AGENT",
@@ -376,4 +376,58 @@ Deno.test("a Slack reply made a note or deleted while its WhatsApp send waits fo
   ]);
   // No Not delivered line: nothing failed that the agent has to know of.
   assert.ok(!threadTexts(env.slack).some((line) => line.includes("Not delivered")));
+});
+
+Deno.test("a long Slack reply deleted after its first part reached WhatsApp sends no more and stays sent", async () => {
+  await using env = await setUp();
+  await deliver(env, [text("wamid.IN2", "Tell me everything")]);
+  await assertThread(env.slack, ["Tell me everything"]);
+  const [thread] = await env.db.sql`SELECT thread_ts FROM slack_threads`;
+  env.graph.queueMessageResponses(
+    {
+      status: 200,
+      body: {
+        messaging_product: "whatsapp",
+        contacts: [{ input: CUSTOMER, wa_id: CUSTOMER }],
+        messages: [{ id: "wamid.PART1" }],
+      },
+    },
+    {
+      status: 429,
+      body: env.graph.errorBody(130429, "Rate limit hit"),
+      headers: { "retry-after": "600" },
+    },
+  );
+  const reply = { user: "U_AGENT", text: "a".repeat(5_000), ts: "1800000300.000001" };
+  const post = async (eventId: string, event: Record<string, unknown>) => {
+    const answered = await env.slack.postEvent(`${env.server.baseUrl}/api/v1/slack/events`, {
+      type: "event_callback",
+      team_id: TEST_WORKSPACE.teamId,
+      event_id: eventId,
+      event_time: Math.floor(Date.now() / 1000),
+      event: { type: "message", channel: TEST_WORKSPACE.channelId, ...event },
+    });
+    await answered.body?.cancel();
+    assert.equal(answered.status, 200);
+  };
+  await post("EvL1", { ...reply, thread_ts: thread.thread_ts });
+  await eventually(
+    () => env.db.sql`SELECT last_error FROM outbox WHERE kind = 'whatsapp'`,
+    (rows) => rows[0]?.last_error?.includes("Rate limit hit"),
+    "the second part refused",
+  );
+  await post("EvL2", {
+    subtype: "message_deleted",
+    deleted_ts: reply.ts,
+    previous_message: reply,
+  });
+  const [send] = await eventually(
+    () => env.db.sql`SELECT state, last_error FROM outbox WHERE kind = 'whatsapp'`,
+    (rows) => rows[0]?.state === "failed",
+    "the send withdrawn at once",
+  );
+  assert.equal(send.last_error, WITHDRAWN_ERROR);
+  const [message] = await env.db.sql`SELECT status FROM messages WHERE sender_type = 'agent'`;
+  assert.equal(message.status, "sent", "its first part left: its receipts are to come");
+  assert.equal(env.graph.calls.filter((call) => call.method === "POST").length, 2);
 });

@@ -119,6 +119,24 @@ export async function claimChannelSends(
 }
 
 /**
+ * Makes the pending channel sends of `messageIds` (just deleted or made notes) due now, so that
+ * they are withdrawn at once rather than when their retry comes, holding their customer's later
+ * sends back till then.
+ */
+export async function hastenWithdrawnSends(
+  sql: Tx,
+  appId: number,
+  messageIds: number[],
+): Promise<void> {
+  if (messageIds.length === 0) return;
+  await sql`
+    UPDATE outbox o SET run_at = clock_timestamp()
+    WHERE o.app_id = ${appId} AND o.kind = 'whatsapp' AND o.state = 'pending'
+      AND o.claimed_at IS NULL AND o.run_at > clock_timestamp()
+      AND (o.payload ->> 'message_id')::bigint = ANY (${messageIds}::bigint[])`;
+}
+
+/**
  * Remembers part `part` of a message as sent under `wamid` (the first part names the message).
  * A part Meta accepted without naming it (`wamid` null) is remembered as sent, under a stand-in
  * id no receipt carries, so that it is never sent again.
@@ -147,8 +165,11 @@ export type SendOutcome =
   | { state: "sent" }
   | { state: "retry"; retryInMs: number; error: string }
   | { state: "failed"; error: string; code: number | null }
-  /** The message was deleted or made a note before it (all of it) left: nothing more is sent. */
-  | { state: "withdrawn" };
+  /**
+   * The message was deleted or made a note before it (all of it) left: nothing more is sent.
+   * `partSent`: an earlier attempt sent a part of it.
+   */
+  | { state: "withdrawn"; partSent: boolean };
 
 /** The send's error when its message was withdrawn (see {@linkcode SendOutcome}). */
 export const WITHDRAWN_ERROR =
@@ -158,7 +179,8 @@ export const WITHDRAWN_ERROR =
  * Records a send attempt while its claim holds: sent (the message becomes `sent` unless a
  * receipt already moved it further), a retry later, failed for good (the message becomes
  * `failed` with the platform's code, and `message.failed` is queued for a subscribed webhook), or
- * withdrawn (the send ends; a message still `pending` has no delivery status any more).
+ * withdrawn (the send ends; a message still `pending` has no delivery status any more, or is
+ * `sent` when a part of it left).
  */
 export async function recordSendOutcome(
   sql: Tx,
@@ -184,6 +206,8 @@ export async function recordSendOutcome(
     ? WITHDRAWN_ERROR
     : outcome.error;
   const withdrawn = outcome.state === "withdrawn";
+  // A part that left has its receipts to come: it keeps a status.
+  const withdrawnStatus = outcome.state === "withdrawn" && outcome.partSent ? "sent" : null;
   await sql`
     WITH finished AS (
       UPDATE outbox o SET state = ${state}, attempts = o.attempts + 1, last_error = ${error},
@@ -199,7 +223,7 @@ export async function recordSendOutcome(
         AND m.conversation_id = ${send.chatId} AND m.id = ${send.messageId}
         AND (m.status IS NULL OR m.status = 'pending')
     ), withdrawn AS (
-      UPDATE messages m SET status = NULL, updated_at = clock_timestamp()
+      UPDATE messages m SET status = ${withdrawnStatus}, updated_at = clock_timestamp()
       FROM finished
       WHERE ${withdrawn} AND m.app_id = ${send.appId}
         AND m.conversation_id = ${send.chatId} AND m.id = ${send.messageId}

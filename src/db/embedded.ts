@@ -435,12 +435,14 @@ export async function waitForPreviousPostmaster(
   zombieGraceMs = ZOMBIE_GRACE_MS,
 ): Promise<number | null> {
   const deadline = Date.now() + timeoutMs;
-  const zombieDeadline = Date.now() + zombieGraceMs;
+  /** When the grace of a zombie ends, counted from when it was first seen as one. */
+  let zombieDeadline: number | null = null;
   let logged = false;
   for (;;) {
     const found = await postmasterProcess(pgData);
     if (found === null) return null;
     if (found.zombie) {
+      zombieDeadline ??= Date.now() + zombieGraceMs;
       if (Date.now() >= zombieDeadline) {
         await Deno.remove(join(pgData, "postmaster.pid")).catch(() => {});
         return null;

@@ -58,11 +58,13 @@ Deno.test("waitForPreviousPostmaster returns at once for no file, a dead pid or 
 
 /**
  * A process named `postgres` that exits after `seconds` and stays a zombie (its parent never
- * waits for it) until its parent exits after `parentSeconds`; resolves with its pid and parent.
+ * waits for it) until its parent exits after `parentSeconds`; resolves with its pid and parent,
+ * once it is a zombie unless `atOnce`.
  */
 async function zombiePostmaster(
   seconds: number,
   parentSeconds: number,
+  atOnce = false,
 ): Promise<{ pid: number; parent: Deno.ChildProcess; binDir: string }> {
   const binDir = await Deno.makeTempDir({ prefix: "parley-bin-" });
   await Deno.copyFile("/bin/sleep", `${binDir}/postgres`);
@@ -81,7 +83,7 @@ async function zombiePostmaster(
   reader.releaseLock();
   const pid = Number(text.trim());
   // Wait until it has exited and is a zombie.
-  for (;;) {
+  while (!atOnce) {
     const stat = await Deno.readTextFile(`/proc/${pid}/stat`);
     if (stat.slice(stat.lastIndexOf(")") + 2)[0] === "Z") break;
     await new Promise((resolve) => setTimeout(resolve, 10));
@@ -94,20 +96,46 @@ Deno.test("waitForPreviousPostmaster waits for an exited postmaster until it is 
   const pgData = await pgDataWith(pid, "ready");
   try {
     const started = performance.now();
-    const waited = waitForPreviousPostmaster(pgData, 60_000, 30_000);
-    // Its parent exits: init (or the nearest subreaper) reaps it.
+    const waited = waitForPreviousPostmaster(pgData, 60_000, 3_000);
+    // Its parent exits: init (or the nearest subreaper) reaps it — where init reaps orphans.
     await new Promise((resolve) => setTimeout(resolve, 300));
     parent.kill();
     assert.equal(await waited, null);
-    assert.ok(performance.now() - started >= 290, "returned before the postmaster was reaped");
-    assert.ok(await Deno.stat(`${pgData}/postmaster.pid`), "the lock file is left to PostgreSQL");
-    assert.equal(await Deno.readTextFile(`/proc/${pid}/stat`).catch(() => null), null);
+    const elapsed = performance.now() - started;
+    assert.ok(elapsed >= 290, "returned before the postmaster was reaped");
+    const reaped = await Deno.readTextFile(`/proc/${pid}/stat`).catch(() => null) === null;
+    const lockKept = await Deno.stat(`${pgData}/postmaster.pid`).then(() => true, () => false);
+    if (reaped && elapsed < 3_000) {
+      assert.ok(lockKept, "the lock file of a reaped postmaster is left to PostgreSQL");
+    } else {
+      // An init that never reaps orphans: the grace ran out and the lock file went.
+      assert.ok(elapsed >= 2_990 && !lockKept, `${elapsed} ms, lock file kept: ${lockKept}`);
+    }
   } finally {
     try {
       parent.kill();
     } catch {
       // exited already
     }
+    await parent.stdout.cancel();
+    await parent.status;
+    await Deno.remove(pgData, { recursive: true });
+    await Deno.remove(binDir, { recursive: true });
+  }
+});
+
+Deno.test("waitForPreviousPostmaster counts a zombie's grace from when it became one", async () => {
+  // A postmaster stopping for 1.5 s, then never reaped.
+  const { pid, parent, binDir } = await zombiePostmaster(1.5, 60, true);
+  const pgData = await pgDataWith(pid, "stopping");
+  try {
+    const started = performance.now();
+    assert.equal(await waitForPreviousPostmaster(pgData, 60_000, 1_000), null);
+    const elapsed = performance.now() - started;
+    assert.ok(elapsed >= 2_400, `the grace began before the postmaster exited (${elapsed} ms)`);
+    await assert.rejects(Deno.stat(`${pgData}/postmaster.pid`), Deno.errors.NotFound);
+  } finally {
+    parent.kill();
     await parent.stdout.cancel();
     await parent.status;
     await Deno.remove(pgData, { recursive: true });

@@ -19,6 +19,7 @@ import { type AppendedReply, appendReplies, type ReplyInput } from "./replies.ts
 import { recordChannelMedia } from "./channel_media.ts";
 import { saveMirroredMessages } from "./slack_sends.ts";
 import { queueNotDelivered } from "./slack_mirror.ts";
+import { hastenWithdrawnSends } from "./channel_sends.ts";
 import {
   addedTextKey,
   claimSlackEvents,
@@ -108,6 +109,8 @@ export async function applySlackEvents(
             inputs: replyInputs(appId, added),
           };
           await storeReplies(sql, [pending], changes);
+          // Text that makes a reply of files a note takes its files along.
+          if (change.internal) await hideReplyFiles(sql, appId, teamId, change, changes[index]);
         }
         if (edited) {
           changes[index].push({
@@ -119,12 +122,8 @@ export async function applySlackEvents(
         }
         if (edited?.hidden) {
           // A reply made a note takes its files along.
-          const files = await hideSlackReplyFiles(sql, appId, { teamId, ...change });
-          changes[index].push(...files.hidden.map((one, at) => ({
-            appId,
-            queuedEvents: at === 0 ? files.queuedEvents : 0,
-            edited: { chatId: one.chatId, messageId: one.messageId, deleted: true },
-          })));
+          await hastenWithdrawnSends(sql, appId, [edited.messageId]);
+          await hideReplyFiles(sql, appId, teamId, change, changes[index]);
         }
       });
     } else {
@@ -134,6 +133,7 @@ export async function applySlackEvents(
           channelId: change.channelId,
           ts: change.ts,
         });
+        await hastenWithdrawnSends(sql, appId, deleted.map((one) => one.messageId));
         changes[index].push(...deletedChanges(appId, deleted));
       });
     }
@@ -145,6 +145,26 @@ export async function applySlackEvents(
   }
   await marked;
   return changes;
+}
+
+/**
+ * Makes the files of the reply `change` names internal, as its text was made a note (see
+ * {@linkcode hideSlackReplyFiles}); their waiting sends are withdrawn at once.
+ */
+async function hideReplyFiles(
+  sql: Tx,
+  appId: number,
+  teamId: string,
+  change: { channelId: string; ts: string },
+  effects: FlowEffect[],
+): Promise<void> {
+  const files = await hideSlackReplyFiles(sql, appId, { teamId, ...change });
+  await hastenWithdrawnSends(sql, appId, files.hidden.map((one) => one.messageId));
+  effects.push(...files.hidden.map((one, at) => ({
+    appId,
+    queuedEvents: at === 0 ? files.queuedEvents : 0,
+    edited: { chatId: one.chatId, messageId: one.messageId, deleted: true },
+  })));
 }
 
 /** What deleting these messages changed: a note was never the visitor's, so is not announced. */

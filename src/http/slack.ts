@@ -50,6 +50,16 @@ export interface SlackRoutesDeps extends SlackInstallerDeps {
 /** Largest request accepted from Slack (its events are small; files never come inline). */
 const MAX_SLACK_BODY_BYTES = 1024 * 1024;
 
+/** Failures that say Slack itself failed (no answer, or its own errors), not that the file is gone. */
+const SLACK_OUTAGE_CODES = new Set([
+  "http_error",
+  "request_error",
+  "internal_error",
+  "fatal_error",
+  "service_unavailable",
+  "request_timeout",
+]);
+
 /**
  * The answer to a `files.info` that failed: 503 with Slack's `Retry-After` when rate-limited, 502
  * when Slack did not answer, else 404 (the file is gone, or the bot may not see it).
@@ -62,9 +72,7 @@ export function fileLookupFailure(error: unknown): AppError {
       headers: seconds === null ? {} : { "Retry-After": String(seconds) },
     });
   }
-  if (code === "http_error" || code === "request_error") {
-    return new AppError(502, "Slack did not answer");
-  }
+  if (SLACK_OUTAGE_CODES.has(code)) return new AppError(502, "Slack did not answer");
   return new AppError(404, "File not found");
 }
 

@@ -302,7 +302,8 @@ async function exchange(
     phase = "read";
     source = new Source(conn, step);
     const response = await readResponse(source);
-    keep = pool !== undefined && response.bodyComplete && !source.ended && !source.capped &&
+    keep = pool !== undefined && response.bodyComplete && response.status !== 101 &&
+      !source.ended && !source.capped &&
       source.pending.length === 0 && !/\bclose\b/i.test(response.headers.get("connection") ?? "");
     return { ...response, latencyMs: Math.round(performance.now() - start) };
   } catch (error) {

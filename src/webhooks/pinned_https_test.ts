@@ -428,6 +428,28 @@ Deno.test("postPinned() with a pool does not keep a connection whose response bo
   }
 });
 
+Deno.test("postPinned() with a pool does not keep a connection that switched protocols (101)", async () => {
+  const accepted: number[] = [];
+  await using server = rawTlsServer(async (conn) => {
+    accepted.push(conn.remoteAddr.port);
+    if (accepted.length === 1) {
+      await readRequestHead(conn);
+      await writeText(conn, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\n\r\n");
+    }
+    while ((await readRequestHead(conn)) !== "") {
+      await writeText(conn, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
+    }
+  });
+  const pool = createConnectionPool();
+  try {
+    assert.equal((await postPinned(hookRequest(server.port, { pool }))).status, 101);
+    assert.equal((await postPinned(hookRequest(server.port, { pool }))).status, 200);
+    assert.equal(accepted.length, 2, "a new connection for the second request");
+  } finally {
+    pool.close();
+  }
+});
+
 Deno.test("postPinned rejects response headers larger than the read budget", async () => {
   await using server = rawTlsServer(async (conn) => {
     await readRequestHead(conn);

@@ -50,7 +50,9 @@ export async function sendToWhatsApp(deps: SenderDeps, send: ClaimedSend): Promi
   if (!send.message) {
     return record({ state: "failed", error: "the message no longer exists", code: null });
   }
-  if (send.message.withdrawn) return record({ state: "withdrawn" });
+  if (send.message.withdrawn) {
+    return record({ state: "withdrawn", partSent: send.sentParts > 0 });
+  }
   if (!send.channel) {
     return record({ state: "failed", error: "WhatsApp is not configured", code: null });
   }
