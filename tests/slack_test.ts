@@ -227,13 +227,7 @@ Deno.test("a visitor conversation is mirrored as a thread, and an agent's thread
     { sender_type: "agent", sender_name: "Ana", content: "Hi, Ana here", internal: false },
     { sender_type: "agent", sender_name: "Ana", content: "note: VIP customer", internal: true },
   ]);
-  const history = await fetch(
-    `${env.server.baseUrl}/api/v1/widget/messages?chat_id=${chat.chatId}`,
-    {
-      headers: { authorization: `Bearer ${chat.token}` },
-    },
-  );
-  const seen = (await history.json()).data.map((message: { content: string }) => message.content);
+  const seen = await visitorHistory(env, chat);
   assert.ok(seen.includes("Hi, Ana here"));
   assert.ok(!seen.includes("note: VIP customer"), "notes never reach the visitor");
   // Agent replies typed in Slack are not posted back into the thread.
@@ -917,6 +911,16 @@ async function openVisitorSocket(env: Env, token: string, since?: string) {
   };
 }
 
+/** The contents of the messages a visitor's history shows them, oldest first. */
+async function visitorHistory(env: Env, chat: { chatId: number; token: string }) {
+  const res = await fetch(
+    `${env.server.baseUrl}/api/v1/widget/messages?chat_id=${chat.chatId}`,
+    { headers: { authorization: `Bearer ${chat.token}` } },
+  );
+  assert.equal(res.status, 200);
+  return (await res.json()).data.map((message: { content: string }) => message.content) as string[];
+}
+
 /** Posts signed events to Parley, each to be answered 200. */
 function eventPoster(env: Env) {
   const events = `${env.server.baseUrl}/api/v1/slack/events`;
@@ -1015,13 +1019,7 @@ Deno.test("edits and deletions in Slack follow the mirrored message; the bot's o
     ["message.created First try", "message.updated First try, edited", "message.deleted"],
   );
   await close();
-  const history = await fetch(
-    `${env.server.baseUrl}/api/v1/widget/messages?chat_id=${chat.chatId}`,
-    {
-      headers: { authorization: `Bearer ${chat.token}` },
-    },
-  );
-  const seen = (await history.json()).data.map((message: { content: string }) => message.content);
+  const seen = await visitorHistory(env, chat);
   assert.deepEqual(seen, ["Hello"]);
 });
 
@@ -1107,11 +1105,7 @@ Deno.test("a reply with files edited into a note takes its files from the visito
     "both removed from the socket",
   );
   await close();
-  const history = await fetch(
-    `${env.server.baseUrl}/api/v1/widget/messages?chat_id=${chat.chatId}`,
-    { headers: { authorization: `Bearer ${chat.token}` } },
-  );
-  const seen = (await history.json()).data.map((m: { content: string }) => m.content);
+  const seen = await visitorHistory(env, chat);
   assert.deepEqual(seen, ["My invoice?"]);
 });
 
@@ -1140,11 +1134,7 @@ Deno.test("a reply of files only given a note's text by an edit takes its files 
     "the note added and the file made internal",
   );
   assert.deepEqual(rows.map((row) => row.message_type), ["file", "text"]);
-  const history = await fetch(
-    `${env.server.baseUrl}/api/v1/widget/messages?chat_id=${chat.chatId}`,
-    { headers: { authorization: `Bearer ${chat.token}` } },
-  );
-  const seen = (await history.json()).data.map((m: { content: string }) => m.content);
+  const seen = await visitorHistory(env, chat);
   assert.deepEqual(seen, ["The file?"]);
 });
 
@@ -1171,10 +1161,7 @@ Deno.test("an edit giving a file-only reply text adds it; one removing the text 
   await edit("Ev51", "Fill in page 2");
   let rows = await agentMessages(env, chat.chatId, (r) => r.length === 2, "the text added");
   assert.deepEqual(visible(rows).slice(1), ["text Fill in page 2"]);
-  const history = () =>
-    fetch(`${env.server.baseUrl}/api/v1/widget/messages?chat_id=${chat.chatId}`, {
-      headers: { authorization: `Bearer ${chat.token}` },
-    }).then(async (res) => (await res.json()).data.map((m: { content: string }) => m.content));
+  const history = () => visitorHistory(env, chat);
   assert.equal((await history()).at(-1), "Fill in page 2", "the visitor has the text");
   await edit("Ev52", "Fill in pages 2 and 3");
   rows = await agentMessages(
@@ -1302,11 +1289,7 @@ Deno.test("deleting the bot's copy of a visitor's message erases nothing; a repl
   const [visitorMessage] = await env.db.sql`
     SELECT deleted_at FROM messages WHERE id = ${chat.messageId}`;
   assert.equal(visitorMessage.deleted_at, null);
-  const history = await fetch(
-    `${env.server.baseUrl}/api/v1/widget/messages?chat_id=${chat.chatId}`,
-    { headers: { authorization: `Bearer ${chat.token}` } },
-  );
-  const seen = (await history.json()).data.map((message: { content: string }) => message.content);
+  const seen = await visitorHistory(env, chat);
   assert.deepEqual(seen, ["My own words", "Visible, edited"]);
 });
 

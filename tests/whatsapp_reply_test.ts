@@ -97,6 +97,19 @@ function text(id: string, body: string, quoted?: string) {
   };
 }
 
+/** Posts a signed Slack `message` event (`event` adds to it) in the test channel; answered 200. */
+async function postSlackMessage(env: Env, eventId: string, event: Record<string, unknown>) {
+  const answered = await env.slack.postEvent(`${env.server.baseUrl}/api/v1/slack/events`, {
+    type: "event_callback",
+    team_id: TEST_WORKSPACE.teamId,
+    event_id: eventId,
+    event_time: Math.floor(Date.now() / 1000),
+    event: { type: "message", channel: TEST_WORKSPACE.channelId, ...event },
+  });
+  await answered.body?.cancel();
+  assert.equal(answered.status, 200);
+}
+
 /** The texts of the thread posts (not the root) mirrored so far. */
 function threadTexts(slack: FakeSlack): string[] {
   return slack.calls
@@ -260,22 +273,12 @@ Deno.test("a Slack reply to a WhatsApp customer whose 24-hour window closed is k
   await deliver(env, [{ ...text("wamid.OLD", "Anyone there?"), timestamp: hours25 }]);
   await assertThread(env.slack, ["Anyone there?"]);
   const [thread] = await env.db.sql`SELECT thread_ts FROM slack_threads`;
-  const answered = await env.slack.postEvent(`${env.server.baseUrl}/api/v1/slack/events`, {
-    type: "event_callback",
-    team_id: TEST_WORKSPACE.teamId,
-    event_id: "EvLate",
-    event_time: Math.floor(Date.now() / 1000),
-    event: {
-      type: "message",
-      channel: TEST_WORKSPACE.channelId,
-      thread_ts: thread.thread_ts,
-      user: "U_AGENT",
-      text: "Sorry for the wait",
-      ts: "1800000100.000001",
-    },
+  await postSlackMessage(env, "EvLate", {
+    thread_ts: thread.thread_ts,
+    user: "U_AGENT",
+    text: "Sorry for the wait",
+    ts: "1800000100.000001",
   });
-  await answered.body?.cancel();
-  assert.equal(answered.status, 200);
   // Nothing goes to WhatsApp, which would refuse it; under the reply, its thread says so.
   await assertThread(env.slack, [
     "Anyone there?",
@@ -299,18 +302,6 @@ Deno.test("a Slack reply made a note or deleted while its WhatsApp send waits fo
   await deliver(env, [text("wamid.IN1", "Where is my refund?")]);
   await assertThread(env.slack, ["Where is my refund?"]);
   const [thread] = await env.db.sql`SELECT thread_ts FROM slack_threads`;
-  const events = `${env.server.baseUrl}/api/v1/slack/events`;
-  const post = async (eventId: string, event: Record<string, unknown>) => {
-    const answered = await env.slack.postEvent(events, {
-      type: "event_callback",
-      team_id: TEST_WORKSPACE.teamId,
-      event_id: eventId,
-      event_time: Math.floor(Date.now() / 1000),
-      event: { type: "message", channel: TEST_WORKSPACE.channelId, ...event },
-    });
-    await answered.body?.cancel();
-    assert.equal(answered.status, 200);
-  };
   // Meta is busy for the first attempt: the send waits 10 minutes for its retry, and the
   // customer's next sends wait behind it — until it is withdrawn, at once.
   env.graph.queueMessageResponses({
@@ -324,26 +315,26 @@ Deno.test("a Slack reply made a note or deleted while its WhatsApp send waits fo
     ts,
     thread_ts: thread.thread_ts,
   });
-  await post("EvR1", reply("1800000200.000001", "Your refund code is SECRET-123"));
+  await postSlackMessage(env, "EvR1", reply("1800000200.000001", "Your refund code is SECRET-123"));
   await eventually(
     () => Promise.resolve(env.graph.calls.filter((call) => call.method === "POST").length),
     (count) => count === 1,
     "the first reply's refused attempt",
   );
-  await post("EvR1e", {
+  await postSlackMessage(env, "EvR1e", {
     subtype: "message_changed",
     message: {
       ...reply("1800000200.000001", "note: do not send the refund code yet"),
     },
   });
-  await post("EvR2", reply("1800000200.000002", "this one will be deleted"));
-  await post("EvR2d", {
+  await postSlackMessage(env, "EvR2", reply("1800000200.000002", "this one will be deleted"));
+  await postSlackMessage(env, "EvR2d", {
     subtype: "message_deleted",
     deleted_ts: "1800000200.000002",
     previous_message: reply("1800000200.000002", "this one will be deleted"),
   });
   // Both sends come due again and end withdrawn; a later reply goes out alone.
-  await post("EvR3", reply("1800000200.000003", "We are on it"));
+  await postSlackMessage(env, "EvR3", reply("1800000200.000003", "We are on it"));
   await eventually(
     () => env.db.sql`SELECT state, last_error FROM outbox WHERE kind = 'whatsapp' ORDER BY id`,
     (rows) => rows.length === 3 && rows.every((row) => row.state !== "pending"),
@@ -399,24 +390,13 @@ Deno.test("a long Slack reply deleted after its first part reached WhatsApp send
     },
   );
   const reply = { user: "U_AGENT", text: "a".repeat(5_000), ts: "1800000300.000001" };
-  const post = async (eventId: string, event: Record<string, unknown>) => {
-    const answered = await env.slack.postEvent(`${env.server.baseUrl}/api/v1/slack/events`, {
-      type: "event_callback",
-      team_id: TEST_WORKSPACE.teamId,
-      event_id: eventId,
-      event_time: Math.floor(Date.now() / 1000),
-      event: { type: "message", channel: TEST_WORKSPACE.channelId, ...event },
-    });
-    await answered.body?.cancel();
-    assert.equal(answered.status, 200);
-  };
-  await post("EvL1", { ...reply, thread_ts: thread.thread_ts });
+  await postSlackMessage(env, "EvL1", { ...reply, thread_ts: thread.thread_ts });
   await eventually(
     () => env.db.sql`SELECT last_error FROM outbox WHERE kind = 'whatsapp'`,
     (rows) => rows[0]?.last_error?.includes("Rate limit hit"),
     "the second part refused",
   );
-  await post("EvL2", {
+  await postSlackMessage(env, "EvL2", {
     subtype: "message_deleted",
     deleted_ts: reply.ts,
     previous_message: reply,

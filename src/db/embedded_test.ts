@@ -58,19 +58,20 @@ Deno.test("waitForPreviousPostmaster returns at once for no file, a dead pid or 
 
 /**
  * A process named `postgres` that exits after `seconds` and stays a zombie (its parent never
- * waits for it) until its parent exits after `parentSeconds`; resolves with its pid and parent,
- * once it is a zombie unless `atOnce`.
+ * waits for it) until its parent is killed, and a data directory whose `postmaster.pid` names it
+ * with `status`; resolves once it is a zombie unless `atOnce`. Disposing of it kills the parent
+ * and removes the files.
  */
 async function zombiePostmaster(
   seconds: number,
-  parentSeconds: number,
+  status: string,
   atOnce = false,
-): Promise<{ pid: number; parent: Deno.ChildProcess; binDir: string }> {
+): Promise<{ pid: number; pgData: string; parent: Deno.ChildProcess } & AsyncDisposable> {
   const binDir = await Deno.makeTempDir({ prefix: "parley-bin-" });
   await Deno.copyFile("/bin/sleep", `${binDir}/postgres`);
   await Deno.chmod(`${binDir}/postgres`, 0o755);
   const parent = new Deno.Command("bash", {
-    args: ["-c", `${binDir}/postgres ${seconds} & echo $!; exec sleep ${parentSeconds}`],
+    args: ["-c", `${binDir}/postgres ${seconds} & echo $!; exec sleep 60`],
     stdout: "piped",
   }).spawn();
   const reader = parent.stdout.getReader();
@@ -88,76 +89,61 @@ async function zombiePostmaster(
     if (stat.slice(stat.lastIndexOf(")") + 2)[0] === "Z") break;
     await new Promise((resolve) => setTimeout(resolve, 10));
   }
-  return { pid, parent, binDir };
+  const pgData = await pgDataWith(pid, status);
+  return {
+    pid,
+    pgData,
+    parent,
+    async [Symbol.asyncDispose]() {
+      try {
+        parent.kill();
+      } catch {
+        // exited already
+      }
+      await parent.stdout.cancel();
+      await parent.status;
+      await Deno.remove(pgData, { recursive: true });
+      await Deno.remove(binDir, { recursive: true });
+    },
+  };
 }
 
 Deno.test("waitForPreviousPostmaster waits for an exited postmaster until it is reaped", async () => {
-  const { pid, parent, binDir } = await zombiePostmaster(0, 60);
-  const pgData = await pgDataWith(pid, "ready");
-  try {
-    const started = performance.now();
-    const waited = waitForPreviousPostmaster(pgData, 60_000, 3_000);
-    // Its parent exits: init (or the nearest subreaper) reaps it — where init reaps orphans.
-    await new Promise((resolve) => setTimeout(resolve, 300));
-    parent.kill();
-    assert.equal(await waited, null);
-    const elapsed = performance.now() - started;
-    assert.ok(elapsed >= 290, "returned before the postmaster was reaped");
-    const reaped = await Deno.readTextFile(`/proc/${pid}/stat`).catch(() => null) === null;
-    const lockKept = await Deno.stat(`${pgData}/postmaster.pid`).then(() => true, () => false);
-    if (reaped && elapsed < 3_000) {
-      assert.ok(lockKept, "the lock file of a reaped postmaster is left to PostgreSQL");
-    } else {
-      // An init that never reaps orphans: the grace ran out and the lock file went.
-      assert.ok(elapsed >= 2_990 && !lockKept, `${elapsed} ms, lock file kept: ${lockKept}`);
-    }
-  } finally {
-    try {
-      parent.kill();
-    } catch {
-      // exited already
-    }
-    await parent.stdout.cancel();
-    await parent.status;
-    await Deno.remove(pgData, { recursive: true });
-    await Deno.remove(binDir, { recursive: true });
+  await using zombie = await zombiePostmaster(0, "ready");
+  const started = performance.now();
+  const waited = waitForPreviousPostmaster(zombie.pgData, 60_000, 3_000);
+  // Its parent exits: init (or the nearest subreaper) reaps it — where init reaps orphans.
+  await new Promise((resolve) => setTimeout(resolve, 300));
+  zombie.parent.kill();
+  assert.equal(await waited, null);
+  const elapsed = performance.now() - started;
+  assert.ok(elapsed >= 290, "returned before the postmaster was reaped");
+  const reaped = await Deno.readTextFile(`/proc/${zombie.pid}/stat`).catch(() => null) === null;
+  const lockKept = await Deno.stat(`${zombie.pgData}/postmaster.pid`).then(() => true, () => false);
+  if (reaped && elapsed < 3_000) {
+    assert.ok(lockKept, "the lock file of a reaped postmaster is left to PostgreSQL");
+  } else {
+    // An init that never reaps orphans: the grace ran out and the lock file went.
+    assert.ok(elapsed >= 2_990 && !lockKept, `${elapsed} ms, lock file kept: ${lockKept}`);
   }
 });
 
 Deno.test("waitForPreviousPostmaster counts a zombie's grace from when it became one", async () => {
   // A postmaster stopping for 1.5 s, then never reaped.
-  const { pid, parent, binDir } = await zombiePostmaster(1.5, 60, true);
-  const pgData = await pgDataWith(pid, "stopping");
-  try {
-    const started = performance.now();
-    assert.equal(await waitForPreviousPostmaster(pgData, 60_000, 1_000), null);
-    const elapsed = performance.now() - started;
-    assert.ok(elapsed >= 2_400, `the grace began before the postmaster exited (${elapsed} ms)`);
-    await assert.rejects(Deno.stat(`${pgData}/postmaster.pid`), Deno.errors.NotFound);
-  } finally {
-    parent.kill();
-    await parent.stdout.cancel();
-    await parent.status;
-    await Deno.remove(pgData, { recursive: true });
-    await Deno.remove(binDir, { recursive: true });
-  }
+  await using zombie = await zombiePostmaster(1.5, "stopping", true);
+  const started = performance.now();
+  assert.equal(await waitForPreviousPostmaster(zombie.pgData, 60_000, 1_000), null);
+  const elapsed = performance.now() - started;
+  assert.ok(elapsed >= 2_400, `the grace began before the postmaster exited (${elapsed} ms)`);
+  await assert.rejects(Deno.stat(`${zombie.pgData}/postmaster.pid`), Deno.errors.NotFound);
 });
 
 Deno.test("waitForPreviousPostmaster removes the lock file of a postmaster never reaped", async () => {
-  const { pid, parent, binDir } = await zombiePostmaster(0, 30);
-  const pgData = await pgDataWith(pid, "ready");
-  try {
-    const started = performance.now();
-    assert.equal(await waitForPreviousPostmaster(pgData, 60_000, 300), null);
-    assert.ok(performance.now() - started >= 290, "returned before the grace");
-    await assert.rejects(Deno.stat(`${pgData}/postmaster.pid`), Deno.errors.NotFound);
-  } finally {
-    parent.kill();
-    await parent.stdout.cancel();
-    await parent.status;
-    await Deno.remove(pgData, { recursive: true });
-    await Deno.remove(binDir, { recursive: true });
-  }
+  await using zombie = await zombiePostmaster(0, "ready");
+  const started = performance.now();
+  assert.equal(await waitForPreviousPostmaster(zombie.pgData, 60_000, 300), null);
+  assert.ok(performance.now() - started >= 290, "returned before the grace");
+  await assert.rejects(Deno.stat(`${zombie.pgData}/postmaster.pid`), Deno.errors.NotFound);
 });
 
 Deno.test("waitForPreviousPostmaster gives up on a postmaster that neither stops nor gets ready", async () => {

@@ -122,8 +122,7 @@ export async function applySlackEvents(
         }
         if (edited?.hidden) {
           // A reply made a note takes its files along.
-          await hastenWithdrawnSends(sql, appId, [edited.messageId]);
-          await hideReplyFiles(sql, appId, teamId, change, changes[index]);
+          await hideReplyFiles(sql, appId, teamId, change, changes[index], [edited.messageId]);
         }
       });
     } else {
@@ -149,7 +148,8 @@ export async function applySlackEvents(
 
 /**
  * Makes the files of the reply `change` names internal, as its text was made a note (see
- * {@linkcode hideSlackReplyFiles}); their waiting sends are withdrawn at once.
+ * {@linkcode hideSlackReplyFiles}); their waiting sends, and those of `textIds`, are withdrawn at
+ * once.
  */
 async function hideReplyFiles(
   sql: Tx,
@@ -157,9 +157,13 @@ async function hideReplyFiles(
   teamId: string,
   change: { channelId: string; ts: string },
   effects: FlowEffect[],
+  textIds: number[] = [],
 ): Promise<void> {
   const files = await hideSlackReplyFiles(sql, appId, { teamId, ...change });
-  await hastenWithdrawnSends(sql, appId, files.hidden.map((one) => one.messageId));
+  await hastenWithdrawnSends(sql, appId, [
+    ...textIds,
+    ...files.hidden.map((one) => one.messageId),
+  ]);
   effects.push(...files.hidden.map((one, at) => ({
     appId,
     queuedEvents: at === 0 ? files.queuedEvents : 0,

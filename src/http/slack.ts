@@ -64,7 +64,7 @@ const SLACK_OUTAGE_CODES = new Set([
  * The answer to a `files.info` that failed: 503 with Slack's `Retry-After` when rate-limited, 502
  * when Slack did not answer, else 404 (the file is gone, or the bot may not see it).
  */
-export function fileLookupFailure(error: unknown): AppError {
+function fileLookupFailure(error: unknown): AppError {
   const { code, retryAfterMs } = slackErrorOf(error);
   if (code === "ratelimited") {
     const seconds = retryAfterMs === null ? null : Math.max(1, Math.ceil(retryAfterMs / 1000));
