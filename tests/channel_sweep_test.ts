@@ -27,6 +27,10 @@ Deno.test("sweepChannelRecords deletes only what has outlived its use", async ()
     INSERT INTO slack_events (team_id, event_id, received_at) VALUES
       ('T', 'E1', clock_timestamp() - interval '3 days'), ('T', 'E2', clock_timestamp())`;
   await db.sql`
+    INSERT INTO slack_deleted_messages (team_id, channel_id, ts, deleted_at) VALUES
+      ('T', 'C', '1.1', clock_timestamp() - interval '49 hours'),
+      ('T', 'C', '1.2', clock_timestamp() - interval '47 hours')`;
+  await db.sql`
     INSERT INTO slack_install_tickets (token_hash, app_id, expires_at) VALUES
       (${new Uint8Array([1])}, ${app.id}, clock_timestamp() - interval '2 days'),
       (${new Uint8Array([2])}, ${app.id}, clock_timestamp())`;
@@ -34,13 +38,14 @@ Deno.test("sweepChannelRecords deletes only what has outlived its use", async ()
     INSERT INTO whatsapp_sent_parts (app_id, wamid, message_id, part, sent_at) VALUES
       (${app.id}, 'wamid.old', 1, 0, clock_timestamp() - interval '31 days'),
       (${app.id}, 'wamid.new', 2, 0, clock_timestamp() - interval '29 days')`;
-  assert.equal(await sweepChannelRecords(db.sql), 6);
+  assert.equal(await sweepChannelRecords(db.sql), 7);
   const [left] = await db.sql`
     SELECT (SELECT count(*) FROM outbox) AS outbox,
       (SELECT count(*) FROM whatsapp_deliveries) AS whatsapp,
       (SELECT count(*) FROM slack_deliveries) AS slack,
       (SELECT count(*) FROM slack_events) AS events,
       (SELECT count(*) FROM slack_install_tickets) AS tickets,
+      (SELECT string_agg(ts, ',') FROM slack_deleted_messages) AS deletions,
       (SELECT string_agg(wamid, ',') FROM whatsapp_sent_parts) AS parts`;
   assert.deepEqual({ ...left }, {
     outbox: 2,
@@ -48,6 +53,7 @@ Deno.test("sweepChannelRecords deletes only what has outlived its use", async ()
     slack: 1,
     events: 1,
     tickets: 1,
+    deletions: "1.2",
     parts: "wamid.new",
   });
   assert.equal(await sweepChannelRecords(db.sql), 0);

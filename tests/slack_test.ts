@@ -1023,6 +1023,68 @@ Deno.test("edits and deletions in Slack follow the mirrored message; the bot's o
   assert.deepEqual(seen, ["Hello"]);
 });
 
+Deno.test("an edit or a deletion applied before Slack's retry of the reply it changes wins over the retry", async () => {
+  await using env = await setUp();
+  await install(env);
+  const chat = await createVisitorChat(env.server.baseUrl, env.app.publicId, "Price?");
+  const thread = await threadTs(env);
+  const send = eventPoster(env);
+  const file = { id: "F0PRICES", name: "prices.pdf", mimetype: "application/pdf" };
+  env.slack.addFile({ ...file, bytes: new TextEncoder().encode("%PDF prices") });
+  // The replies' first deliveries never reached Parley; their edit and deletion did.
+  const edited = { user: "U2", ts: "1800000011.000001", thread_ts: thread, files: [file] };
+  await send(threadEvent("Ev81", thread, {
+    subtype: "message_changed",
+    message: { ...edited, text: "It is 12 euros" },
+    previous_message: { ...edited, text: "It is 10 euros" },
+  }));
+  await send(threadEvent("Ev83", thread, {
+    subtype: "message_deleted",
+    deleted_ts: "1800000011.000002",
+    previous_message: { user: "U2", text: "Wrong customer!", ts: "1800000011.000002" },
+  }));
+  await agentMessages(env, chat.chatId, (rows) => rows.length === 2, "the edited reply");
+  // Slack's retries of the replies come after.
+  await send(
+    threadEvent("Ev80", thread, {
+      subtype: "file_share",
+      ...edited,
+      text: "It is 10 euros",
+    }),
+    { retryNum: 1 },
+  );
+  await send(
+    threadEvent("Ev82", thread, {
+      user: "U2",
+      text: "Wrong customer!",
+      ts: "1800000011.000002",
+    }),
+    { retryNum: 1 },
+  );
+  // A later reply is applied after both retries (one workspace's events apply in order).
+  await send(
+    threadEvent("Ev84", thread, { user: "U2", text: "Anything else?", ts: "1800000011.000003" }),
+  );
+  const rows = await agentMessages(
+    env,
+    chat.chatId,
+    (found) => found.length >= 3,
+    "the last reply",
+  );
+  assert.deepEqual(rows.map((row) => `${row.message_type} ${row.content}`), [
+    "text It is 12 euros",
+    `file ${rows[1].content}`,
+    "text Anything else?",
+  ]);
+  assert.match(rows[1].content, /prices\.pdf/);
+  assert.deepEqual(await visitorHistory(env, chat), [
+    "Price?",
+    "It is 12 euros",
+    rows[1].content,
+    "Anything else?",
+  ]);
+});
+
 Deno.test("deleting a reply in Slack deletes every message it made, also when the event has no previous_message", async () => {
   await using env = await setUp();
   await install(env);

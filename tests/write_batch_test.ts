@@ -6,7 +6,7 @@ import { sweepCommitMarks } from "../src/db/commit_outcome.ts";
 import { commitBatch } from "../src/db/write_batch.ts";
 import { insertApplication } from "../src/db/applications.ts";
 import { CHANGES_CHANNEL, decodeChangeNotice } from "../src/domain/change_notice.ts";
-import type { CommandResult, WhatsAppInboundEntry } from "../src/actors/protocol.ts";
+import type { CommandResult, SlackChange, WhatsAppInboundEntry } from "../src/actors/protocol.ts";
 import { parseFlow } from "../src/domain/flow.ts";
 
 function value<T>(result: CommandResult): T {
@@ -454,6 +454,71 @@ Deno.test("commitBatch applies consecutive Slack events together, each event and
   assert.deepEqual(claimed.map((e) => e.event_id), ["Ev1", "Ev2", "Ev3", "Ev4", "Ev5"]);
   const pending = await db.sql`SELECT id FROM slack_deliveries WHERE processed_at IS NULL`;
   assert.equal(pending.length, 0);
+});
+
+Deno.test("commitBatch: a reply's edit or deletion applied before Slack's retry of the reply wins, in one batch or across two", async () => {
+  await using db = await createTestDatabase();
+  const app = await insertApplication(db.sql, "Acme");
+  const [created] = await commitBatch(db.sql, [
+    { kind: "visitor.create", appId: app.id, tokenHash: "h1", name: "Ann", email: null },
+  ]);
+  const clientId = value<{ client_id: number }>(created).client_id;
+  const [sent] = await commitBatch(db.sql, [
+    { kind: "visitor.message", appId: app.id, clientId, messageType: "text", content: "hi" },
+  ]);
+  const chatId = value<{ chat_id: number }>(sent).chat_id;
+  const deliveries = await db.sql<{ id: number }[]>`
+    INSERT INTO slack_deliveries (kind, body)
+    SELECT 'event', '\\x00' FROM generate_series(1, 8) RETURNING id`;
+  const from = { chatId, senderName: "Sam", files: [] };
+  const reply = (ts: string, text: string): SlackChange => ({
+    kind: "reply",
+    ...from,
+    text,
+    internal: false,
+    channelId: "C1",
+    ts,
+  });
+  const edit = (ts: string, text: string): SlackChange => ({
+    kind: "edit",
+    channelId: "C1",
+    ts,
+    text,
+    internal: false,
+    reply: from,
+  });
+  const deletion = (ts: string): SlackChange => ({ kind: "delete", channelId: "C1", ts });
+  const event = (index: number, change: SlackChange) => ({
+    kind: "slack.event" as const,
+    appId: app.id,
+    teamId: "T1",
+    eventId: `Ev${index}`,
+    deliveryId: deliveries[index].id,
+    change,
+  });
+  const agentTexts = async () =>
+    (await db.sql<{ content: string; deleted: boolean }[]>`
+      SELECT content, deleted_at IS NOT NULL AS deleted FROM messages
+      WHERE app_id = ${app.id} AND sender_type = 'agent' ORDER BY id`)
+      .map((row) => `${row.content}${row.deleted ? " (deleted)" : ""}`);
+  // In one batch: each change comes before the reply it changes.
+  let results = await commitBatch(db.sql, [
+    event(0, edit("200.1", "edited")),
+    event(1, reply("200.1", "original")),
+    event(2, deletion("300.1")),
+    event(3, reply("300.1", "deleted one")),
+  ]);
+  assert.ok(results.every((result) => result.ok));
+  assert.deepEqual(await agentTexts(), ["edited"]);
+  // Across batches, as when Slack's retry comes minutes later.
+  results = await commitBatch(db.sql, [event(4, edit("400.1", "edited later"))]);
+  results.push(...await commitBatch(db.sql, [event(5, deletion("500.1"))]));
+  results.push(...await commitBatch(db.sql, [event(6, reply("400.1", "original"))]));
+  results.push(...await commitBatch(db.sql, [event(7, reply("500.1", "deleted one"))]));
+  assert.ok(results.every((result) => result.ok));
+  assert.deepEqual(await agentTexts(), ["edited", "edited later"]);
+  const mirrored = await db.sql`SELECT ts FROM slack_messages ORDER BY ts`;
+  assert.deepEqual(mirrored.map((row) => row.ts), ["200.1", "400.1"]);
 });
 
 Deno.test("a batch whose statements fail after the first rolls back and leaves no rejection unhandled", async () => {

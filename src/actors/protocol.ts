@@ -170,6 +170,16 @@ export interface WhatsAppInboundCommand {
   order?: StreamPlace;
 }
 
+/** A file attached to a member's reply in Slack. */
+export interface SlackReplyFile {
+  id: string;
+  /** The file's link through Parley's Slack media proxy. */
+  url: string;
+  filename: string;
+  mimeType: string | null;
+  image: boolean;
+}
+
 /** What a Slack event does to a conversation mirrored in the workspace. */
 export type SlackChange =
   | {
@@ -182,7 +192,7 @@ export type SlackChange =
     /** A `note:` reply: stored, shown in Slack and the Open API, never sent to the visitor. */
     internal: boolean;
     /** Files attached in Slack, as links to Parley's Slack media proxy. */
-    files: { id: string; url: string; filename: string; mimeType: string | null; image: boolean }[];
+    files: SlackReplyFile[];
     channelId: string;
     ts: string;
   }
@@ -194,10 +204,12 @@ export type SlackChange =
     /** The new text is a `note:`: a reply the visitor saw becomes internal (hidden from them). */
     internal: boolean;
     /**
-     * For a reply posted with files: the conversation and sender of the text message an edit
-     * that gives the reply text makes, when the reply had none.
+     * Set when the edited message is a member's reply in a conversation's thread: its
+     * conversation, sender and files. A reply Parley does not have yet (its first delivery
+     * failed, Slack's retry is still to come) is stored as the edit makes it read; a reply posted
+     * with files only gets a text message when an edit gives it text.
      */
-    addedTextOf?: { chatId: number; senderName: string };
+    reply?: { chatId: number; senderName: string; files: SlackReplyFile[] };
   }
   | { kind: "delete"; channelId: string; ts: string };
 

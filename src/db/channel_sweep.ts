@@ -2,9 +2,9 @@
  * The channels' housekeeping: what is kept only as long as it can matter. Finished channel sends
  * go after 14 days (like webhook attempts); applied raw requests after 3 days (their messages are
  * stored, duplicates are found by message id, and at load they are most of what grows), Slack
- * event ids after 2 days (Slack retries for an hour), expired install tickets and OAuth states
- * after a day, the WhatsApp parts sent (which map status receipts to messages) and Slack root
- * attempts whose thread was never saved after 30 days.
+ * event ids and Slack deletions after 2 days (Slack retries for an hour), expired install tickets
+ * and OAuth states after a day, the WhatsApp parts sent (which map status receipts to messages)
+ * and Slack root attempts whose thread was never saved after 30 days.
  */
 import type { Tx } from "./client.ts";
 
@@ -27,6 +27,10 @@ export async function sweepChannelRecords(sql: Tx): Promise<number> {
     ), events AS (
       DELETE FROM slack_events WHERE received_at < statement_timestamp() - interval '2 days'
       RETURNING 1
+    ), deletions AS (
+      DELETE FROM slack_deleted_messages
+      WHERE deleted_at < statement_timestamp() - interval '2 days'
+      RETURNING 1
     ), tickets AS (
       DELETE FROM slack_install_tickets WHERE expires_at < statement_timestamp() - interval '1 day'
       RETURNING 1
@@ -42,6 +46,7 @@ export async function sweepChannelRecords(sql: Tx): Promise<number> {
     )
     SELECT ((SELECT count(*) FROM sends) + (SELECT count(*) FROM whatsapp)
       + (SELECT count(*) FROM slack) + (SELECT count(*) FROM events)
+      + (SELECT count(*) FROM deletions)
       + (SELECT count(*) FROM tickets) + (SELECT count(*) FROM states)
       + (SELECT count(*) FROM parts) + (SELECT count(*) FROM roots))::int AS deleted`;
   return row.deleted;

@@ -76,7 +76,25 @@ export async function applySlackEvents(
       if (Array.isArray(last)) last.push(pending);
       else steps.push([pending]);
     } else if (change.kind === "edit") {
+      // After it the reply is known: stored before, stored by it, or deleted.
+      if (change.reply) known.add(slackMessageKey({ teamId, ...change }));
       steps.push(async () => {
+        if (change.reply && await isUnknownReply(sql, teamId, change)) {
+          // Slack's retry of the reply is still to come (its first delivery failed): the reply
+          // is stored as the edit makes it read, and the retry will find it known.
+          const reply: ReplyChange = {
+            kind: "reply",
+            ...change.reply,
+            text: change.text,
+            internal: change.internal,
+            channelId: change.channelId,
+            ts: change.ts,
+          };
+          const inputs = replyInputs(appId, reply);
+          const pending = { command: index, appId, teamId, change: reply, inputs };
+          if (inputs.length > 0) await storeReplies(sql, [pending], changes);
+          return;
+        }
         if (change.text.trim() === "") {
           // The text of a reply with files removed: its files stay.
           const removed = await deleteSlackMessage(sql, appId, {
@@ -89,12 +107,13 @@ export async function applySlackEvents(
         }
         const edited = await editSlackMessage(sql, appId, { teamId, ...change });
         if (
-          !edited && change.addedTextOf &&
+          !edited && change.reply && change.reply.files.length > 0 &&
           await isTextlessSlackReply(sql, appId, { teamId, ...change })
         ) {
           const added: ReplyChange = {
             kind: "reply",
-            ...change.addedTextOf,
+            chatId: change.reply.chatId,
+            senderName: change.reply.senderName,
             text: change.text,
             internal: change.internal,
             files: [],
@@ -126,6 +145,8 @@ export async function applySlackEvents(
         }
       });
     } else {
+      // A reply that comes after its deletion stays deleted.
+      known.add(slackMessageKey({ teamId, ...change }));
       steps.push(async () => {
         const deleted = await deleteSlackMessage(sql, appId, {
           teamId,
@@ -144,6 +165,15 @@ export async function applySlackEvents(
   }
   await marked;
   return changes;
+}
+
+/** Whether Parley has not had the reply posted as (channel, ts), nor its deletion. */
+async function isUnknownReply(
+  sql: Tx,
+  teamId: string,
+  link: { channelId: string; ts: string },
+): Promise<boolean> {
+  return (await findKnownSlackMessages(sql, [{ teamId, ...link }])).size === 0;
 }
 
 /**

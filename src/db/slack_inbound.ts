@@ -111,20 +111,27 @@ export function slackMessageKey(link: { teamId: string; channelId: string; ts: s
   return `${link.teamId} ${link.channelId} ${link.ts}`;
 }
 
-/** Which of these Slack messages mirror a Parley message already, by {@linkcode slackMessageKey}. */
+/**
+ * Which of these Slack messages are known, by {@linkcode slackMessageKey}: they mirror a Parley
+ * message already, or were deleted in Slack (a reply whose retry comes after its deletion stays
+ * deleted).
+ */
 export async function findKnownSlackMessages(
   sql: Tx,
   links: { teamId: string; channelId: string; ts: string }[],
 ): Promise<Set<string>> {
   if (links.length === 0) return new Set();
   const rows = await sql<{ team_id: string; channel_id: string; ts: string }[]>`
-    SELECT m.team_id, m.channel_id, m.ts
+    SELECT link.team_id, link.channel_id, link.ts
     FROM unnest(${links.map((l) => l.teamId)}::text[], ${links.map((l) => l.channelId)}::text[],
       ${links.map((l) => l.ts)}::text[]) AS link (team_id, channel_id, ts)
-    CROSS JOIN LATERAL (
-      SELECT team_id, channel_id, ts FROM slack_messages m
+    WHERE EXISTS (
+      SELECT FROM slack_messages m
       WHERE m.team_id = link.team_id AND m.channel_id = link.channel_id AND m.ts = link.ts
-    ) m`;
+    ) OR EXISTS (
+      SELECT FROM slack_deleted_messages d
+      WHERE d.team_id = link.team_id AND d.channel_id = link.channel_id AND d.ts = link.ts
+    )`;
   return new Set(
     rows.map((row) =>
       slackMessageKey({ teamId: row.team_id, channelId: row.channel_id, ts: row.ts })
@@ -269,7 +276,8 @@ function slackTextKeys(ts: string): string[] {
  * Deletes the member's reply mirrored as (channel, ts), every message it made (its text and its
  * files) — or, `textOnly`, its text alone (an edit that removed the text of a reply with files);
  * resolves to them — each with whether it was an internal note, which the visitor never had and
- * so must not hear of.
+ * so must not hear of. A whole message's deletion is remembered (see
+ * {@linkcode findKnownSlackMessages}), also when nothing mirrored it yet.
  */
 export async function deleteSlackMessage(
   sql: Tx,
@@ -280,6 +288,12 @@ export async function deleteSlackMessage(
     ? slackTextKeys(link.ts)
     : [...slackReplyKeys(link.ts), addedTextKey(link.ts)];
   const rows = await sql<{ id: number; conversation_id: number; internal: boolean }[]>`
+    WITH remembered AS (
+      INSERT INTO slack_deleted_messages (team_id, channel_id, ts)
+      SELECT ${link.teamId}, ${link.channelId}, ${link.ts} WHERE ${!link.textOnly}
+      ON CONFLICT DO NOTHING
+    )
+    -- The remembered step runs though nothing reads it: PostgreSQL runs every data-modifying step.
     UPDATE messages m SET deleted_at = clock_timestamp()
     FROM slack_messages s
     WHERE s.team_id = ${link.teamId} AND s.channel_id = ${link.channelId}

@@ -17,6 +17,7 @@ import {
   type CommandResult,
   type SlackChange,
   type SlackEventCommand,
+  type SlackReplyFile,
   type StreamPlace,
   type VisitorActionCommand,
 } from "../../actors/protocol.ts";
@@ -236,21 +237,8 @@ export function createSlackInboundProcessor(deps: SlackInboundDeps): SlackInboun
         text,
         internal: isNote(text),
       };
-      // A reply posted with files only has no text message for the edit to change: one is made.
-      const withFiles = Array.isArray(message.files) && message.files.length > 0;
-      const thread = withFiles && typeof message.thread_ts === "string" &&
-          typeof message.user === "string"
-        ? await threadOf(installation, channelId, message.thread_ts)
-        : null;
-      return thread
-        ? {
-          ...edit,
-          addedTextOf: {
-            chatId: thread.chatId,
-            senderName: await displayName(installation, message.user),
-          },
-        }
-        : edit;
+      const reply = await replyOf(installation, channelId, message, context);
+      return reply ? { ...edit, reply } : edit;
     }
     if (event.subtype === "message_deleted") {
       // Removing the bot's copy of a visitor's message from Slack must not erase the visitor's
@@ -269,13 +257,36 @@ export function createSlackInboundProcessor(deps: SlackInboundDeps): SlackInboun
     ) {
       return null;
     }
-    if (isOwn(installation, event) || typeof event.user !== "string") return null;
-    // Another organisation's member in a shared channel is no agent: their reply changes nothing.
-    if (!await isAgent(installation, event.user, messageAuthorTeam(event), context)) return null;
-    if (typeof event.ts !== "string" || typeof event.thread_ts !== "string") return null;
-    if (event.thread_ts === event.ts) return null;
+    const reply = await replyOf(installation, channelId, event, context);
+    if (!reply) return null;
     const text = storableText(await readable(installation, String(event.text ?? "")));
-    const attached = Array.isArray(event.files) ? event.files.slice(0, MAX_SLACK_REPLY_FILES) : [];
+    if (text.trim() === "" && reply.files.length === 0) return null;
+    return { kind: "reply", ...reply, text, internal: isNote(text), channelId, ts: event.ts };
+  }
+
+  /**
+   * The conversation, sender and files of `message` when it is a member's reply in the thread
+   * of a conversation the installation mirrors; null for anything else (the bot's own posts, an
+   * outsider's, a thread's root, a message outside mirrored threads).
+   */
+  async function replyOf(
+    installation: SlackInstallation,
+    channelId: string,
+    message: SlackDocument,
+    context: SlackRequestContext,
+  ): Promise<{ chatId: number; senderName: string; files: SlackReplyFile[] } | null> {
+    if (!message || isOwn(installation, message) || typeof message.user !== "string") return null;
+    if (typeof message.ts !== "string" || typeof message.thread_ts !== "string") return null;
+    if (message.thread_ts === message.ts) return null;
+    // Another organisation's member in a shared channel is no agent: their reply changes nothing.
+    if (!await isAgent(installation, message.user, messageAuthorTeam(message), context)) {
+      return null;
+    }
+    const thread = await threadOf(installation, channelId, message.thread_ts);
+    if (!thread) return null;
+    const attached = Array.isArray(message.files)
+      ? message.files.slice(0, MAX_SLACK_REPLY_FILES)
+      : [];
     const files = attached.flatMap((file: SlackDocument) =>
       typeof file?.id === "string"
         ? [{
@@ -287,19 +298,10 @@ export function createSlackInboundProcessor(deps: SlackInboundDeps): SlackInboun
         }]
         : []
     );
-    if (text.trim() === "" && files.length === 0) return null;
-    const thread = await threadOf(installation, channelId, event.thread_ts);
-    if (!thread) return null;
-    const internal = isNote(text);
     return {
-      kind: "reply",
       chatId: thread.chatId,
-      senderName: await displayName(installation, event.user),
-      text,
-      internal,
+      senderName: await displayName(installation, message.user),
       files,
-      channelId,
-      ts: event.ts,
     };
   }
 
