@@ -132,6 +132,27 @@ Deno.test("an instance given another encryption key than its database's secrets 
   assert.match(new TextDecoder().decode(child.stderr), /encryption key is not the one/);
 });
 
+Deno.test("a database whose secrets were sealed before the key check existed refuses another key", async () => {
+  await using db = await createTestDatabase();
+  const app = await createKeyedApp(db.sql);
+  const sealedWith = createSecretBox(new Uint8Array(32).fill(1));
+  // As a database migrated from before key_check: a secret sealed, no check.
+  await db.sql`
+    INSERT INTO webhooks (app_id, url, events, enabled, secret_encrypted)
+    VALUES (${app.appId}, 'https://example.com/hook', '{}', true, ${sealedWith.seal("whsec_x")})`;
+  await assert.rejects(
+    checkEncryptionKey(db.sql, createSecretBox(new Uint8Array(32).fill(2))),
+    /the encryption key is not the one this database's secrets were sealed with/,
+  );
+  const [check] = await db.sql`SELECT count(*)::int AS n FROM key_check`;
+  assert.equal(check.n, 0, "the wrong key sealed no check");
+  await checkEncryptionKey(db.sql, createSecretBox(new Uint8Array(32).fill(1)));
+  await assert.rejects(
+    checkEncryptionKey(db.sql, createSecretBox(new Uint8Array(32).fill(2))),
+    /the encryption key is not the one/,
+  );
+});
+
 Deno.test("a stop lets a request whose body is still arriving finish, and refuses new ones meanwhile", async () => {
   await using db = await createTestDatabase();
   const server = await startTestServer(db.url, { LOG_LEVEL: "silent" });
