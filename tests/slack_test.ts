@@ -1106,7 +1106,14 @@ Deno.test("deleting a reply in Slack deletes every message it made, also when th
     ts,
     files: [{ id: file.id, name: file.name, mimetype: file.mimetype }],
   }));
-  await agentMessages(env, chat.chatId, (rows) => rows.length === 2, "the text and the file");
+  const [, shared] = await agentMessages(
+    env,
+    chat.chatId,
+    (rows) => rows.length === 2,
+    "the text and the file",
+  );
+  const link = String((shared.payload as { url: string }).url);
+  assert.equal(await mediaStatus(env, link), 200, "the visitor downloads the file");
   // The wrong file: the agent deletes the whole reply. The event as Slack documents it
   // (docs.slack.dev/reference/events/message/message_deleted) has no previous_message.
   const deletion = threadEvent("Ev31", thread, {
@@ -1129,7 +1136,16 @@ Deno.test("deleting a reply in Slack deletes every message it made, also when th
   );
   const seen = (await history.json()).data.map((m: { sender_type: string }) => m.sender_type);
   assert.deepEqual(seen, ["visitor"]);
+  assert.equal(await mediaStatus(env, link), 410, "the link the visitor kept serves it no longer");
 });
+
+/** The status of a GET of a media link, at the test server (its body dropped). */
+async function mediaStatus(env: Env, link: string): Promise<number> {
+  const url = new URL(link);
+  const res = await fetch(`${env.server.baseUrl}${url.pathname}${url.search}`);
+  await res.body?.cancel();
+  return res.status;
+}
 
 Deno.test("a reply with files edited into a note takes its files from the visitor too", async () => {
   await using env = await setUp();
@@ -1145,6 +1161,8 @@ Deno.test("a reply with files edited into a note takes its files from the visito
     threadEvent("Ev60", thread, { subtype: "file_share", ...posted, text: "Invoice attached" }),
   );
   const [text, attached] = await agentMessages(env, chat.chatId, (r) => r.length === 2, "both");
+  const link = String((attached.payload as { url: string }).url);
+  assert.equal(await mediaStatus(env, link), 200);
   await send(threadEvent("Ev61", thread, {
     subtype: "message_changed",
     message: { ...posted, text: "note: wrong customer's invoice!" },
@@ -1169,6 +1187,7 @@ Deno.test("a reply with files edited into a note takes its files from the visito
   await close();
   const seen = await visitorHistory(env, chat);
   assert.deepEqual(seen, ["My invoice?"]);
+  assert.equal(await mediaStatus(env, link), 410, "the link the visitor kept serves it no longer");
 });
 
 Deno.test("a reply of files only given a note's text by an edit takes its files from the visitor", async () => {

@@ -16,7 +16,7 @@ import { OUTSIDE_WINDOW, OUTSIDE_WINDOW_CODE } from "../domain/conversation.ts";
 import type { SlackChange, SlackEventCommand } from "../actors/protocol.ts";
 import type { FlowEffect } from "./flow_runs.ts";
 import { type AppendedReply, appendReplies, type ReplyInput } from "./replies.ts";
-import { recordChannelMedia } from "./channel_media.ts";
+import { recordChannelMedia, recordMediaMessages } from "./channel_media.ts";
 import { saveMirroredMessages } from "./slack_sends.ts";
 import { queueNotDelivered } from "./slack_mirror.ts";
 import { hastenWithdrawnSends } from "./channel_sends.ts";
@@ -43,6 +43,26 @@ interface PendingReply {
   teamId: string;
   change: ReplyChange;
   inputs: ReplyInput[];
+  /** The Slack file each of `inputs` carries (null for the text). */
+  fileIds: (string | null)[];
+}
+
+/** The reply `change` of command `command` to store: see {@linkcode replyInputs}. */
+function pendingReply(
+  command: number,
+  appId: number,
+  teamId: string,
+  change: ReplyChange,
+): PendingReply {
+  const parts = replyParts(appId, change);
+  return {
+    command,
+    appId,
+    teamId,
+    change,
+    inputs: parts.map((part) => part.input),
+    fileIds: parts.map((part) => part.fileId),
+  };
 }
 
 /** Applies consecutive Slack events in order; resolves to what each changed. */
@@ -71,7 +91,7 @@ export async function applySlackEvents(
       const key = slackMessageKey({ teamId, ...change });
       if (known.has(key)) continue;
       known.add(key);
-      const pending = { command: index, appId, teamId, change, inputs: replyInputs(appId, change) };
+      const pending = pendingReply(index, appId, teamId, change);
       const last = steps.at(-1);
       if (Array.isArray(last)) last.push(pending);
       else steps.push([pending]);
@@ -90,9 +110,8 @@ export async function applySlackEvents(
             channelId: change.channelId,
             ts: change.ts,
           };
-          const inputs = replyInputs(appId, reply);
-          const pending = { command: index, appId, teamId, change: reply, inputs };
-          if (inputs.length > 0) await storeReplies(sql, [pending], changes);
+          const pending = pendingReply(index, appId, teamId, reply);
+          if (pending.inputs.length > 0) await storeReplies(sql, [pending], changes);
           return;
         }
         if (change.text.trim() === "") {
@@ -120,14 +139,7 @@ export async function applySlackEvents(
             channelId: change.channelId,
             ts: addedTextKey(change.ts),
           };
-          const pending = {
-            command: index,
-            appId,
-            teamId,
-            change: added,
-            inputs: replyInputs(appId, added),
-          };
-          await storeReplies(sql, [pending], changes);
+          await storeReplies(sql, [pendingReply(index, appId, teamId, added)], changes);
           // Text that makes a reply of files a note takes its files along.
           if (change.internal) await hideReplyFiles(sql, appId, teamId, change, changes[index]);
         }
@@ -215,6 +227,14 @@ function deletedChanges(
 
 /** The messages a Slack reply makes: its text (unless empty), then one per attached file. */
 function replyInputs(appId: number, change: ReplyChange): ReplyInput[] {
+  return replyParts(appId, change).map((part) => part.input);
+}
+
+/** {@linkcode replyInputs}, each with the Slack file it carries (null for the text). */
+function replyParts(
+  appId: number,
+  change: ReplyChange,
+): { input: ReplyInput; fileId: string | null }[] {
   const reply = (messageType: "text" | "image" | "file", content: string, payload: unknown) => ({
     appId,
     chatId: change.chatId,
@@ -227,9 +247,15 @@ function replyInputs(appId: number, change: ReplyChange): ReplyInput[] {
   });
   const files = change.files.map((file) => {
     const document = { url: file.url, mime_type: file.mimeType, filename: file.filename };
-    return reply(file.image ? "image" : "file", JSON.stringify(document), document);
+    return {
+      input: reply(file.image ? "image" : "file", JSON.stringify(document), document),
+      fileId: file.id,
+    };
   });
-  return [...(change.text.trim() === "" ? [] : [reply("text", change.text, null)]), ...files];
+  const text = change.text.trim() === ""
+    ? []
+    : [{ input: reply("text", change.text, null), fileId: null }];
+  return [...text, ...files];
 }
 
 /**
@@ -260,10 +286,17 @@ async function storeReplies(
   let queued = queuedEvents;
   let offset = 0;
   const links = [];
+  const carried = [];
   const undelivered: { command: number; appId: number; messageIds: number[] }[] = [];
   for (const pending of run) {
     const own = replies.slice(offset, offset + pending.inputs.length);
     offset += pending.inputs.length;
+    for (const [index, one] of own.entries()) {
+      const mediaId = pending.fileIds[index];
+      if (one.kind === "stored" && mediaId) {
+        carried.push({ appId: pending.appId, mediaId, messageId: one.messageId });
+      }
+    }
     let kept = own.flatMap((one) => one.kind === "stored" ? [one] : []);
     if (kept.length === 0 && own.some((one) => one.kind === "outside_window")) {
       // WhatsApp's 24-hour window has closed: the reply is kept as a note saying so, rather
@@ -295,7 +328,10 @@ async function storeReplies(
       queued = 0;
     }
   }
-  await saveMirroredMessages(sql, links);
+  await Promise.all([
+    saveMirroredMessages(sql, links),
+    recordMediaMessages(sql, "slack", carried),
+  ]);
   // Once in their thread, its "Not delivered" line follows them there.
   for (const { command, appId, messageIds } of undelivered) {
     const queuedEvents = await failInThread(sql, appId, messageIds, {

@@ -26,7 +26,7 @@ import { mediaResponse } from "./media_response.ts";
 import type { MediaLinks } from "../channels/media_links.ts";
 import { slackErrorOf, type SlackWebClient } from "../channels/slack/web_client.ts";
 import { findInstallationByApp } from "../db/slack_installations.ts";
-import { findMediaApps } from "../db/channel_media.ts";
+import { findMediaApps, isMediaWithdrawn } from "../db/channel_media.ts";
 import { isSlackFileHost } from "../domain/media_hosts.ts";
 import { drawStorerId } from "../channels/earlier_deliveries.ts";
 import { parseSlackRequest, type SlackDocument, slackTeamOf } from "../domain/slack_request.ts";
@@ -172,6 +172,10 @@ export function slackRoutes(deps: SlackRoutesDeps): Hono {
       () => findMediaApps(deps.sql, "slack", fileId),
     );
     if (appId === null) throw new AppError(403, "Invalid or expired media link");
+    // A file whose reply was deleted, or made a note, is the visitor's no longer.
+    if (await isMediaWithdrawn(deps.sql, "slack", appId, fileId)) {
+      throw new AppError(410, "File withdrawn");
+    }
     const installation = await findInstallationByApp(deps.sql, appId);
     if (!installation) throw new AppError(404, "File not found");
     let file;
