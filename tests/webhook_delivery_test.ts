@@ -15,7 +15,7 @@ import {
 } from "../src/db/deliveries.ts";
 import type { Sql } from "../src/db/client.ts";
 import { applyWhatsAppStatus } from "../src/db/whatsapp_inbound.ts";
-import { editSlackMessage } from "../src/db/slack_inbound.ts";
+import { deleteSlackMessage, editSlackMessage } from "../src/db/slack_inbound.ts";
 import { appendVisitorMessages } from "../src/db/messages.ts";
 import { appendReplies } from "../src/db/replies.ts";
 import { closeConversation } from "../src/db/conversations.ts";
@@ -522,7 +522,7 @@ Deno.test("a delivery carries the platform's error code and title, and every cla
   assert.equal(again.context.message?.content, "hi");
 });
 
-Deno.test("receipts and edits announce the message as of their change, and a note's edits are not announced", async () => {
+Deno.test("receipts, edits and deletions announce the message as of their change, and a note's are not announced", async () => {
   await using db = await createTestDatabase();
   const app = await createKeyedApp(db.sql);
   await db.sql`INSERT INTO webhooks (app_id, url, events, enabled, secret_encrypted)
@@ -567,6 +567,10 @@ Deno.test("receipts and edits announce the message as of their change, and a not
   assert.equal((await edit("1.1", "Second"))?.queuedEvents, 1);
   assert.equal((await edit("1.1", "Third"))?.queuedEvents, 1);
   assert.equal((await edit("1.2", "note: still private", true))?.queuedEvents, 0);
+  const remove = (ts: string) =>
+    deleteSlackMessage(db.sql, app.appId, { teamId: "T1", channelId: "C1", ts });
+  assert.deepEqual((await remove("1.1")).map((one) => one.queuedEvents), [1]);
+  assert.deepEqual((await remove("1.2")).map((one) => one.queuedEvents), [0]);
 
   const claimed = await claimDueDeliveries(db.sql, { limit: 10, leaseSeconds: 60 });
   const announced = claimed.sort((a, b) => a.id - b.id).map((delivery) => [
@@ -574,12 +578,15 @@ Deno.test("receipts and edits announce the message as of their change, and a not
     delivery.context.message?.id,
     delivery.context.message?.status,
     delivery.context.message?.content,
+    delivery.context.message?.deleted,
   ]);
   assert.deepEqual(announced, [
-    ["message.updated", sent, "delivered", "hi"],
-    ["message.updated", sent, "read", "hi"],
-    ["message.updated", reply, "sent", "Second"],
-    ["message.updated", reply, "sent", "Third"],
+    ["message.updated", sent, "delivered", "hi", undefined],
+    ["message.updated", sent, "read", "hi", undefined],
+    ["message.updated", reply, "sent", "Second", undefined],
+    ["message.updated", reply, "sent", "Third", undefined],
+    // Its deletion: announced as it read last, and gone.
+    ["message.updated", reply, "sent", "Third", true],
   ]);
 });
 

@@ -19,6 +19,8 @@ export interface MessageRow {
   failure_title?: string | null;
   /** The ad a WhatsApp customer's message came from, where the query selects it. */
   referral?: AdReferral | null;
+  /** Set by the event announcing the message's deletion (a Slack reply deleted). */
+  deleted?: boolean;
   created_at: string;
 }
 
@@ -37,6 +39,7 @@ export function toMessage(row: MessageRow): Message {
   if (row.internal) message.internal = true;
   if (row.status !== null) message.status = row.status;
   if (row.referral !== null && row.referral !== undefined) message.referral = row.referral;
+  if (row.deleted) message.deleted = true;
   if (row.status === "failed" && row.failure_code !== null && row.failure_code !== undefined) {
     message.error = { code: row.failure_code, title: row.failure_title ?? null };
   }

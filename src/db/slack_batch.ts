@@ -213,15 +213,20 @@ async function hideReplyFiles(
   })));
 }
 
-/** What deleting these messages changed: a note was never the visitor's, so is not announced. */
+/**
+ * What deleting these messages changed: a note was never the visitor's, so is not announced (its
+ * effect only carries the events queued, if the first).
+ */
 function deletedChanges(
   appId: number,
-  deleted: { messageId: number; chatId: number; internal: boolean }[],
+  deleted: { messageId: number; chatId: number; internal: boolean; queuedEvents: number }[],
 ): FlowEffect[] {
-  return deleted.flatMap((one) =>
-    one.internal
-      ? []
-      : [{ appId, edited: { chatId: one.chatId, messageId: one.messageId, deleted: true } }]
+  return deleted.map((one) =>
+    one.internal ? { appId, queuedEvents: one.queuedEvents } : {
+      appId,
+      queuedEvents: one.queuedEvents,
+      edited: { chatId: one.chatId, messageId: one.messageId, deleted: true },
+    }
   );
 }
 

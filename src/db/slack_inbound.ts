@@ -276,35 +276,55 @@ function slackTextKeys(ts: string): string[] {
  * Deletes the member's reply mirrored as (channel, ts), every message it made (its text and its
  * files) — or, `textOnly`, its text alone (an edit that removed the text of a reply with files);
  * resolves to them — each with whether it was an internal note, which the visitor never had and
- * so must not hear of. A whole message's deletion is remembered (see
- * {@linkcode findKnownSlackMessages}), also when nothing mirrored it yet.
+ * so must not hear of, and the first with the events queued: `message.updated` with the message
+ * `deleted`, for a subscribed webhook, of each that was not a note. A whole message's deletion is
+ * remembered (see {@linkcode findKnownSlackMessages}), also when nothing mirrored it yet.
  */
 export async function deleteSlackMessage(
   sql: Tx,
   appId: number,
   link: { teamId: string; channelId: string; ts: string; textOnly?: boolean },
-): Promise<{ messageId: number; chatId: number; internal: boolean }[]> {
+): Promise<{ messageId: number; chatId: number; internal: boolean; queuedEvents: number }[]> {
   const keys = link.textOnly
     ? slackTextKeys(link.ts)
     : [...slackReplyKeys(link.ts), addedTextKey(link.ts)];
-  const rows = await sql<{ id: number; conversation_id: number; internal: boolean }[]>`
+  const rows = await sql<
+    { id: number; conversation_id: number; internal: boolean; queued: number }[]
+  >`
     WITH remembered AS (
       INSERT INTO slack_deleted_messages (team_id, channel_id, ts)
       SELECT ${link.teamId}, ${link.channelId}, ${link.ts} WHERE ${!link.textOnly}
       ON CONFLICT DO NOTHING
+    ), deleted AS (
+      UPDATE messages m SET deleted_at = clock_timestamp()
+      FROM slack_messages s
+      WHERE s.team_id = ${link.teamId} AND s.channel_id = ${link.channelId}
+        AND s.ts = ANY (${keys}::text[])
+        AND s.app_id = ${appId} AND m.app_id = s.app_id AND m.id = s.message_id
+        AND m.sender_type = 'agent' AND m.deleted_at IS NULL
+        AND (${!link.textOnly} OR m.message_type = 'text')
+      RETURNING m.id, m.conversation_id, m.internal
+    ), event AS (
+      INSERT INTO outbox (app_id, kind, topic, payload)
+      SELECT ${appId}, 'webhook', 'message.updated',
+        jsonb_build_object('conversation_id', deleted.conversation_id, 'message_id', deleted.id,
+          'changed', jsonb_build_object('deleted', true))
+      FROM deleted JOIN webhooks w ON w.app_id = ${appId} AND w.enabled
+        AND 'message.updated' = ANY (w.events)
+      -- A note was never announced (no message.sent), so neither is its deletion.
+      WHERE NOT deleted.internal
+      ORDER BY deleted.id
+      RETURNING 1
     )
     -- The remembered step runs though nothing reads it: PostgreSQL runs every data-modifying step.
-    UPDATE messages m SET deleted_at = clock_timestamp()
-    FROM slack_messages s
-    WHERE s.team_id = ${link.teamId} AND s.channel_id = ${link.channelId}
-      AND s.ts = ANY (${keys}::text[])
-      AND s.app_id = ${appId} AND m.app_id = s.app_id AND m.id = s.message_id
-      AND m.sender_type = 'agent' AND m.deleted_at IS NULL
-      AND (${!link.textOnly} OR m.message_type = 'text')
-    RETURNING m.id, m.conversation_id, m.internal`;
-  return rows
-    .map((row) => ({ messageId: row.id, chatId: row.conversation_id, internal: row.internal }))
-    .sort((a, b) => a.messageId - b.messageId);
+    SELECT id, conversation_id, internal, (SELECT count(*) FROM event)::int AS queued FROM deleted
+    ORDER BY id`;
+  return rows.map((row, index) => ({
+    messageId: row.id,
+    chatId: row.conversation_id,
+    internal: row.internal,
+    queuedEvents: index === 0 ? row.queued : 0,
+  }));
 }
 
 /**

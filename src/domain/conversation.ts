@@ -37,6 +37,8 @@ export interface Message {
   error?: { code: number; title: string | null };
   /** The ad or post a WhatsApp customer came from (Meta's `referral`, on their first message). */
   referral?: AdReferral;
+  /** Only in the `message.updated` webhook announcing its deletion: the message is gone. */
+  deleted?: true;
   created_at: string;
 }
 
