@@ -1061,7 +1061,15 @@ Deno.test("an edit or a deletion applied before Slack's retry of the reply it ch
     }),
     { retryNum: 1 },
   );
-  // A later reply is applied after both retries (one workspace's events apply in order).
+  // An edit of a reply of two hours ago Parley never had: no retry of it is to come, and the
+  // visitor does not get it now, out of its time.
+  const old = `${Math.floor(Date.now() / 1000) - 7200}.000100`;
+  await send(threadEvent("Ev85", thread, {
+    subtype: "message_changed",
+    message: { user: "U2", ts: old, thread_ts: thread, text: "Long ago, edited" },
+    previous_message: { user: "U2", ts: old, thread_ts: thread, text: "Long ago" },
+  }));
+  // A later reply is applied after all these (one workspace's events apply in order).
   await send(
     threadEvent("Ev84", thread, { user: "U2", text: "Anything else?", ts: "1800000011.000003" }),
   );

@@ -469,7 +469,7 @@ Deno.test("commitBatch: a reply's edit or deletion applied before Slack's retry 
   const chatId = value<{ chat_id: number }>(sent).chat_id;
   const deliveries = await db.sql<{ id: number }[]>`
     INSERT INTO slack_deliveries (kind, body)
-    SELECT 'event', '\\x00' FROM generate_series(1, 8) RETURNING id`;
+    SELECT 'event', '\\x00' FROM generate_series(1, 10) RETURNING id`;
   const from = { chatId, senderName: "Sam", files: [] };
   const reply = (ts: string, text: string): SlackChange => ({
     kind: "reply",
@@ -485,7 +485,7 @@ Deno.test("commitBatch: a reply's edit or deletion applied before Slack's retry 
     ts,
     text,
     internal: false,
-    reply: from,
+    reply: { ...from, mayStore: true },
   });
   const deletion = (ts: string): SlackChange => ({ kind: "delete", channelId: "C1", ts });
   const event = (index: number, change: SlackChange) => ({
@@ -501,24 +501,27 @@ Deno.test("commitBatch: a reply's edit or deletion applied before Slack's retry 
       SELECT content, deleted_at IS NOT NULL AS deleted FROM messages
       WHERE app_id = ${app.id} AND sender_type = 'agent' ORDER BY id`)
       .map((row) => `${row.content}${row.deleted ? " (deleted)" : ""}`);
-  // In one batch: each change comes before the reply it changes.
+  // In one batch: each change comes before the reply it changes; an edit that leaves nothing to
+  // store (no text, no files) stores nothing and leaves the reply to its retry.
   let results = await commitBatch(db.sql, [
     event(0, edit("200.1", "edited")),
     event(1, reply("200.1", "original")),
     event(2, deletion("300.1")),
     event(3, reply("300.1", "deleted one")),
+    event(8, edit("600.1", " ")),
+    event(9, reply("600.1", "kept")),
   ]);
   assert.ok(results.every((result) => result.ok));
-  assert.deepEqual(await agentTexts(), ["edited"]);
+  assert.deepEqual(await agentTexts(), ["edited", "kept"]);
   // Across batches, as when Slack's retry comes minutes later.
   results = await commitBatch(db.sql, [event(4, edit("400.1", "edited later"))]);
   results.push(...await commitBatch(db.sql, [event(5, deletion("500.1"))]));
   results.push(...await commitBatch(db.sql, [event(6, reply("400.1", "original"))]));
   results.push(...await commitBatch(db.sql, [event(7, reply("500.1", "deleted one"))]));
   assert.ok(results.every((result) => result.ok));
-  assert.deepEqual(await agentTexts(), ["edited", "edited later"]);
+  assert.deepEqual(await agentTexts(), ["edited", "kept", "edited later"]);
   const mirrored = await db.sql`SELECT ts FROM slack_messages ORDER BY ts`;
-  assert.deepEqual(mirrored.map((row) => row.ts), ["200.1", "400.1"]);
+  assert.deepEqual(mirrored.map((row) => row.ts), ["200.1", "400.1", "600.1"]);
 });
 
 Deno.test("a batch whose statements fail after the first rolls back and leaves no rejection unhandled", async () => {

@@ -204,12 +204,12 @@ export type SlackChange =
     /** The new text is a `note:`: a reply the visitor saw becomes internal (hidden from them). */
     internal: boolean;
     /**
-     * Set when the edited message is a member's reply in a conversation's thread: its
-     * conversation, sender and files. A reply Parley does not have yet (its first delivery
-     * failed, Slack's retry is still to come) is stored as the edit makes it read; a reply posted
-     * with files only gets a text message when an edit gives it text.
+     * Set when the edited message is a reply in a conversation's thread: its conversation,
+     * sender and files. A reply posted with files only gets a text message when an edit gives it
+     * text. `mayStore`: a member's recent reply, which Parley lacking it (its first delivery
+     * failed, Slack's retry is still to come) is stored as the edit makes it read.
      */
-    reply?: { chatId: number; senderName: string; files: SlackReplyFile[] };
+    reply?: { chatId: number; senderName: string; files: SlackReplyFile[]; mayStore: boolean };
   }
   | { kind: "delete"; channelId: string; ts: string };
 

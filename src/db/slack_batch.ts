@@ -96,15 +96,19 @@ export async function applySlackEvents(
       if (Array.isArray(last)) last.push(pending);
       else steps.push([pending]);
     } else if (change.kind === "edit") {
+      const mayStore = change.reply?.mayStore === true &&
+        (change.text.trim() !== "" || change.reply.files.length > 0);
       // After it the reply is known: stored before, stored by it, or deleted.
-      if (change.reply) known.add(slackMessageKey({ teamId, ...change }));
+      if (mayStore) known.add(slackMessageKey({ teamId, ...change }));
       steps.push(async () => {
-        if (change.reply && await isUnknownReply(sql, teamId, change)) {
+        if (change.reply && mayStore && await isUnknownReply(sql, teamId, change)) {
           // Slack's retry of the reply is still to come (its first delivery failed): the reply
           // is stored as the edit makes it read, and the retry will find it known.
           const reply: ReplyChange = {
             kind: "reply",
-            ...change.reply,
+            chatId: change.reply.chatId,
+            senderName: change.reply.senderName,
+            files: change.reply.files,
             text: change.text,
             internal: change.internal,
             channelId: change.channelId,

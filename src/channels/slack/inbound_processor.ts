@@ -237,8 +237,14 @@ export function createSlackInboundProcessor(deps: SlackInboundDeps): SlackInboun
         text,
         internal: isNote(text),
       };
-      const reply = await replyOf(installation, channelId, message, context);
-      return reply ? { ...edit, reply } : edit;
+      const reply = await threadReplyOf(installation, channelId, message);
+      if (!reply) return edit;
+      // Parley lacking the reply (its first delivery failed, Slack's retry is to come), the edit
+      // may store it: a member's reply of a kind Parley stores, posted within the hour.
+      const mayStore = isStoredKind(message) &&
+        Number(message.ts) * 1000 > Date.now() - EDIT_STORES_REPLY_WITHIN_MS &&
+        await isAgent(installation, message.user, messageAuthorTeam(message), context);
+      return { ...edit, reply: { ...reply, mayStore } };
     }
     if (event.subtype === "message_deleted") {
       // Removing the bot's copy of a visitor's message from Slack must not erase the visitor's
@@ -251,13 +257,11 @@ export function createSlackInboundProcessor(deps: SlackInboundDeps): SlackInboun
         ? { kind: "delete", channelId, ts: event.deleted_ts }
         : null;
     }
-    if (
-      event.subtype !== undefined && event.subtype !== "file_share" &&
-      event.subtype !== "thread_broadcast"
-    ) {
-      return null;
-    }
-    const reply = await replyOf(installation, channelId, event, context);
+    if (!isStoredKind(event)) return null;
+    if (isOwn(installation, event) || typeof event.user !== "string") return null;
+    // Another organisation's member in a shared channel is no agent: their reply changes nothing.
+    if (!await isAgent(installation, event.user, messageAuthorTeam(event), context)) return null;
+    const reply = await threadReplyOf(installation, channelId, event);
     if (!reply) return null;
     const text = storableText(await readable(installation, String(event.text ?? "")));
     if (text.trim() === "" && reply.files.length === 0) return null;
@@ -265,23 +269,19 @@ export function createSlackInboundProcessor(deps: SlackInboundDeps): SlackInboun
   }
 
   /**
-   * The conversation, sender and files of `message` when it is a member's reply in the thread
-   * of a conversation the installation mirrors; null for anything else (the bot's own posts, an
-   * outsider's, a thread's root, a message outside mirrored threads).
+   * The conversation, sender and files of `message` when it is a person's reply in the thread of
+   * a conversation the installation mirrors; null for anything else (the bot's own posts, a
+   * thread's root, a message outside mirrored threads). Whether the person is an agent is the
+   * caller's to judge.
    */
-  async function replyOf(
+  async function threadReplyOf(
     installation: SlackInstallation,
     channelId: string,
     message: SlackDocument,
-    context: SlackRequestContext,
   ): Promise<{ chatId: number; senderName: string; files: SlackReplyFile[] } | null> {
     if (!message || isOwn(installation, message) || typeof message.user !== "string") return null;
     if (typeof message.ts !== "string" || typeof message.thread_ts !== "string") return null;
     if (message.thread_ts === message.ts) return null;
-    // Another organisation's member in a shared channel is no agent: their reply changes nothing.
-    if (!await isAgent(installation, message.user, messageAuthorTeam(message), context)) {
-      return null;
-    }
     const thread = await threadOf(installation, channelId, message.thread_ts);
     if (!thread) return null;
     const attached = Array.isArray(message.files)
@@ -484,4 +484,19 @@ function failIfFailed(result: CommandResult): void {
 /** Whether a member's text is an internal note (CONTRACT §6.2: it starts with `note:`). */
 function isNote(text: string): boolean {
   return /^\s*note:/i.test(text);
+}
+
+/**
+ * How old a reply an edit may store, Parley lacking it, can be: Slack retries a failed delivery
+ * for about an hour; an older reply Parley never had was not lost to a retry to come.
+ */
+const EDIT_STORES_REPLY_WITHIN_MS = 3_600_000;
+
+/**
+ * Whether a message event is of a kind that makes a reply: a plain message, a file share, or a
+ * reply also sent to the channel.
+ */
+function isStoredKind(message: SlackDocument): boolean {
+  const subtype = message?.subtype;
+  return subtype === undefined || subtype === "file_share" || subtype === "thread_broadcast";
 }
