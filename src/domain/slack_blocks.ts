@@ -21,9 +21,9 @@ import {
   type MediaContent,
   TEMPLATE_CONTENT,
 } from "./rich_content.ts";
+import { literalMarkers } from "./literal_markers.ts";
 import {
   escapeMrkdwn,
-  literalMarkers,
   markdownToMrkdwn,
   mrkdwnLink,
   splitMrkdwn,

@@ -7,6 +7,7 @@
  * the output are links built here from URLs whose `|`, `<`, `>` and whitespace are
  * percent-encoded. Pure: no I/O.
  */
+import { literalMarkers } from "./literal_markers.ts";
 
 /** Markdown converted to mrkdwn: text for one or more sections, or a divider (`---`). */
 export type MrkdwnSegment = { kind: "text"; text: string } | { kind: "divider" };
@@ -60,23 +61,6 @@ const RULE_LINE = /^ {0,3}([-*_])(?:\s*\1){2,}\s*$/;
 const BULLET_LINE = /^(\s*)[-*+]\s+(.*)$/;
 const ORDERED_LINE = /^(\s*)(\d{1,9})[.)]\s+(.*)$/;
 const QUOTE_LINE = /^ {0,3}>\s?(.*)$/;
-
-/**
- * Look-alikes of mrkdwn's formatting markers. mrkdwn has no escape: a `*` meant as itself can pair
- * with another and bold what lies between, so a marker that must stay literal (escaped in
- * Markdown, or inside a title set in bold) is shown as its look-alike, which formats nothing.
- */
-const MARKER_LOOKALIKES: Record<string, string> = {
-  "*": "\u2217", // ∗ asterisk operator
-  "_": "\u02CD", // ˍ modifier letter low macron
-  "~": "\u223C", // ∼ tilde operator
-  "`": "\u02CB", // ˋ modifier letter grave accent
-};
-
-/** `text` with mrkdwn's formatting markers replaced by look-alikes that format nothing. */
-export function literalMarkers(text: string): string {
-  return text.replace(/[*_~`]/g, (marker) => MARKER_LOOKALIKES[marker]);
-}
 
 /** Escapes Slack's control characters `&`, `<` and `>` as `&amp;`, `&lt;` and `&gt;`. */
 export function escapeMrkdwn(text: string): string {

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
+import { literalMarkers } from "./literal_markers.ts";
 import {
-  literalMarkers,
   markdownToMrkdwn,
   splitMrkdwn,
   textToMrkdwn,

@@ -6,6 +6,7 @@
  * characters Meta counts, so a piece that fits here fits there however an emoji is counted; cuts
  * fall between graphemes so no emoji or accent is torn apart. Pure: no I/O.
  */
+import { literalMarkers } from "./literal_markers.ts";
 
 /**
  * Limits of the Cloud API, from Meta's developer documentation: the request parameters of
@@ -242,8 +243,9 @@ const INLINE = new RegExp(
 function formatInline(text: string): string {
   return text.replace(INLINE, (match, ...args) => {
     const groups = args.at(-1) as Record<string, string | undefined>;
-    // An escaped WhatsApp marker keeps its backslash: alone it could start WhatsApp formatting.
-    if (groups.escaped !== undefined) return /[*_~`]/.test(groups.escaped) ? match : groups.escaped;
+    // An escaped WhatsApp marker is its look-alike: WhatsApp has no escape, and alone it could
+    // start formatting.
+    if (groups.escaped !== undefined) return literalMarkers(groups.escaped);
     if (groups.code !== undefined || groups.url !== undefined) return match;
     if (groups.autolink !== undefined) return groups.autolink;
     if (groups.href !== undefined) {
@@ -288,8 +290,8 @@ function formatLine(line: string): string {
  * `_italic_`, `***both***` → `*_both_*`, `~~strike~~` → `~strike~`, fenced code → a ``` block
  * (its language tag dropped), inline `code` and bare URLs kept as they are, `[text](url)` and
  * `![alt](url)` → `text (url)`, headings → bold lines, `-`/`*`/`+` items → `•` lines, numbered
- * items → `1.` lines, quotes → `> ` lines, rules → a dash line, backslash escapes → the character (WhatsApp's own markers
- * `*_~` and backtick keep the backslash, so they stay literal).
+ * items → `1.` lines, quotes → `> ` lines, rules → a dash line, backslash escapes → the
+ * character (WhatsApp's own markers `*_~` and backtick → their look-alikes, which format nothing).
  */
 export function toWhatsAppFormatting(markdown: string): string {
   const lines: string[] = [];
