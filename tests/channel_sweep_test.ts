@@ -31,6 +31,10 @@ Deno.test("sweepChannelRecords deletes only what has outlived its use", async ()
       ('T', 'C', '1.1', clock_timestamp() - interval '49 hours'),
       ('T', 'C', '1.2', clock_timestamp() - interval '47 hours')`;
   await db.sql`
+    INSERT INTO whatsapp_early_statuses (app_id, wamid, status, received_at) VALUES
+      (${app.id}, 'wamid.gone', 'delivered', clock_timestamp() - interval '25 hours'),
+      (${app.id}, 'wamid.soon', 'delivered', clock_timestamp() - interval '23 hours')`;
+  await db.sql`
     INSERT INTO slack_install_tickets (token_hash, app_id, expires_at) VALUES
       (${new Uint8Array([1])}, ${app.id}, clock_timestamp() - interval '2 days'),
       (${new Uint8Array([2])}, ${app.id}, clock_timestamp())`;
@@ -38,7 +42,7 @@ Deno.test("sweepChannelRecords deletes only what has outlived its use", async ()
     INSERT INTO whatsapp_sent_parts (app_id, wamid, message_id, part, sent_at) VALUES
       (${app.id}, 'wamid.old', 1, 0, clock_timestamp() - interval '31 days'),
       (${app.id}, 'wamid.new', 2, 0, clock_timestamp() - interval '29 days')`;
-  assert.equal(await sweepChannelRecords(db.sql), 7);
+  assert.equal(await sweepChannelRecords(db.sql), 8);
   const [left] = await db.sql`
     SELECT (SELECT count(*) FROM outbox) AS outbox,
       (SELECT count(*) FROM whatsapp_deliveries) AS whatsapp,
@@ -46,6 +50,7 @@ Deno.test("sweepChannelRecords deletes only what has outlived its use", async ()
       (SELECT count(*) FROM slack_events) AS events,
       (SELECT count(*) FROM slack_install_tickets) AS tickets,
       (SELECT string_agg(ts, ',') FROM slack_deleted_messages) AS deletions,
+      (SELECT string_agg(wamid, ',') FROM whatsapp_early_statuses) AS receipts,
       (SELECT string_agg(wamid, ',') FROM whatsapp_sent_parts) AS parts`;
   assert.deepEqual({ ...left }, {
     outbox: 2,
@@ -54,6 +59,7 @@ Deno.test("sweepChannelRecords deletes only what has outlived its use", async ()
     events: 1,
     tickets: 1,
     deletions: "1.2",
+    receipts: "wamid.soon",
     parts: "wamid.new",
   });
   assert.equal(await sweepChannelRecords(db.sql), 0);

@@ -20,6 +20,7 @@ import { firstAnswer } from "./support/raw_http.ts";
 import { capturingErrors } from "./support/console.ts";
 import { ApplyDeferredError } from "../src/channels/ordered_apply.ts";
 import { executeCommand } from "../src/cli.ts";
+import { applyEarlyWhatsAppStatuses } from "../src/db/whatsapp_inbound.ts";
 
 const {
   phoneNumberId: PHONE_NUMBER_ID,
@@ -347,6 +348,57 @@ Deno.test("statuses move forward only; failed is final and keeps Meta's error", 
     undefined,
     { code: 131047, title: "Re-engagement message" },
   ]);
+});
+
+Deno.test("receipts that beat the send's answer are applied once the send is recorded", async () => {
+  await using env = await setUp();
+  // Meta's answer to the send is slow: its receipts come first. (Answered in any case before the
+  // fake stops, which waits for it: disposed before `env`.)
+  const answer = Promise.withResolvers<void>();
+  await using _answered = { [Symbol.asyncDispose]: () => Promise.resolve(answer.resolve()) };
+  assert.equal(await post(env, webhookBody([textMessage("Hello")])), 200);
+  await processed(env);
+  const [chat] = await env.db.sql`SELECT id FROM conversations`;
+  env.graph.queueMessageResponses({
+    status: 200,
+    body: {
+      messaging_product: "whatsapp",
+      contacts: [{ input: CUSTOMER, wa_id: CUSTOMER }],
+      messages: [{ id: "wamid.EARLY" }],
+    },
+    after: answer.promise,
+  });
+  const res = await apiCall(env.server.baseUrl, "/messages", {
+    key: env.app.key,
+    json: { chat_id: chat.id, content: "Your order shipped" },
+  });
+  assert.equal(res.status, 200);
+  await waitUntil(() => sends(env.graph).length === 1, "the send made");
+  const ts = String(Math.floor(Date.now() / 1000));
+  const receipt = (status: string) => ({ id: "wamid.EARLY", status, timestamp: ts });
+  assert.equal(
+    await post(env, webhookBody([], [receipt("sent"), receipt("delivered")])),
+    200,
+  );
+  await processed(env);
+  const status = () =>
+    env.db.sql`SELECT status FROM messages WHERE id = ${res.json.data.message_id}`.then((rows) =>
+      rows[0].status
+    );
+  assert.equal(await status(), "pending", "nothing to apply them to yet");
+  answer.resolve();
+  await eventually(status, (value) => value === "delivered", "the early receipts applied");
+  const kept = await env.db.sql`SELECT count(*)::int AS n FROM whatsapp_early_statuses`;
+  assert.equal(kept[0].n, 0);
+  // The sweep applies a receipt kept after its send's record had looked (their transactions
+  // crossed), and keeps one for a send never recorded.
+  await env.db.sql`
+    INSERT INTO whatsapp_early_statuses (app_id, wamid, status) VALUES
+      (${env.app.appId}, 'wamid.EARLY', 'read'), (${env.app.appId}, 'wamid.NEVER', 'read')`;
+  assert.equal(await applyEarlyWhatsAppStatuses(env.db.sql), 0, "no webhook subscribed");
+  assert.equal(await status(), "read");
+  const left = await env.db.sql`SELECT wamid FROM whatsapp_early_statuses`;
+  assert.deepEqual(left.map((row) => row.wamid), ["wamid.NEVER"]);
 });
 
 Deno.test("each inbound kind is stored readably; media get a proxy link that streams the file", async () => {

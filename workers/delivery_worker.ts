@@ -44,6 +44,7 @@ import {
 } from "../src/db/slack_sends.ts";
 import { createSlackClients } from "../src/channels/slack/clients.ts";
 import { sweepChannelRecords } from "../src/db/channel_sweep.ts";
+import { applyEarlyWhatsAppStatuses } from "../src/db/whatsapp_inbound.ts";
 import { sendMirror } from "../src/channels/slack/mirror.ts";
 import { createThrottledLog, describeError, log, setLogLevel } from "../src/log.ts";
 import { guardWorkerThread } from "../src/thread_guards.ts";
@@ -142,8 +143,8 @@ self.onmessage = async (event: MessageEvent<DeliveryWorkerMessage>) => {
               graphUrl: message.whatsappGraphUrl,
               openSecret: (sealed) => secretBox.open(sealed),
               recordPart: (claimed, part, wamid) =>
-                recorded(() =>
-                  recordSentPart(
+                recorded(async () => {
+                  await recordSentPart(
                     pool,
                     {
                       appId: claimed.appId,
@@ -152,8 +153,15 @@ self.onmessage = async (event: MessageEvent<DeliveryWorkerMessage>) => {
                     },
                     part,
                     wamid,
-                  )
-                ),
+                  );
+                  // Receipts that beat the send's answer apply now.
+                  if (wamid !== null) {
+                    await applyEarlyWhatsAppStatuses(pool, {
+                      appId: claimed.appId,
+                      wamids: [wamid],
+                    });
+                  }
+                }),
               recordOutcome: (claimed, outcome) =>
                 recorded(() =>
                   recordSendOutcome(
@@ -210,6 +218,10 @@ self.onmessage = async (event: MessageEvent<DeliveryWorkerMessage>) => {
           );
           sweepChannelRecords(pool).catch((error) =>
             log("warn", "channel sweep failed", describeError(error))
+          );
+          // A receipt whose transaction committed just after its send's record looked for it.
+          applyEarlyWhatsAppStatuses(pool).catch((error) =>
+            log("warn", "early receipts sweep failed", describeError(error))
           );
         };
         firstSweep = setTimeout(sweepOnce, message.sweeps.firstInMs);

@@ -3,8 +3,9 @@
  * go after 14 days (like webhook attempts); applied raw requests after 3 days (their messages are
  * stored, duplicates are found by message id, and at load they are most of what grows), Slack
  * event ids and Slack deletions after 2 days (Slack retries for an hour), expired install tickets
- * and OAuth states after a day, the WhatsApp parts sent (which map status receipts to messages)
- * and Slack root attempts whose thread was never saved after 30 days.
+ * and OAuth states, and WhatsApp receipts for sends never recorded, after a day, the WhatsApp
+ * parts sent (which map status receipts to messages) and Slack root attempts whose thread was
+ * never saved after 30 days.
  */
 import type { Tx } from "./client.ts";
 
@@ -37,6 +38,10 @@ export async function sweepChannelRecords(sql: Tx): Promise<number> {
     ), states AS (
       DELETE FROM slack_oauth_states WHERE expires_at < statement_timestamp() - interval '1 day'
       RETURNING 1
+    ), receipts AS (
+      DELETE FROM whatsapp_early_statuses
+      WHERE received_at < statement_timestamp() - interval '1 day'
+      RETURNING 1
     ), parts AS (
       DELETE FROM whatsapp_sent_parts WHERE sent_at < statement_timestamp() - interval '30 days'
       RETURNING 1
@@ -48,6 +53,7 @@ export async function sweepChannelRecords(sql: Tx): Promise<number> {
       + (SELECT count(*) FROM slack) + (SELECT count(*) FROM events)
       + (SELECT count(*) FROM deletions)
       + (SELECT count(*) FROM tickets) + (SELECT count(*) FROM states)
-      + (SELECT count(*) FROM parts) + (SELECT count(*) FROM roots))::int AS deleted`;
+      + (SELECT count(*) FROM parts) + (SELECT count(*) FROM roots)
+      + (SELECT count(*) FROM receipts))::int AS deleted`;
   return row.deleted;
 }

@@ -57,10 +57,11 @@ Deno.test("waitForPreviousPostmaster returns at once for no file, a dead pid or 
 });
 
 /**
- * A process named `postgres` that exits after `seconds` and stays a zombie (its parent never
- * waits for it) until its parent is killed, and a data directory whose `postmaster.pid` names it
- * with `status`; resolves once it is a zombie unless `atOnce`. Disposing of it kills the parent
- * and removes the files.
+ * A process named `postgres` that exits after `seconds` (1 at least) and stays a zombie (its
+ * parent never waits for it) until its parent is killed, and a data directory whose
+ * `postmaster.pid` names it with `status`; resolves once it is a zombie unless `atOnce`. Disposing
+ * of it kills the parent and removes the files. The parent is bash until it execs `sleep`: a child
+ * that exited before would be reaped by bash (seen on a loaded machine), so it lives a second.
  */
 async function zombiePostmaster(
   seconds: number,
@@ -71,7 +72,7 @@ async function zombiePostmaster(
   await Deno.copyFile("/bin/sleep", `${binDir}/postgres`);
   await Deno.chmod(`${binDir}/postgres`, 0o755);
   const parent = new Deno.Command("bash", {
-    args: ["-c", `${binDir}/postgres ${seconds} & echo $!; exec sleep 60`],
+    args: ["-c", `${binDir}/postgres ${Math.max(seconds, 1)} & echo $!; exec sleep 60`],
     stdout: "piped",
   }).spawn();
   const reader = parent.stdout.getReader();
@@ -83,10 +84,12 @@ async function zombiePostmaster(
   }
   reader.releaseLock();
   const pid = Number(text.trim());
-  // Wait until it has exited and is a zombie.
-  while (!atOnce) {
+  // Wait until it runs as `postgres` (bash forked it, and has to exec it), and unless `atOnce`
+  // until it has exited and is a zombie.
+  for (;;) {
     const stat = await Deno.readTextFile(`/proc/${pid}/stat`);
-    if (stat.slice(stat.lastIndexOf(")") + 2)[0] === "Z") break;
+    const named = stat.includes("(postgres)");
+    if (named && (atOnce || stat.slice(stat.lastIndexOf(")") + 2)[0] === "Z")) break;
     await new Promise((resolve) => setTimeout(resolve, 10));
   }
   const pgData = await pgDataWith(pid, status);

@@ -5,7 +5,7 @@
  * runs pipelined in the actors' batch; every statement is idempotent by WhatsApp's ids, because
  * Meta delivers the same update again for days when it misses an answer.
  */
-import type { Tx } from "./client.ts";
+import type { Sql, Tx } from "./client.ts";
 import type { WhatsAppInboundEntry } from "../actors/protocol.ts";
 import { queueNotDelivered } from "./slack_mirror.ts";
 import {
@@ -446,8 +446,9 @@ export interface AppliedStatus {
  * Moves an outbound message's status forward only (sent → delivered → read; `failed` is final
  * and keeps the platform's error code and title), and queues `message.updated` — or
  * `message.failed` — for a subscribed webhook, carrying the status it announces (a later receipt
- * may move the message on before the delivery). A receipt for an unknown wamid, or one that would
- * move the status back, changes nothing.
+ * may move the message on before the delivery). A receipt that would move the status back changes
+ * nothing; one for a wamid not recorded (yet: Meta's webhook can beat the answer of the send) is
+ * kept, for {@linkcode applyEarlyWhatsAppStatuses} once the send is recorded.
  */
 export async function applyWhatsAppStatus(
   sql: Tx,
@@ -458,6 +459,12 @@ export async function applyWhatsAppStatus(
     WITH part AS (
       SELECT message_id, conversation_id FROM whatsapp_sent_parts
       WHERE app_id = ${appId} AND wamid = ${entry.wamid}
+    ), early AS (
+      INSERT INTO whatsapp_early_statuses (app_id, wamid, status, error_code, error_title)
+      SELECT ${appId}, ${entry.wamid}, ${entry.status}, ${entry.error?.code ?? null}::int,
+        ${entry.error?.title ?? null}::text
+      WHERE NOT EXISTS (SELECT FROM part)
+      ON CONFLICT DO NOTHING
     ), target AS (
       SELECT m.id, m.conversation_id FROM messages m, part
       WHERE m.app_id = ${appId} AND m.conversation_id = part.conversation_id
@@ -491,10 +498,62 @@ export async function applyWhatsAppStatus(
     ), mirror AS (
       ${queueNotDelivered(sql, appId, "failed")}
     )
+    -- The early step runs though nothing reads it: PostgreSQL runs every data-modifying step.
     SELECT conversation_id AS chat_id, id AS message_id,
       ((SELECT count(*) FROM event) + (SELECT count(*) FROM mirror))::int AS queued
     FROM moved`;
   return row ? { chatId: row.chat_id, messageId: row.message_id, queuedEvents: row.queued } : null;
+}
+
+const STATUS_ORDER = ["sent", "delivered", "read", "failed"];
+
+/**
+ * Applies the receipts kept for sends recorded since they came (see
+ * {@linkcode applyWhatsAppStatus}) — of `wamids` of application `appId`, or, without them, of
+ * every application (a sweep for a receipt whose transaction committed just after its send's
+ * record looked) — in one transaction, each message's in status order. Resolves to the
+ * webhook events queued.
+ */
+export async function applyEarlyWhatsAppStatuses(
+  sql: Sql,
+  only?: { appId: number; wamids: string[] },
+): Promise<number> {
+  return await sql.begin(async (tx) => {
+    const rows = await tx<
+      {
+        app_id: number;
+        wamid: string;
+        status: StatusEntry["status"];
+        error_code: number | null;
+        error_title: string | null;
+      }[]
+    >`
+      DELETE FROM whatsapp_early_statuses e
+      WHERE (${only === undefined} OR (e.app_id = ${only?.appId ?? 0}
+        AND e.wamid = ANY (${only?.wamids ?? []}::text[])))
+      AND EXISTS (
+        SELECT FROM whatsapp_sent_parts p WHERE p.app_id = e.app_id AND p.wamid = e.wamid
+      )
+      RETURNING e.app_id, e.wamid, e.status, e.error_code, e.error_title`;
+    rows.sort((a, b) =>
+      a.app_id - b.app_id || a.wamid.localeCompare(b.wamid) ||
+      STATUS_ORDER.indexOf(a.status) - STATUS_ORDER.indexOf(b.status)
+    );
+    let queued = 0;
+    for (const row of rows) {
+      const applied = await applyWhatsAppStatus(tx, row.app_id, {
+        kind: "status",
+        wamid: row.wamid,
+        status: row.status,
+        timestamp: "",
+        error: row.error_code === null
+          ? null
+          : { code: row.error_code, title: row.error_title ?? "" },
+      });
+      queued += applied?.queuedEvents ?? 0;
+    }
+    return queued;
+  });
 }
 
 /** Marks stored webhook deliveries processed (in the transaction that applied them). */

@@ -30,6 +30,8 @@ export interface FakeGraphResponse {
   status: number;
   body: unknown;
   headers?: Record<string, string>;
+  /** Answered once this settles (a send whose answer is slow). */
+  after?: Promise<unknown>;
 }
 
 /** A running fake Graph API; disposing of it stops the server. */
@@ -158,10 +160,11 @@ export function startFakeGraphApi(options: FakeGraphApiOptions = {}): Promise<Fa
     return accessToken === undefined ? !required || token !== undefined : token === accessToken;
   };
 
-  const send = (body: unknown): Response => {
+  const send = async (body: unknown): Promise<Response> => {
     const invalid = invalidSend(body);
     if (invalid !== null) return reply(400, errorBody(100, invalid));
     const next = queued.shift();
+    await next?.after;
     if (next !== undefined) return reply(next.status, next.body, next.headers);
     // As Meta answers: `to` wins over `recipient`; a BSUID comes back as `user_id`.
     const { to, recipient } = body as { to?: string; recipient: string };
