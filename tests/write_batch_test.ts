@@ -1,13 +1,31 @@
 import assert from "node:assert/strict";
 import { createTestDatabase } from "./support/database.ts";
 import { startPgProxy } from "./support/pg_proxy.ts";
-import { connect } from "../src/db/client.ts";
+import { connect, type Sql } from "../src/db/client.ts";
 import { sweepCommitMarks } from "../src/db/commit_outcome.ts";
 import { commitBatch } from "../src/db/write_batch.ts";
 import { insertApplication } from "../src/db/applications.ts";
 import { CHANGES_CHANNEL, decodeChangeNotice } from "../src/domain/change_notice.ts";
 import type { CommandResult, SlackChange, WhatsAppInboundEntry } from "../src/actors/protocol.ts";
 import { parseFlow } from "../src/domain/flow.ts";
+
+/** A visitor (Ann) of application `appId` who said "hi": their conversation and message. */
+async function visitorChat(
+  sql: Sql,
+  appId: number,
+): Promise<{ chatId: number; messageId: number }> {
+  const [created] = await commitBatch(sql, [
+    { kind: "visitor.create", appId, tokenHash: "h1", name: "Ann", email: null },
+  ]);
+  const clientId = value<{ client_id: number }>(created).client_id;
+  const [sent] = await commitBatch(sql, [
+    { kind: "visitor.message", appId, clientId, messageType: "text", content: "hi" },
+  ]);
+  const { chat_id: chatId, message_id: messageId } = value<
+    { chat_id: number; message_id: number }
+  >(sent);
+  return { chatId, messageId };
+}
 
 function value<T>(result: CommandResult): T {
   assert.equal(result.ok, true, JSON.stringify(result));
@@ -386,18 +404,11 @@ Deno.test("commitBatch applies consecutive WhatsApp deliveries together, each wa
 Deno.test("commitBatch applies consecutive Slack events together, each event and message once", async () => {
   await using db = await createTestDatabase();
   const app = await insertApplication(db.sql, "Acme");
-  const [created] = await commitBatch(db.sql, [
-    { kind: "visitor.create", appId: app.id, tokenHash: "h1", name: "Ann", email: null },
-  ]);
-  const clientId = value<{ client_id: number }>(created).client_id;
-  const [sent] = await commitBatch(db.sql, [
-    { kind: "visitor.message", appId: app.id, clientId, messageType: "text", content: "hi" },
-  ]);
-  const chatId = value<{ chat_id: number }>(sent).chat_id;
+  const { chatId, messageId } = await visitorChat(db.sql, app.id);
   // A Slack message already mirrored (the visitor's, posted by Parley).
   await db.sql`
     INSERT INTO slack_messages (app_id, message_id, team_id, channel_id, ts)
-    VALUES (${app.id}, ${value<{ message_id: number }>(sent).message_id}, 'T1', 'C1', '100.1')`;
+    VALUES (${app.id}, ${messageId}, 'T1', 'C1', '100.1')`;
   const deliveries = await db.sql<{ id: number }[]>`
     INSERT INTO slack_deliveries (kind, body)
     SELECT 'event', '\\x00' FROM generate_series(1, 6) RETURNING id`;
@@ -459,14 +470,7 @@ Deno.test("commitBatch applies consecutive Slack events together, each event and
 Deno.test("commitBatch: a reply's edit or deletion applied before Slack's retry of the reply wins, in one batch or across two", async () => {
   await using db = await createTestDatabase();
   const app = await insertApplication(db.sql, "Acme");
-  const [created] = await commitBatch(db.sql, [
-    { kind: "visitor.create", appId: app.id, tokenHash: "h1", name: "Ann", email: null },
-  ]);
-  const clientId = value<{ client_id: number }>(created).client_id;
-  const [sent] = await commitBatch(db.sql, [
-    { kind: "visitor.message", appId: app.id, clientId, messageType: "text", content: "hi" },
-  ]);
-  const chatId = value<{ chat_id: number }>(sent).chat_id;
+  const { chatId } = await visitorChat(db.sql, app.id);
   const deliveries = await db.sql<{ id: number }[]>`
     INSERT INTO slack_deliveries (kind, body)
     SELECT 'event', '\\x00' FROM generate_series(1, 10) RETURNING id`;
