@@ -15,7 +15,11 @@ import {
 } from "../src/db/deliveries.ts";
 import type { Sql } from "../src/db/client.ts";
 import { applyWhatsAppStatus } from "../src/db/whatsapp_inbound.ts";
-import { deleteSlackMessage, editSlackMessage } from "../src/db/slack_inbound.ts";
+import {
+  deleteSlackMessage,
+  editSlackMessage,
+  hideSlackReplyFiles,
+} from "../src/db/slack_inbound.ts";
 import { appendVisitorMessages } from "../src/db/messages.ts";
 import { appendReplies } from "../src/db/replies.ts";
 import { closeConversation } from "../src/db/conversations.ts";
@@ -567,9 +571,22 @@ Deno.test("receipts, edits and deletions announce the message as of their change
   assert.equal((await edit("1.1", "Second"))?.queuedEvents, 1);
   assert.equal((await edit("1.1", "Third"))?.queuedEvents, 1);
   assert.equal((await edit("1.2", "note: still private", true))?.queuedEvents, 0);
+  // The reply's file, taken from the visitor as its text is made a note.
+  const [file] = await db.sql<{ id: number }[]>`
+    INSERT INTO messages (app_id, conversation_id, sender_type, message_type, content, status)
+    VALUES (${app.appId}, ${chat.id}, 'agent', 'file', 'invoice.pdf', 'sent') RETURNING id`;
+  await db.sql`INSERT INTO slack_messages (app_id, message_id, team_id, channel_id, ts)
+    VALUES (${app.appId}, ${file.id}, 'T1', 'C1', '1.1#1')`;
+  const hidden = await hideSlackReplyFiles(db.sql, app.appId, {
+    teamId: "T1",
+    channelId: "C1",
+    ts: "1.1",
+  });
+  assert.deepEqual(hidden, { hidden: [{ messageId: file.id, chatId: chat.id }], queuedEvents: 1 });
   const remove = (ts: string) =>
     deleteSlackMessage(db.sql, app.appId, { teamId: "T1", channelId: "C1", ts });
-  assert.deepEqual((await remove("1.1")).map((one) => one.queuedEvents), [1]);
+  // The text announced; its file, a note by now, not.
+  assert.deepEqual((await remove("1.1")).map((one) => one.queuedEvents), [1, 0]);
   assert.deepEqual((await remove("1.2")).map((one) => one.queuedEvents), [0]);
 
   const claimed = await claimDueDeliveries(db.sql, { limit: 10, leaseSeconds: 60 });
@@ -585,6 +602,7 @@ Deno.test("receipts, edits and deletions announce the message as of their change
     ["message.updated", sent, "read", "hi", undefined],
     ["message.updated", reply, "sent", "Second", undefined],
     ["message.updated", reply, "sent", "Third", undefined],
+    ["message.updated", file.id, "sent", "invoice.pdf", undefined],
     // Its deletion: announced as it read last, and gone.
     ["message.updated", reply, "sent", "Third", true],
   ]);

@@ -4,7 +4,7 @@
  * that turn a thread reply into an agent message, and the edits and deletions of mirrored
  * messages made in Slack.
  */
-import type { Tx } from "./client.ts";
+import type { PendingQuery, Row, Tx } from "./client.ts";
 import {
   findWaitingRequests,
   insertRequests,
@@ -166,6 +166,14 @@ export async function editSlackMessage(
 ): Promise<
   { messageId: number; chatId: number; queuedEvents: number; hidden: boolean } | null
 > {
+  // A note was never announced (no message.sent), so neither are its edits.
+  const event = queueMessageUpdated(
+    sql,
+    appId,
+    "edited",
+    sql`jsonb_build_object('content', r.content, 'internal', r.internal)`,
+    sql`NOT r.was_internal`,
+  );
   const [row] = await sql<
     { id: number; conversation_id: number; queued: number; hidden: boolean }[]
   >`
@@ -186,15 +194,7 @@ export async function editSlackMessage(
       RETURNING m.id, m.conversation_id, m.content, m.internal, t.internal AS was_internal,
         NOT t.internal AND m.internal AS hidden
     ), event AS (
-      INSERT INTO outbox (app_id, kind, topic, payload)
-      SELECT ${appId}, 'webhook', 'message.updated',
-        jsonb_build_object('conversation_id', edited.conversation_id, 'message_id', edited.id,
-          'changed', jsonb_build_object('content', edited.content, 'internal', edited.internal))
-      FROM edited JOIN webhooks w ON w.app_id = ${appId} AND w.enabled
-        AND 'message.updated' = ANY (w.events)
-      -- A note was never announced (no message.sent), so neither are its edits.
-      WHERE NOT edited.was_internal
-      RETURNING 1
+      ${event}
     )
     SELECT id, conversation_id, hidden, (SELECT count(*) FROM event)::int AS queued FROM edited`;
   return row
@@ -218,6 +218,12 @@ export async function hideSlackReplyFiles(
   appId: number,
   link: { teamId: string; channelId: string; ts: string },
 ): Promise<{ hidden: { messageId: number; chatId: number }[]; queuedEvents: number }> {
+  const event = queueMessageUpdated(
+    sql,
+    appId,
+    "hidden",
+    sql`jsonb_build_object('internal', true)`,
+  );
   const rows = await sql<{ id: number; conversation_id: number; queued: number }[]>`
     WITH hidden AS (
       UPDATE messages m SET internal = true, hidden_at = clock_timestamp(),
@@ -230,14 +236,7 @@ export async function hideSlackReplyFiles(
         AND m.deleted_at IS NULL
       RETURNING m.id, m.conversation_id
     ), event AS (
-      INSERT INTO outbox (app_id, kind, topic, payload)
-      SELECT ${appId}, 'webhook', 'message.updated',
-        jsonb_build_object('conversation_id', hidden.conversation_id, 'message_id', hidden.id,
-          'changed', jsonb_build_object('internal', true))
-      FROM hidden JOIN webhooks w ON w.app_id = ${appId} AND w.enabled
-        AND 'message.updated' = ANY (w.events)
-      ORDER BY hidden.id
-      RETURNING 1
+      ${event}
     )
     SELECT id, conversation_id, (SELECT count(*) FROM event)::int AS queued FROM hidden
     ORDER BY id`;
@@ -288,6 +287,14 @@ export async function deleteSlackMessage(
   const keys = link.textOnly
     ? slackTextKeys(link.ts)
     : [...slackReplyKeys(link.ts), addedTextKey(link.ts)];
+  // A note was never announced (no message.sent), so neither is its deletion.
+  const event = queueMessageUpdated(
+    sql,
+    appId,
+    "deleted",
+    sql`jsonb_build_object('deleted', true)`,
+    sql`NOT r.internal`,
+  );
   const rows = await sql<
     { id: number; conversation_id: number; internal: boolean; queued: number }[]
   >`
@@ -305,16 +312,7 @@ export async function deleteSlackMessage(
         AND (${!link.textOnly} OR m.message_type = 'text')
       RETURNING m.id, m.conversation_id, m.internal
     ), event AS (
-      INSERT INTO outbox (app_id, kind, topic, payload)
-      SELECT ${appId}, 'webhook', 'message.updated',
-        jsonb_build_object('conversation_id', deleted.conversation_id, 'message_id', deleted.id,
-          'changed', jsonb_build_object('deleted', true))
-      FROM deleted JOIN webhooks w ON w.app_id = ${appId} AND w.enabled
-        AND 'message.updated' = ANY (w.events)
-      -- A note was never announced (no message.sent), so neither is its deletion.
-      WHERE NOT deleted.internal
-      ORDER BY deleted.id
-      RETURNING 1
+      ${event}
     )
     -- The remembered step runs though nothing reads it: PostgreSQL runs every data-modifying step.
     SELECT id, conversation_id, internal, (SELECT count(*) FROM event)::int AS queued FROM deleted
@@ -355,4 +353,28 @@ export async function isTextlessSlackReply(
     -- The freed step runs though nothing reads it: PostgreSQL runs every data-modifying WITH step.
     SELECT coalesce((SELECT textless FROM verdict), false) AS textless`;
   return row.textless;
+}
+
+/**
+ * The `INSERT` (a `WITH` step) queueing `message.updated`, for a subscribed webhook, of the
+ * messages of application `appId` in CTE `rows` (columns `id`, `conversation_id`; aliased `r`)
+ * that `announced` keeps, each carrying `changed` — what its event announces of it.
+ */
+function queueMessageUpdated(
+  sql: Tx,
+  appId: number,
+  rows: string,
+  changed: PendingQuery<Row[]>,
+  announced: PendingQuery<Row[]> = sql`true`,
+): PendingQuery<Row[]> {
+  return sql`
+    INSERT INTO outbox (app_id, kind, topic, payload)
+    SELECT ${appId}, 'webhook', 'message.updated',
+      jsonb_build_object('conversation_id', r.conversation_id, 'message_id', r.id,
+        'changed', ${changed})
+    FROM ${sql(rows)} r JOIN webhooks w ON w.app_id = ${appId} AND w.enabled
+      AND 'message.updated' = ANY (w.events)
+    WHERE ${announced}
+    ORDER BY r.id
+    RETURNING 1`;
 }
