@@ -144,7 +144,7 @@ self.onmessage = async (event: MessageEvent<DeliveryWorkerMessage>) => {
               openSecret: (sealed) => secretBox.open(sealed),
               recordPart: (claimed, part, wamid) =>
                 recorded(async () => {
-                  await recordSentPart(
+                  const waiting = await recordSentPart(
                     pool,
                     {
                       appId: claimed.appId,
@@ -155,7 +155,7 @@ self.onmessage = async (event: MessageEvent<DeliveryWorkerMessage>) => {
                     wamid,
                   );
                   // Receipts that beat the send's answer apply now.
-                  if (wamid !== null) {
+                  if (waiting && wamid !== null) {
                     await applyEarlyWhatsAppStatuses(pool, {
                       appId: claimed.appId,
                       wamids: [wamid],

@@ -139,25 +139,32 @@ export async function hastenWithdrawnSends(
 /**
  * Remembers part `part` of a message as sent under `wamid` (the first part names the message).
  * A part Meta accepted without naming it (`wamid` null) is remembered as sent, under a stand-in
- * id no receipt carries, so that it is never sent again.
+ * id no receipt carries, so that it is never sent again. Resolves to whether receipts for `wamid`
+ * came before it and wait (`applyEarlyWhatsAppStatuses` applies them).
  */
 export async function recordSentPart(
   sql: Tx,
   send: { appId: number; chatId: number; messageId: number },
   part: number,
   wamid: string | null,
-): Promise<void> {
+): Promise<boolean> {
   const id = wamid ?? `unnamed:${send.messageId}:${part}`;
-  await sql`
+  const [row] = await sql<{ waiting: boolean }[]>`
     WITH part AS (
       INSERT INTO whatsapp_sent_parts (app_id, wamid, message_id, part, conversation_id)
       VALUES (${send.appId}, ${id}, ${send.messageId}, ${part}, ${send.chatId})
       ON CONFLICT DO NOTHING
+    ), named AS (
+      UPDATE messages SET external_id = ${wamid}
+      WHERE app_id = ${send.appId} AND conversation_id = ${send.chatId}
+        AND id = ${send.messageId} AND ${part}::int = 0 AND external_id IS NULL
+        AND ${wamid}::text IS NOT NULL
     )
-    UPDATE messages SET external_id = ${wamid}
-    WHERE app_id = ${send.appId} AND conversation_id = ${send.chatId}
-      AND id = ${send.messageId} AND ${part}::int = 0 AND external_id IS NULL
-      AND ${wamid}::text IS NOT NULL`;
+    -- The steps above run though nothing reads them: PostgreSQL runs every data-modifying step.
+    SELECT EXISTS (
+      SELECT FROM whatsapp_early_statuses WHERE app_id = ${send.appId} AND wamid = ${id}
+    ) AS waiting`;
+  return row.waiting;
 }
 
 /** How a send attempt ended. */
