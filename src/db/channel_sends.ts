@@ -77,7 +77,8 @@ export async function claimChannelSends(
     ${claimedInSendOrder(sql, options)}
     SELECT round.walked_to, c.app_id, c.id, c.attempts, c.claimed_at, c.turn,
       m.id AS message_id, m.conversation_id AS chat_id, m.message_type, m.content, m.payload,
-      m.internal OR m.deleted_at IS NOT NULL AS withdrawn, i.external_id AS recipient, i.channel AS recipient_kind, w.phone_number_id, w.access_token_sealed,
+      m.internal OR m.deleted_at IS NOT NULL AS withdrawn, i.external_id AS recipient,
+      i.channel AS recipient_kind, w.phone_number_id, w.access_token_sealed,
       (SELECT count(*) FROM whatsapp_sent_parts p
         WHERE p.app_id = c.app_id AND p.message_id = m.id)::int AS sent_parts
     FROM ${claimRound(sql)}

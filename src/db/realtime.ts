@@ -141,9 +141,9 @@ export interface ClientChanges {
  * created at or after `since` ({@linkcode listClientMessagesSince}), their conversations whose
  * state may have changed since, and their visible messages edited, given a status or deleted
  * since (a reply made an internal note comes back deleted). A conversation written to counts (a
- * reopen moves only its activity time), so some of these changed nothing a socket has not seen. The three reads see one snapshot (a read-only
- * repeatable-read transaction): read apart, a conversation could be seen closed without the
- * messages committed before its close.
+ * reopen moves only its activity time), so some of these changed nothing a socket has not seen.
+ * The three reads see one snapshot (a read-only repeatable-read transaction): read apart, a
+ * conversation could be seen closed without the messages committed before its close.
  */
 export async function listClientChangesSince(
   sql: Sql,
