@@ -12,6 +12,7 @@ import { migrate } from "./db/migrate.ts";
 import { createActorPool } from "./actors/pool.ts";
 import { createRealtimeHub } from "./realtime/hub.ts";
 import { sweepCommitMarks } from "./db/commit_outcome.ts";
+import { sweepIdempotencyKeys } from "./db/idempotency_keys.ts";
 import { listenForChanges } from "./realtime/listener.ts";
 import { createHttpApp } from "./http/app.ts";
 import { drainable } from "./http/drain.ts";
@@ -234,13 +235,17 @@ export async function startParley(
       }
     },
   });
-  // Ended windows and old commit marks are only clutter; any instance may sweep them.
+  // Ended windows, old commit marks and expired idempotency keys are only clutter; any instance
+  // may sweep them.
   const sweep = setInterval(() => {
     deleteExpiredWindows(sql).catch((error) =>
       log("warn", "rate-limit sweep failed", describeError(error))
     );
     sweepCommitMarks(sql).catch((error) =>
       log("warn", "commit mark sweep failed", describeError(error))
+    );
+    sweepIdempotencyKeys(sql).catch((error) =>
+      log("warn", "idempotency key sweep failed", describeError(error))
     );
   }, 60_000);
   // WhatsApp deliveries and Slack requests acknowledged but not applied (a crash came between)

@@ -331,7 +331,7 @@ Deno.test("GET /conversations, /conversations/{id} and /conversations/{id}/messa
   validateAnswer(doc, "GET", "/conversations/{id}/messages", noHistory);
 });
 
-Deno.test("POST /messages answers 200, 400, 404, 413 and 415 as the document declares", async () => {
+Deno.test("POST /messages answers 200, 400, 404, 413, 415 and 422 as the document declares", async () => {
   await using db = await createTestDatabase();
   await using server = await startTestServer(db.url);
   const app = await createKeyedApp(db.sql);
@@ -340,11 +340,31 @@ Deno.test("POST /messages answers 200, 400, 404, 413 and 415 as the document dec
   const { key } = app;
   const send = (options: Parameters<typeof apiCall>[2]) =>
     apiCall(server.baseUrl, "/messages", { key, ...options });
+  const keyed = { "idempotency-key": "a4b1" };
   const cases: [string, number, ApiAnswer][] = [
     ["JSON body", 200, await send({ json: { chat_id: chat.chatId, content: "hi" } })],
     ["form body", 200, await send({ form: { chat_id: String(chat.chatId), content: "hi" } })],
     ["missing chat_id", 400, await send({ json: { content: "hi" } })],
     ["unknown chat", 404, await send({ json: { chat_id: 999999999, content: "hi" } })],
+    ["keyed", 200, await send({ json: { chat_id: chat.chatId, content: "hi" }, headers: keyed })],
+    [
+      "replayed",
+      200,
+      await send({ json: { chat_id: chat.chatId, content: "hi" }, headers: keyed }),
+    ],
+    [
+      "key reused",
+      422,
+      await send({ json: { chat_id: chat.chatId, content: "ho" }, headers: keyed }),
+    ],
+    [
+      "key malformed",
+      400,
+      await send({
+        json: { chat_id: chat.chatId, content: "hi" },
+        headers: { "idempotency-key": "" },
+      }),
+    ],
     [
       "text/plain",
       415,
@@ -363,6 +383,14 @@ Deno.test("POST /messages answers 200, 400, 404, 413 and 415 as the document dec
     assert.equal(answer.status, status, `${what}: ${JSON.stringify(answer.json)}`);
     validateAnswer(doc, "POST", "/messages", answer);
   }
+  const operation = operationOf(doc, "POST", "/messages") as Operation & {
+    parameters?: { name: string; in: string; required: boolean }[];
+  };
+  assert.deepEqual(
+    operation.parameters?.map(({ name, in: where, required }) => ({ name, in: where, required })),
+    [{ name: "Idempotency-Key", in: "header", required: false }],
+  );
+  assert.ok(operation.responses["200"].headers?.["Idempotent-Replayed"]);
 });
 
 Deno.test("an unknown route and a wrong method under /openapi/v1 answer the documented Error shape", async () => {

@@ -4,6 +4,7 @@ import { startTestServer } from "./support/server.ts";
 import { apiCall, createKeyedApp, createVisitorChat } from "./support/open_api.ts";
 import { waitUntil } from "./support/realtime.ts";
 import { commitBatch } from "../src/db/write_batch.ts";
+import { sweepIdempotencyKeys } from "../src/db/idempotency_keys.ts";
 import { MAX_BODY_BYTES } from "../src/http/middleware/body_size_limit.ts";
 import type { Sql } from "../src/db/client.ts";
 
@@ -508,4 +509,150 @@ Deno.test("a write that fails after validation is 500 Failed to send and leaves 
     body: JSON.stringify({ content: "still here" }),
   });
   assert.equal(visitor.status, 200);
+});
+
+Deno.test("POST /messages with an Idempotency-Key stores one message however often it is retried, on any instance", async () => {
+  await using db = await createTestDatabase();
+  await using server = await startTestServer(db.url);
+  await using other = await startTestServer(db.url);
+  const app = await createKeyedApp(db.sql);
+  const chat = await createVisitorChat(server.baseUrl, app.publicId);
+  await db.sql`INSERT INTO webhooks (app_id, url, events, enabled, secret_encrypted)
+    VALUES (${app.appId}, 'https://example.com/hook', '{message.sent}', true, 'v1:x:y')`;
+  const send = (
+    baseUrl: string,
+    key: string,
+    body: { json?: unknown; form?: Record<string, string> },
+  ) =>
+    apiCall(baseUrl, "/messages", { key: app.key, headers: { "idempotency-key": key }, ...body });
+  const events = async () => {
+    const [row] = await db.sql<{ n: number }[]>`
+      SELECT count(*)::int AS n FROM outbox WHERE kind = 'webhook' AND topic = 'message.sent'`;
+    return row.n;
+  };
+  const first = await send(server.baseUrl, "order-17", {
+    json: { chat_id: chat.chatId, content: "Your order shipped" },
+  });
+  assert.equal(first.status, 200);
+  assert.equal(first.headers.get("idempotent-replayed"), null);
+  const messageId = first.json.data.message_id;
+  const stored = await messageCount(db.sql);
+
+  // The same request again — as a form, chat_id a string, through another instance — is answered
+  // with the first one's message, and nothing is stored, announced or pushed again.
+  for (
+    const [baseUrl, body] of [
+      [server.baseUrl, { json: { chat_id: chat.chatId, content: "Your order shipped" } }],
+      [other.baseUrl, { form: { chat_id: String(chat.chatId), content: "Your order shipped" } }],
+    ] as const
+  ) {
+    const again = await send(baseUrl, "order-17", body);
+    assert.equal(again.status, 200);
+    assert.deepEqual(again.json, { code: 0, data: { message_id: messageId } });
+    assert.equal(again.headers.get("idempotent-replayed"), "true");
+  }
+  assert.equal(await messageCount(db.sql), stored);
+  assert.equal(await events(), 1);
+
+  // The key asked for something else: refused, nothing written.
+  const reused = await send(other.baseUrl, "order-17", {
+    json: { chat_id: chat.chatId, content: "Your order was cancelled" },
+  });
+  assert.equal(reused.status, 422);
+  assert.deepEqual(reused.json, {
+    code: 422,
+    message: "Idempotency-Key was already used for a different request",
+  });
+  assert.equal(reused.headers.get("x-ratelimit-limit"), "120");
+  assert.equal(await messageCount(db.sql), stored);
+
+  // Keys are the application's: another application's same key is its own.
+  const acme2 = await createKeyedApp(db.sql, "Acme 2");
+  const chat2 = await createVisitorChat(server.baseUrl, acme2.publicId);
+  const theirs = await apiCall(server.baseUrl, "/messages", {
+    key: acme2.key,
+    headers: { "idempotency-key": "order-17" },
+    json: { chat_id: chat2.chatId, content: "Your order shipped" },
+  });
+  assert.equal(theirs.status, 200);
+  assert.notEqual(theirs.json.data.message_id, messageId);
+  assert.equal(theirs.headers.get("idempotent-replayed"), null);
+
+  // A request that stored nothing leaves its key free for the request that will.
+  const lost = await send(server.baseUrl, "order-18", {
+    json: { chat_id: chat.chatId + 1000, content: "Hello" },
+  });
+  assert.equal(lost.status, 404);
+  const found = await send(server.baseUrl, "order-18", {
+    json: { chat_id: chat.chatId, content: "Hello" },
+  });
+  assert.equal(found.status, 200);
+  assert.equal(found.headers.get("idempotent-replayed"), null);
+});
+
+Deno.test("POST /messages: retries of one Idempotency-Key sent at the same time store one message", async () => {
+  await using db = await createTestDatabase();
+  await using server = await startTestServer(db.url);
+  await using other = await startTestServer(db.url);
+  const app = await createKeyedApp(db.sql);
+  const chat = await createVisitorChat(server.baseUrl, app.publicId);
+  const before = await messageCount(db.sql);
+  const answers = await Promise.all(
+    Array.from(
+      { length: 12 },
+      (_, index) =>
+        apiCall(index % 2 ? other.baseUrl : server.baseUrl, "/messages", {
+          key: app.key,
+          headers: { "idempotency-key": "7c0d3a8e-5b0e-4c59-9d4b-1f4e0f5b2a61" },
+          json: { chat_id: chat.chatId, content: "Only once" },
+        }),
+    ),
+  );
+  assert.deepEqual(answers.map((answer) => answer.status), Array(12).fill(200));
+  const ids = new Set(answers.map((answer) => answer.json.data.message_id));
+  assert.equal(ids.size, 1);
+  assert.equal(answers.filter((a) => a.headers.get("idempotent-replayed") === null).length, 1);
+  assert.equal(await messageCount(db.sql), before + 1);
+});
+
+Deno.test("POST /messages refuses a malformed Idempotency-Key before anything else, and keys expire after a day", async () => {
+  await using db = await createTestDatabase();
+  await using server = await startTestServer(db.url);
+  const app = await createKeyedApp(db.sql);
+  const chat = await createVisitorChat(server.baseUrl, app.publicId);
+  const before = await messageCount(db.sql);
+  for (const key of ["", "x".repeat(256), "tab\there", "caf\u00e9"]) {
+    const res = await fetch(`${server.baseUrl}/openapi/v1/messages`, {
+      method: "POST",
+      headers: {
+        authorization: `Bearer ${app.key}`,
+        "content-type": "application/json",
+        // A header value is bytes: é goes out as one Latin-1 byte, never ASCII.
+        "idempotency-key": key,
+      },
+      body: JSON.stringify({ chat_id: chat.chatId, content: "hi" }),
+    });
+    assert.equal(res.status, 400, JSON.stringify(key));
+    assert.deepEqual(await res.json(), {
+      code: 400,
+      message: "Idempotency-Key must be 1 to 255 printable ASCII characters",
+    });
+  }
+  assert.equal(await messageCount(db.sql), before);
+
+  const send = (content: string) =>
+    apiCall(server.baseUrl, "/messages", {
+      key: app.key,
+      headers: { "idempotency-key": "x".repeat(255) },
+      json: { chat_id: chat.chatId, content },
+    });
+  assert.equal((await send("first")).status, 200);
+  assert.equal((await send("second")).status, 422);
+  assert.equal(await sweepIdempotencyKeys(db.sql), 0);
+  await db.sql`UPDATE idempotency_keys SET created_at = created_at - interval '25 hours'`;
+  assert.equal(await sweepIdempotencyKeys(db.sql), 1);
+  const later = await send("second");
+  assert.equal(later.status, 200);
+  assert.equal(later.headers.get("idempotent-replayed"), null);
+  assert.equal(await messageCount(db.sql), before + 2);
 });

@@ -902,3 +902,59 @@ Deno.test("a batch marks its transaction in its session's row, and marks idle fo
     [marks[0].pid],
   );
 });
+
+Deno.test("commitBatch stores one reply per Idempotency-Key, in one batch or across its steps", async () => {
+  await using db = await createTestDatabase();
+  const app = await insertApplication(db.sql, "Acme");
+  const { chatId } = await visitorChat(db.sql, app.id);
+  const reply = (content: string, key: string | null, chat = chatId) => ({
+    kind: "chat.reply" as const,
+    appId: app.id,
+    chatId: chat,
+    senderType: "bot" as const,
+    senderName: null,
+    messageType: "text",
+    content,
+    payload: null,
+    ...(key === null ? {} : { idempotency: { key, fingerprint: `fp:${chat}:${content}` } }),
+  });
+  const results = await commitBatch(db.sql, [
+    reply("one", "k1"),
+    reply("one", "k1"), // the same request twice in a batch: the first one's message
+    reply("other", "k1"), // the key asked something else
+    reply("lost", "k2", chatId + 1000), // stores nothing: its key is given back
+    reply("found", "k2"), // came at the same instant as the one that failed
+    reply("plain", null),
+    { kind: "chat.close", appId: app.id, chatId },
+    reply("one", "k1"), // a later step of the batch sees the first step's key
+    reply("three", "k3"),
+  ]);
+  const first = value<{ message_id: number }>(results[0]).message_id;
+  assert.deepEqual(results.slice(1), [
+    { ok: true, value: { message_id: first }, replayed: true },
+    {
+      ok: false,
+      status: 422,
+      message: "Idempotency-Key was already used for a different request",
+    },
+    { ok: false, status: 404, message: "Conversation not found" },
+    { ok: false, status: 409, message: "A request with the same Idempotency-Key is in progress" },
+    results[5],
+    results[6],
+    { ok: true, value: { message_id: first }, replayed: true },
+    results[8],
+  ]);
+  const third = value<{ message_id: number }>(results[8]).message_id;
+  const messages = await db.sql`
+    SELECT content FROM messages WHERE sender_type = 'bot' ORDER BY id`;
+  assert.deepEqual(messages.map((m) => m.content), ["one", "plain", "three"]);
+  const keys = await db.sql`SELECT key, message_id FROM idempotency_keys ORDER BY key`;
+  assert.deepEqual(keys.map((k) => ({ ...k })), [
+    { key: "k1", message_id: first },
+    { key: "k3", message_id: third },
+  ]);
+  // The freed key stores its message in a later batch.
+  const [retried] = await commitBatch(db.sql, [reply("found", "k2")]);
+  assert.equal(retried.ok, true);
+  assert.equal((retried as { replayed?: true }).replayed, undefined);
+});

@@ -68,6 +68,11 @@ export interface SendReplyCommand {
   content: string;
   /** The validated document of a rich message, null for plain text. */
   payload: unknown;
+  /**
+   * The request's Idempotency-Key (the Open API's) and the SHA-256 hex of what it asks: within a
+   * day, the key's request stores one message whatever the retries (see `db/idempotency_keys.ts`).
+   */
+  idempotency?: { key: string; fingerprint: string };
 }
 
 /**
@@ -260,7 +265,12 @@ export interface ConfigureWebhookCommand {
 
 /** What a command answers: a value, or an error in the contract's terms. */
 export type CommandResult =
-  | { ok: true; value: unknown }
+  | {
+    ok: true;
+    value: unknown;
+    /** The answer an earlier request with the same Idempotency-Key got: nothing was stored. */
+    replayed?: true;
+  }
   | {
     ok: false;
     status: number;

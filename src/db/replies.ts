@@ -14,7 +14,12 @@ import { buttonsOffered } from "../domain/message_kinds.ts";
  * outside WhatsApp's window, it is kept as a failed message (a Flow's step: nobody to answer a
  * refusal) rather than refused.
  */
-export type ReplyInput = Omit<SendReplyCommand, "kind"> & {
+export type ReplyInput = Omit<SendReplyCommand, "kind" | "idempotency"> & {
+  /**
+   * The Idempotency-Key this transaction claimed for the reply (`idempotency_keys.ts`): stored
+   * only while the claim is this transaction's, and the claim settled with the message.
+   */
+  idempotencyKey?: string;
   flowNode?: string;
   internal?: boolean;
   keepOutsideWindow?: boolean;
@@ -25,6 +30,8 @@ export type AppendedReply =
   | { kind: "stored"; messageId: number; chatId: number; reopened: boolean }
   | { kind: "not_found" }
   | { kind: "outside_window" }
+  /** Its Idempotency-Key is not this transaction's: an earlier request holds it. */
+  | { kind: "held" }
   /** Kept outside the window (`keepOutsideWindow`): stored `failed`, `message.failed` queued. */
   | { kind: "failed"; messageId: number; chatId: number };
 
@@ -38,7 +45,9 @@ export type AppendedReply =
  * channel's sender. A reply that offers buttons becomes a message the conversation waits on for a
  * click: a Flow's is the Flow's current step (with its node), the bot's or an agent's is clickable
  * beside it and drives no Flow (for each, the last such reply of a conversation wins).
- * `reopened` is true on the first reply of a conversation that was closed. Also answers how many
+ * `reopened` is true on the first reply of a conversation that was closed. A reply with an
+ * Idempotency-Key is stored only while its claim is this transaction's (`held` otherwise); its
+ * claim then names the message, or is given back when nothing was stored. Also answers how many
  * webhook events were queued.
  */
 export async function appendReplies(
@@ -53,6 +62,7 @@ export async function appendReplies(
       n: number;
       status: string;
       outside_window: boolean;
+      held: boolean;
       message_id: number | null;
       queued: number;
     }[]
@@ -68,9 +78,11 @@ export async function appendReplies(
         ${inputs.map((i) => i.flowNode ?? null)}::text[],
         ${actionable}::text[]::boolean[],
         ${inputs.map((i) => i.internal ? "t" : "f")}::text[]::boolean[],
-        ${inputs.map((i) => i.keepOutsideWindow ? "t" : "f")}::text[]::boolean[]
+        ${inputs.map((i) => i.keepOutsideWindow ? "t" : "f")}::text[]::boolean[],
+        ${inputs.map((i) => i.idempotencyKey ?? null)}::text[]
       ) WITH ORDINALITY AS input (app_id, chat_id, sender_type, sender_name, message_type,
-        content, payload, flow_node, actionable, internal, keep_outside_window, n)
+        content, payload, flow_node, actionable, internal, keep_outside_window, idempotency_key,
+        n)
     ), target AS (
       SELECT i.*, c.status, c.client_id,
         -- Where the reply goes: an internal note stays in Parley (and Slack).
@@ -78,7 +90,12 @@ export async function appendReplies(
         c.channel = 'whatsapp' AND i.message_type <> 'template' AND NOT i.internal
           AND (c.last_inbound_at IS NULL
             OR c.last_inbound_at < stamp.at - make_interval(hours => ${REPLY_WINDOW_HOURS}))
-          AS outside_window
+          AS outside_window,
+        -- A claim of this transaction has no message yet; another's committed with its message.
+        i.idempotency_key IS NOT NULL AND NOT EXISTS (
+          SELECT 1 FROM idempotency_keys k
+          WHERE k.app_id = i.app_id AND k.key = i.idempotency_key AND k.message_id IS NULL
+        ) AS held
       FROM input i CROSS JOIN stamp
       CROSS JOIN LATERAL (
         -- The window is the customer's: their last message in any of their conversations.
@@ -91,7 +108,7 @@ export async function appendReplies(
       ) c
     ), accepted AS (
       SELECT *, row_number() OVER (ORDER BY n) AS k FROM target
-      WHERE NOT outside_window OR keep_outside_window
+      WHERE (NOT outside_window OR keep_outside_window) AND NOT held
     ), message AS (
       INSERT INTO messages (app_id, conversation_id, sender_type, sender_name, message_type,
         content, payload, internal, status, failure_code, failure_title, created_at)
@@ -114,9 +131,20 @@ export async function appendReplies(
         ARRAY(SELECT route FROM accepted ORDER BY k),
         ARRAY(SELECT outside_window FROM accepted ORDER BY k),
         ARRAY(SELECT client_id FROM accepted ORDER BY k),
+        ARRAY(SELECT idempotency_key FROM accepted ORDER BY k),
         ARRAY(SELECT id FROM message ORDER BY id)
       ) AS result (n, app_id, chat_id, flow_node, actionable, route, failed, client_id,
-        message_id)
+        idempotency_key, message_id)
+    ), keyed AS (
+      UPDATE idempotency_keys k SET message_id = r.message_id
+      FROM result r
+      WHERE r.idempotency_key IS NOT NULL AND k.app_id = r.app_id AND k.key = r.idempotency_key
+    ), unkept AS (
+      -- A claim whose reply stored nothing is given back: the request may be tried again.
+      DELETE FROM idempotency_keys k USING input i
+      WHERE i.idempotency_key IS NOT NULL AND k.app_id = i.app_id
+        AND k.key = i.idempotency_key AND k.message_id IS NULL
+        AND i.n NOT IN (SELECT n FROM accepted)
     ), waiting AS (
       -- The Flow's newest step with buttons, and apart from it the bot's or an agent's.
       SELECT app_id, chat_id,
@@ -164,7 +192,7 @@ export async function appendReplies(
       ORDER BY r.n
       RETURNING 1
     )
-    SELECT t.n, t.status, t.outside_window, r.message_id,
+    SELECT t.n, t.status, t.outside_window, t.held, r.message_id,
       ((SELECT count(*) FROM events) + (SELECT count(*) FROM sends))::int AS queued
     FROM target t LEFT JOIN result r ON r.n = t.n`;
   const byInput = new Map(rows.map((row) => [row.n, row]));
@@ -172,6 +200,7 @@ export async function appendReplies(
   const replies = inputs.map((input, index): AppendedReply => {
     const row = byInput.get(index + 1);
     if (!row) return { kind: "not_found" };
+    if (row.held) return { kind: "held" };
     if (row.message_id === null) return { kind: "outside_window" };
     if (row.outside_window) {
       return { kind: "failed", messageId: row.message_id, chatId: input.chatId };

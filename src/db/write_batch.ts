@@ -22,8 +22,9 @@ import type {
 } from "../actors/protocol.ts";
 import { insertVisitor } from "./visitors.ts";
 import { appendVisitorMessages } from "./messages.ts";
-import { type AppendedReply, appendReplies } from "./replies.ts";
+import { appendRepliesOnce, type OnceReply } from "./idempotency_keys.ts";
 import { OUTSIDE_WINDOW } from "../domain/conversation.ts";
+import { IDEMPOTENCY_KEY_IN_USE, IDEMPOTENCY_KEY_REUSED } from "../domain/idempotency_key.ts";
 import { closeConversation } from "./conversations.ts";
 import { replaceWebhook } from "./webhooks.ts";
 import { replaceFlow } from "./flows.ts";
@@ -290,7 +291,7 @@ function execute(tx: Tx, step: Step): Promise<Outcome[]> {
     );
   }
   if (step.kind === "chat.replies") {
-    return appendReplies(tx, step.commands).then(({ replies, queuedEvents }) =>
+    return appendRepliesOnce(tx, step.commands).then(({ replies, queuedEvents }) =>
       withQueued(queuedEvents, replies.map(replyOutcome))
     );
   }
@@ -376,7 +377,7 @@ function actionOutcome(
   }
 }
 
-function replyOutcome(reply: AppendedReply): Outcome {
+function replyOutcome(reply: OnceReply): Outcome {
   switch (reply.kind) {
     case "stored":
       return {
@@ -395,6 +396,12 @@ function replyOutcome(reply: AppendedReply): Outcome {
       };
     case "outside_window":
       return { result: { ok: false, status: 422, message: OUTSIDE_WINDOW } };
+    case "replayed": // nothing changed: no notice, no event
+      return { result: { ok: true, value: { message_id: reply.messageId }, replayed: true } };
+    case "key_reused":
+      return { result: { ok: false, status: 422, message: IDEMPOTENCY_KEY_REUSED } };
+    case "key_in_use":
+      return { result: { ok: false, status: 409, message: IDEMPOTENCY_KEY_IN_USE } };
   }
 }
 

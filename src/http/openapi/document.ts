@@ -16,8 +16,10 @@ const ERROR_TEXT: Record<number, string> = {
   401: "Invalid or missing API key",
   404: "Not found (another application's ids answer exactly like unknown ones)",
   413: "Request body too large (over 256 KiB)",
+  409: "A request with the same Idempotency-Key is in progress",
   415: "Unsupported content type",
-  422: "Outside the 24-hour window: only template messages can be sent",
+  422: "Outside the 24-hour window (only template messages can be sent), or an " +
+    "Idempotency-Key already used for a different request",
   429: "Rate limit exceeded",
   500: "Internal server error, or Failed to send",
 };
@@ -51,6 +53,7 @@ export function buildOpenApiDocument(
     const parameters = [
       ...parametersOf(route.params, "path", schemaOf),
       ...parametersOf(route.query, "query", schemaOf),
+      ...parametersOf(route.headerParams, "header", schemaOf),
     ];
     const data = route.bare ? route.data : successEnvelope(route.data);
     const responses: Record<string, unknown> = {
@@ -160,7 +163,7 @@ function rewriteRefs(value: unknown): unknown {
 
 function parametersOf(
   schema: z.ZodObject | undefined,
-  location: "path" | "query",
+  location: "path" | "query" | "header",
   schemaOf: (schema: z.ZodType, io: "input" | "output") => JsonSchema,
 ): unknown[] {
   if (!schema) return [];

@@ -10,6 +10,8 @@ import { appActorKey, type AppCommand, type CommandResult } from "../../actors/p
 import { AppError } from "../../domain/app_error.ts";
 import { MESSAGE_TYPES, parseMessageContent } from "../../domain/message_kinds.ts";
 import { MAX_CONTENT_LENGTH } from "../../domain/conversation.ts";
+import { parseIdempotencyKey, requestIdentity } from "../../domain/idempotency_key.ts";
+import { sha256Hex } from "../../crypto/tokens.ts";
 import { readBody } from "../body.ts";
 import { ok } from "../envelope.ts";
 import type { ApiKeyAuthVariables } from "../middleware/api_key_auth.ts";
@@ -48,8 +50,17 @@ export const MESSAGE_ROUTE_DOCS: RouteDoc[] = [{
     schema: SEND_MESSAGE_BODY,
     mediaTypes: ["application/json", "application/x-www-form-urlencoded"],
   },
+  headerParams: z.object({
+    "Idempotency-Key": z.string().min(1).max(255).meta({
+      description: "Optional, 1 to 255 printable ASCII characters (a UUID, say). A request that " +
+        "brings back a key used within 24 hours is answered with the message the key's first " +
+        "request stored (and `Idempotent-Replayed: true`) instead of storing another; 422 if it " +
+        "asks something else.",
+    }).optional(),
+  }),
   data: z.strictObject({ message_id: z.int().positive() }),
-  errors: [400, 404, 413, 415, 422],
+  headers: { "Idempotent-Replayed": "`true` when the answer is an earlier request's (same key)" },
+  errors: [400, 404, 409, 413, 415, 422],
 }];
 
 /** Routes under `/openapi/v1/messages`. */
@@ -58,6 +69,7 @@ export function messageRoutes(deps: MessageRoutesDeps): Hono<{ Variables: ApiKey
 
   routes.post("/", async (c) => {
     const { appId } = c.get("caller");
+    const key = parseIdempotencyKey(c.req.header("Idempotency-Key"));
     const body = await readBody(c, ["json", "form"], { integerKeys: ID_FIELDS });
     const parsed = SEND_MESSAGE_BODY.safeParse(body);
     // Presence first (one message for both fields); what is left — an unknown type, content
@@ -89,18 +101,22 @@ export function messageRoutes(deps: MessageRoutesDeps): Hono<{ Variables: ApiKey
       messageType,
       content,
       payload,
+      ...(key === null ? {} : {
+        idempotency: { key, fingerprint: sha256Hex(requestIdentity(chatId, messageType, content)) },
+      }),
     });
-    return ok(c, result);
+    if (result.replayed) c.header("Idempotent-Replayed", "true");
+    return ok(c, result.value);
   });
 
-  async function send(command: AppCommand): Promise<unknown> {
+  async function send(command: AppCommand): Promise<CommandResult & { ok: true }> {
     let result: CommandResult;
     try {
       result = await deps.ask(appActorKey(command.appId), command);
     } catch (error) {
       throw new AppError(500, "Failed to send", { cause: error });
     }
-    if (result.ok) return result.value;
+    if (result.ok) return result;
     if (result.status >= 500) {
       throw new AppError(500, "Failed to send", { cause: new Error(result.message) });
     }

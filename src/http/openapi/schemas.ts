@@ -74,6 +74,8 @@ export interface RouteDoc {
   query?: z.ZodObject;
   /** Path parameters. */
   params?: z.ZodObject;
+  /** Request headers beyond authentication (each property one header). */
+  headerParams?: z.ZodObject;
   /** The request body and the media types it may come in. */
   body?: { schema: z.ZodType; mediaTypes: string[] };
   /** The success answer's `data` (or the whole answer, when `bare`). */
