@@ -93,6 +93,8 @@ Deno.test("PUT /webhook refuses unsafe urls and malformed bodies and changes not
     ["loopback literal", { json: { url: "https://2130706433/" } }, 400, UNSAFE],
     ["metadata literal", { json: { url: "https://169.254.169.254/latest" } }, 400, UNSAFE],
     ["not a url", { json: { url: "hooks" } }, 400, UNSAFE],
+    ["CR/LF at the end", { json: { url: "https://hooks.example.com/\r\n" } }, 400, UNSAFE],
+    ["tab ahead", { json: { url: "\thttps://hooks.example.com/" } }, 400, UNSAFE],
     ["array body", { json: [] }, 400, "Invalid webhook configuration: body must be a JSON object"],
     [
       "url number",

@@ -129,6 +129,10 @@ export function parseFlow(input: unknown): Flow {
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
     const path = issue.path.map(String).join(".");
+    // A bad node name fails as a key of the record: its own rule says what is wrong.
+    if (issue.code === "invalid_key") {
+      throw invalid(`${path}: a node name ${issue.issues[0]?.message ?? "is not valid"}`);
+    }
     throw invalid(path === "" ? issue.message : `${path} ${issue.message}`);
   }
   const names = Object.keys(parsed.data.nodes);

@@ -72,6 +72,11 @@ Deno.test("parseFlow refuses each kind of broken Flow naming the offending path"
       "Invalid flow: start must be 1 to 64 letters, digits, _ or -",
     ],
     [
+      "bad node name, start fine",
+      withNodes({ a: { message: text("x") }, "a b": { message: text("y") } }, "a"),
+      "Invalid flow: nodes.a b: a node name must be 1 to 64 letters, digits, _ or -",
+    ],
+    [
       "reserved node name",
       withNodes({ handoff: { message: text("x") } }, "handoff"),
       "Invalid flow: nodes.handoff is a reserved name",

@@ -57,7 +57,9 @@ export function webhookConfigOf(body: unknown): WebhookConfig {
     throw invalid("events must be an array of strings");
   }
   if (typeof enabled !== "boolean") throw invalid("enabled must be a boolean");
-  const trimmed = url.trim();
+  // Spaces around a url are forgiven; a CR, LF or tab is left for the SSRF guard to refuse
+  // (CONTRACT §5.3), wherever it stands.
+  const trimmed = url.trim() === "" ? "" : url.replace(/^ +| +$/g, "");
   return {
     url: trimmed,
     events: WEBHOOK_EVENTS.filter((name) => events.includes(name)),

@@ -23,6 +23,10 @@ Deno.test("webhookConfigOf() forces enabled to false for a blank url", () => {
   assert.equal(webhookConfigOf({ url: "  ", enabled: true }).enabled, false);
   assert.equal(webhookConfigOf({ url: "https://example.com", enabled: false }).enabled, false);
   assert.equal(webhookConfigOf({ url: " https://example.com " }).url, "https://example.com");
+  assert.equal(webhookConfigOf({ url: " \r\n " }).url, "");
+  // Not whitespace to forgive: the SSRF guard refuses it (CONTRACT §5.3).
+  assert.equal(webhookConfigOf({ url: "https://example.com\r\n" }).url, "https://example.com\r\n");
+  assert.equal(webhookConfigOf({ url: "\thttps://example.com" }).url, "\thttps://example.com");
 });
 
 Deno.test("webhookConfigOf() refuses wrong shapes with the contract's message", () => {
