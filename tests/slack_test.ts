@@ -1709,3 +1709,42 @@ Deno.test("Slack events acknowledged but not applied before a crash are applied 
   );
   assert.deepEqual(rows.map((row) => row.content), replies);
 });
+
+Deno.test("a root post a member deleted holds nothing up: its status is skipped, the thread goes on", async () => {
+  await using env = await setUp();
+  await install(env);
+  const chat = await createVisitorChat(env.server.baseUrl, env.app.publicId, "Hello");
+  await threadTs(env);
+  // Slack's answer to updating a deleted message, for as long as anyone asks.
+  const gone = { body: { ok: false, error: "message_not_found" } };
+  env.slack.queue("chat.update", gone, gone, gone, gone);
+  const closed = await env.slack.postAction(
+    `${env.server.baseUrl}/api/v1/slack/actions`,
+    blockActions([closeAction(chat.chatId, String(chat.chatId))]),
+  );
+  await closed.body?.cancel();
+  await eventually(
+    () => env.db.sql`SELECT status FROM conversations WHERE id = ${chat.chatId}`,
+    ([current]) => current.status === "closed",
+    "the conversation closed",
+  );
+  const reply = await apiCall(env.server.baseUrl, "/messages", {
+    key: env.app.key,
+    json: { chat_id: chat.chatId, content: "after the root went" },
+  });
+  assert.equal(reply.status, 200);
+  // Retried as if Slack might find it again, the root's update held the reply back for minutes.
+  await waitUntil(
+    () => posts(env.slack).some((call) => call.params.text === "after the root went"),
+    "the reply in the thread",
+    5_000,
+  );
+  assert.ok(env.slack.calls.some((call) => call.method === "chat.update"));
+  // Every send done, none given up or waiting for a retry.
+  const sends = await eventually(
+    () => env.db.sql`SELECT state, last_error FROM outbox WHERE kind = 'slack'`,
+    (rows) => rows.every((row) => row.state === "succeeded"),
+    "every Slack send done",
+  );
+  assert.deepEqual(sends.filter((row) => row.last_error !== null), []);
+});

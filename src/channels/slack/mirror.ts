@@ -91,6 +91,9 @@ const FINAL_ERRORS = new Set([
   "no_text",
 ]);
 
+/** `chat.update`'s errors for a root that is no longer there to update. */
+const ROOT_GONE = new Set(["message_not_found", "cant_update_message"]);
+
 /** The root message of a conversation: who, where, its status, and `Close` while it is open. */
 export function rootMessage(conversation: NonNullable<ClaimedMirror["conversation"]>) {
   const who = conversation.visitorName ?? conversation.visitorEmail ??
@@ -311,6 +314,16 @@ export async function sendMirror(deps: MirrorDeps, send: ClaimedMirror): Promise
         channel: thread.channelId,
         ts: thread.ts,
         ...rootMessage(conversation),
+      }).catch((error) => {
+        // A member deleted the root: its status has nowhere to show, and retrying would hold
+        // the conversation's later posts back for half an hour. The thread goes on (Slack keeps
+        // a deleted parent's replies), so do this send's posts.
+        if (!ROOT_GONE.has(slackErrorOf(error).code)) throw error;
+        log("info", "slack root post gone: status not shown", {
+          app_id: send.appId,
+          team_id: installation!.teamId,
+          conversation_id: conversation!.id,
+        });
       });
     }
     const message = send.message;
