@@ -583,6 +583,8 @@ Deno.test("POST /messages with an Idempotency-Key stores one message however oft
     json: { chat_id: chat.chatId + 1000, content: "Hello" },
   });
   assert.equal(lost.status, 404);
+  const claims = await db.sql`SELECT key FROM idempotency_keys WHERE key = 'order-18'`;
+  assert.equal(claims.length, 0, "the claim given back");
   const found = await send(server.baseUrl, "order-18", {
     json: { chat_id: chat.chatId, content: "Hello" },
   });

@@ -958,3 +958,32 @@ Deno.test("commitBatch stores one reply per Idempotency-Key, in one batch or acr
   assert.equal(retried.ok, true);
   assert.equal((retried as { replayed?: true }).replayed, undefined);
 });
+
+Deno.test("commitBatch answers a duplicate key from the batch as it stood at the duplicate, not from later commands", async () => {
+  await using db = await createTestDatabase();
+  const app = await insertApplication(db.sql, "Acme");
+  const { chatId } = await visitorChat(db.sql, app.id);
+  const reply = (content: string, chat: number) => ({
+    kind: "chat.reply" as const,
+    appId: app.id,
+    chatId: chat,
+    senderType: "bot" as const,
+    senderName: null,
+    messageType: "text",
+    content,
+    payload: null,
+    idempotency: { key: "k", fingerprint: `fp:${chat}:${content}` },
+  });
+  const results = await commitBatch(db.sql, [
+    reply("x", chatId + 1000),
+    reply("x", chatId + 1000),
+    { kind: "chat.close", appId: app.id, chatId },
+    reply("y", chatId),
+  ]);
+  assert.deepEqual(results.slice(0, 2), [
+    { ok: false, status: 404, message: "Conversation not found" },
+    { ok: false, status: 409, message: "A request with the same Idempotency-Key is in progress" },
+  ]);
+  assert.equal(results[3].ok, true);
+  assert.equal((results[3] as { replayed?: true }).replayed, undefined);
+});

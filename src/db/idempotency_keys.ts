@@ -54,16 +54,14 @@ export async function appendRepliesOnce(
   if (claims.length === 0) {
     return appendReplies(tx, inputs) as Promise<{ replies: OnceReply[]; queuedEvents: number }>;
   }
-  // The claims go first, and the replies' statement right behind them (never after another
-  // step's): it sees which claims are this transaction's.
-  const [, { replies, queuedEvents }] = await Promise.all([
+  // The claims go first, the replies' statement right behind them (it sees which claims are
+  // this transaction's), and the keys' state right behind it: as this step left them, before any
+  // later step of the batch.
+  const [, { replies, queuedEvents }, uses] = await Promise.all([
     claimIdempotencyKeys(tx, claims),
     appendReplies(tx, inputs),
+    findKeyUses(tx, claims),
   ]);
-  const held = commands.filter((command, index) =>
-    command.idempotency && (inputOf[index] === -1 || replies[inputOf[index]].kind === "held")
-  );
-  const uses = held.length > 0 ? await findKeyUses(tx, held) : new Map();
   return {
     replies: commands.map((command, index): OnceReply => {
       const reply = inputOf[index] === -1 ? null : replies[inputOf[index]];
@@ -92,16 +90,16 @@ async function claimIdempotencyKeys(
     ON CONFLICT (app_id, key) DO NOTHING`;
 }
 
-/** The settled uses of the keys of `commands`, by {@linkcode nameOf}. */
+/** The settled uses of the keys of `claims`, by {@linkcode nameOf}. */
 async function findKeyUses(
   tx: Tx,
-  commands: SendReplyCommand[],
+  claims: { appId: number; key: string }[],
 ): Promise<Map<string, { fingerprint: string; messageId: number }>> {
   const rows = await tx<{ app_id: number; key: string; fingerprint: string; message_id: number }[]>`
     SELECT k.app_id, k.key, k.fingerprint, k.message_id
     FROM idempotency_keys k
-    JOIN unnest(${commands.map((command) => command.appId)}::bigint[],
-      ${commands.map((command) => command.idempotency!.key)}::text[]) AS c (app_id, key)
+    JOIN unnest(${claims.map((claim) => claim.appId)}::bigint[],
+      ${claims.map((claim) => claim.key)}::text[]) AS c (app_id, key)
       ON k.app_id = c.app_id AND k.key = c.key
     WHERE k.message_id IS NOT NULL`;
   return new Map(

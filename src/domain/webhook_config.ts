@@ -57,9 +57,9 @@ export function webhookConfigOf(body: unknown): WebhookConfig {
     throw invalid("events must be an array of strings");
   }
   if (typeof enabled !== "boolean") throw invalid("enabled must be a boolean");
-  // Spaces around a url are forgiven; a CR, LF or tab is left for the SSRF guard to refuse
-  // (CONTRACT §5.3), wherever it stands.
-  const trimmed = url.trim() === "" ? "" : url.replace(/^ +| +$/g, "");
+  // Whitespace around a url is forgiven, but for CR, LF and tab, left for the SSRF guard to
+  // refuse (CONTRACT §5.3) wherever they stand.
+  const trimmed = url.trim() === "" ? "" : url.replace(/^[^\S\t\r\n]+|[^\S\t\r\n]+$/g, "");
   return {
     url: trimmed,
     events: WEBHOOK_EVENTS.filter((name) => events.includes(name)),

@@ -24,6 +24,10 @@ Deno.test("webhookConfigOf() forces enabled to false for a blank url", () => {
   assert.equal(webhookConfigOf({ url: "https://example.com", enabled: false }).enabled, false);
   assert.equal(webhookConfigOf({ url: " https://example.com " }).url, "https://example.com");
   assert.equal(webhookConfigOf({ url: " \r\n " }).url, "");
+  assert.equal(
+    webhookConfigOf({ url: "\u00a0https://example.com\u3000" }).url,
+    "https://example.com",
+  );
   // Not whitespace to forgive: the SSRF guard refuses it (CONTRACT §5.3).
   assert.equal(webhookConfigOf({ url: "https://example.com\r\n" }).url, "https://example.com\r\n");
   assert.equal(webhookConfigOf({ url: "\thttps://example.com" }).url, "\thttps://example.com");

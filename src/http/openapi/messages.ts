@@ -51,7 +51,7 @@ export const MESSAGE_ROUTE_DOCS: RouteDoc[] = [{
     mediaTypes: ["application/json", "application/x-www-form-urlencoded"],
   },
   headerParams: z.object({
-    "Idempotency-Key": z.string().min(1).max(255).meta({
+    "Idempotency-Key": z.string().regex(/^[\x20-\x7e]{1,255}$/).meta({
       description: "Optional, 1 to 255 printable ASCII characters (a UUID, say). A request that " +
         "brings back a key used within 24 hours is answered with the message the key's first " +
         "request stored (and `Idempotent-Replayed: true`) instead of storing another; 422 if it " +
