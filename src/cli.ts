@@ -5,7 +5,7 @@
  * actors use, so they are serialized with the running server's writes.
  */
 import { loadConfig } from "./config.ts";
-import { connect, type Sql } from "./db/client.ts";
+import { awaitFirstContact, connect, type Sql } from "./db/client.ts";
 import { COMMAND_APPLICATION_NAME } from "./db/embedded.ts";
 import { openDatabase } from "./db/database.ts";
 import { migrate } from "./db/migrate.ts";
@@ -276,7 +276,7 @@ function required(flags: Record<string, string>, name: string): string {
 
 function id(flags: Record<string, string>, name: string): number {
   const value = required(flags, name);
-  if (!/^[1-9][0-9]{0,15}$/.test(value)) {
+  if (!/^[1-9][0-9]*$/.test(value)) {
     throw new Error(`Flag --${name} must be a positive integer`);
   }
   // Beyond it a number would name a neighbouring id.
@@ -323,6 +323,7 @@ export async function runCli(args: string[]): Promise<number> {
     const config = loadConfig();
     location = await openDatabase(config, undefined, { forCommand: true });
     sql = connect(location.url, { max: 2, applicationName: COMMAND_APPLICATION_NAME });
+    await awaitFirstContact(sql);
     await migrate(sql);
     const secretBox = async () => {
       const box = createSecretBox(
@@ -346,7 +347,8 @@ export async function runCli(args: string[]): Promise<number> {
     console.error(JSON.stringify({ error: message }));
     return 1;
   } finally {
-    await sql?.end();
+    // Every query has settled but one that waits for a database that never answered.
+    await sql?.end({ timeout: 0 });
     await location?.close();
   }
 }

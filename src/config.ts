@@ -10,6 +10,13 @@ const port = digits.pipe(z.int().min(0).max(65535));
 const positive = digits.pipe(z.int().positive());
 
 /**
+ * The most threads of one kind: each holds database connections, and PostgreSQL's own limit
+ * (300 for the embedded one) would end a start late, after many seconds of silence.
+ */
+export const MAX_WORKERS = 64;
+const workers = digits.pipe(z.int().positive().max(MAX_WORKERS));
+
+/**
  * An absolute URL whose scheme is one of `schemes`, with a host unless `hostOptional`:
  * `z.string().url()` alone takes anything with a colon (`parley.example.com:8080` parses as scheme
  * `parley.example.com`, `javascript:x` too).
@@ -33,7 +40,12 @@ const webUrl = urlWithScheme(["https", "http"]);
 
 /** Where Parley is reached: a web origin with an optional path, to which paths are appended. */
 const baseUrl = webUrl.refine((value) => {
-  const url = new URL(value);
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    return true; // not a URL: said above, and this check still runs
+  }
   return url.search === "" && url.hash === "" && !value.includes("?") && !value.includes("#") &&
     url.username === "" && url.password === "";
 }, "must have no query, fragment or user name");
@@ -45,8 +57,8 @@ const schema = z.object({
   PUBLIC_BASE_URL: baseUrl.optional(),
   RATE_LIMIT_PER_MINUTE: positive.default(120),
   WIDGET_RATE_LIMIT_PER_MINUTE: positive.default(600),
-  WORKERS: positive.optional(),
-  WEBHOOK_WORKERS: positive.optional(),
+  WORKERS: workers.optional(),
+  WEBHOOK_WORKERS: workers.optional(),
   TRUST_PROXY: z.enum(["0", "1"]).default("0"),
   LOG_LEVEL: z.enum(["debug", "info", "warn", "error", "silent"]).default("info"),
   PARLEY_ENCRYPTION_KEY: z.string().optional(),
@@ -96,6 +108,11 @@ export interface Config {
   };
 }
 
+/** One thread per CPU, up to {@linkcode MAX_WORKERS}. */
+function defaultWorkers(): number {
+  return Math.min(navigator.hardwareConcurrency ?? 2, MAX_WORKERS);
+}
+
 /** Reads and validates the configuration; throws a readable error on bad values. */
 export function loadConfig(env: Record<string, string | undefined> = Deno.env.toObject()): Config {
   const blankless = Object.fromEntries(
@@ -117,8 +134,8 @@ export function loadConfig(env: Record<string, string | undefined> = Deno.env.to
     publicBaseUrlSet: values.PUBLIC_BASE_URL !== undefined,
     rateLimitPerMinute: values.RATE_LIMIT_PER_MINUTE,
     widgetRateLimitPerMinute: values.WIDGET_RATE_LIMIT_PER_MINUTE,
-    workers: values.WORKERS ?? navigator.hardwareConcurrency ?? 2,
-    webhookWorkers: values.WEBHOOK_WORKERS ?? navigator.hardwareConcurrency ?? 2,
+    workers: values.WORKERS ?? defaultWorkers(),
+    webhookWorkers: values.WEBHOOK_WORKERS ?? defaultWorkers(),
     trustProxy: values.TRUST_PROXY === "1",
     logLevel: values.LOG_LEVEL,
     encryptionKey: values.PARLEY_ENCRYPTION_KEY ?? null,

@@ -15,6 +15,8 @@ Deno.test("loadConfig() applies the contract's defaults", () => {
 Deno.test("loadConfig() reads whole numbers in decimal digits only", () => {
   assert.equal(loadConfig({ PORT: "0" }).port, 0);
   assert.equal(loadConfig({ PORT: "65535", WORKERS: "3" }).workers, 3);
+  assert.equal(loadConfig({ WEBHOOK_WORKERS: "64" }).webhookWorkers, 64);
+  assert.ok(loadConfig({}).workers <= 64);
   for (
     const [name, value] of [
       ["PORT", " "],
@@ -25,6 +27,8 @@ Deno.test("loadConfig() reads whole numbers in decimal digits only", () => {
       ["PORT", "80.5"],
       ["WORKERS", "0"],
       ["WORKERS", "1.5"],
+      ["WORKERS", "65"],
+      ["WEBHOOK_WORKERS", "100000"],
       ["RATE_LIMIT_PER_MINUTE", "-1"],
       ["RATE_LIMIT_PER_MINUTE", " 5"],
       ["TRUST_PROXY", "yes"],
@@ -49,6 +53,11 @@ Deno.test("loadConfig() refuses URLs of the wrong scheme, and a base URL with a 
     ["PUBLIC_BASE_URL", "https://x.example/?", "must have no query, fragment or user name"],
     ["PUBLIC_BASE_URL", "https://u:p@x.example", "must have no query, fragment or user name"],
     ["SLACK_API_URL", "ftp:/x", "must be an absolute https:// or http:// URL"],
+    // Not URLs at all: the base URL's own check must not throw past the variable's name.
+    ["PUBLIC_BASE_URL", "not a url", "must be an absolute https:// or http:// URL"],
+    ["PUBLIC_BASE_URL", "http://", "must be an absolute https:// or http:// URL"],
+    ["WHATSAPP_GRAPH_URL", "not a url", "must be an absolute https:// or http:// URL"],
+    ["SLACK_API_URL", "http://", "must be an absolute https:// or http:// URL"],
     ["WHATSAPP_GRAPH_URL", "graph.example:443", "must be an absolute https:// or http:// URL"],
     ["SLACK_AUTHORIZE_URL", "slack.com/oauth", "must be an absolute https:// or http:// URL"],
     ["DATABASE_URL", "http://db.example/x", "must be an absolute postgres:// or postgresql:// URL"],

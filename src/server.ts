@@ -5,7 +5,7 @@
  * actors, close the database, stop the embedded PostgreSQL.
  */
 import type { Config } from "./config.ts";
-import { connect } from "./db/client.ts";
+import { awaitFirstContact, connect } from "./db/client.ts";
 import { openDatabase } from "./db/database.ts";
 import { checkEncryptionKey } from "./db/key_check.ts";
 import { migrate } from "./db/migrate.ts";
@@ -80,6 +80,8 @@ export interface StartOptions {
   shutdownGraceMs?: number;
   /** When old records are swept. @default DEFAULT_SWEEPS (a minute after start, then hourly) */
   sweeps?: SweepSchedule;
+  /** How long the start waits for the database's first answer. @default FIRST_CONTACT_MS */
+  firstContactMs?: number;
 }
 
 /** Starts an instance with `config`; resolves once it accepts requests. */
@@ -112,11 +114,13 @@ export async function startParley(
   const database = await openDatabase(config, lost.resolve);
   const sql = connect(database.url, { max: 10 });
   try {
+    await awaitFirstContact(sql, options.firstContactMs);
     const applied = await migrate(sql);
     if (applied.length > 0) log("info", "migrated", { applied });
     await checkEncryptionKey(sql, secretBox);
   } catch (error) {
-    await sql.end();
+    // Not waiting for queries: one may be waiting for a database that never answers.
+    await sql.end({ timeout: 0 });
     await database.close();
     throw error;
   }

@@ -334,6 +334,10 @@ Deno.test("cli errors are JSON on stderr with exit 1", async () => {
       ["key:list", "--app", "9007199254740993"],
       "Flag --app must be at most 9007199254740991",
     ],
+    [
+      ["key:list", "--app", "99999999999999999999"],
+      "Flag --app must be at most 9007199254740991",
+    ],
   ];
   for (const [args, message] of cases) {
     const result = await runCliProcess(args, env);

@@ -2,7 +2,9 @@ import assert from "node:assert/strict";
 import { createMediaLinks } from "../src/channels/media_links.ts";
 import { createTestDatabase } from "./support/database.ts";
 import { startPgProxy } from "./support/pg_proxy.ts";
-import { spawnServer, startTestServer } from "./support/server.ts";
+import { spawnServer, startTestServer, TEST_ENCRYPTION_KEY } from "./support/server.ts";
+import { startParley } from "../src/server.ts";
+import { loadConfig } from "../src/config.ts";
 import { createKeyedApp, createVisitorChat } from "./support/open_api.ts";
 import { connect } from "../src/db/client.ts";
 import { createHttpApp } from "../src/http/app.ts";
@@ -285,4 +287,42 @@ Deno.test("a thread outlives a connection lost during its first array-type looku
   } finally {
     proxy.close();
   }
+});
+
+Deno.test("a start against something that takes connections but speaks no PostgreSQL fails instead of hanging", async () => {
+  // It reads the startup packet and hangs up, as an HTTP server or a proxy to nowhere does.
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  let accepted = 0;
+  const serving = (async () => {
+    for await (const conn of listener) {
+      accepted++;
+      await conn.read(new Uint8Array(1024)).catch(() => null);
+      conn.close();
+    }
+  })();
+  const { port } = listener.addr as Deno.NetAddr;
+  const started = performance.now();
+  await assert.rejects(
+    startParley(
+      loadConfig({
+        DATABASE_URL: `postgres://x:y@127.0.0.1:${port}/db`,
+        PORT: "0",
+        WORKERS: "1",
+        LOG_LEVEL: "silent",
+        PARLEY_ENCRYPTION_KEY: TEST_ENCRYPTION_KEY,
+      }),
+      { firstContactMs: 1_500 },
+    ),
+    { message: "Cannot reach the database: nothing answered as PostgreSQL within 1.5 s" },
+  );
+  assert.ok(performance.now() - started < 10_000);
+  assert.ok(accepted >= 1);
+  // The pool ended with the start: once a connection under way has landed, none comes after
+  // (connecting again at once, it made hundreds a second).
+  await new Promise((resolve) => setTimeout(resolve, 200));
+  const after = accepted;
+  await new Promise((resolve) => setTimeout(resolve, 1_000));
+  assert.equal(accepted, after);
+  listener.close();
+  await serving.catch(() => {});
 });

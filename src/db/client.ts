@@ -160,6 +160,30 @@ export async function pingDatabase(sql: Sql, timeoutMs: number): Promise<void> {
   await settledWithin(sql`SELECT 1`, timeoutMs, () => new Error("Database did not answer in time"));
 }
 
+/** How long a start or an admin command waits for the database's first answer. */
+export const FIRST_CONTACT_MS = 30_000;
+
+/**
+ * Resolves once the database at `sql` first answers; rejects with its error, or after
+ * `timeoutMs` without an answer. Something that takes the connection but speaks no PostgreSQL
+ * (an HTTP port, a proxy to nowhere) closes it before it is ready, and postgres.js then connects
+ * again at once, forever, never failing the query: without this deadline a start hung silently.
+ * The pool is to be ended without waiting (`sql.end({ timeout: 0 })`) after a rejection.
+ */
+export async function awaitFirstContact(
+  sql: Sql,
+  timeoutMs: number = FIRST_CONTACT_MS,
+): Promise<void> {
+  await settledWithin(
+    sql`SELECT 1`,
+    timeoutMs,
+    () =>
+      new Error(
+        `Cannot reach the database: nothing answered as PostgreSQL within ${timeoutMs / 1000} s`,
+      ),
+  );
+}
+
 /** `promise`, or a rejection with `late()` once `timeoutMs` passed first. */
 async function settledWithin<T>(
   promise: Promise<T>,
