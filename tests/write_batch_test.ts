@@ -6,7 +6,12 @@ import { sweepCommitMarks } from "../src/db/commit_outcome.ts";
 import { commitBatch } from "../src/db/write_batch.ts";
 import { insertApplication } from "../src/db/applications.ts";
 import { CHANGES_CHANNEL, decodeChangeNotice } from "../src/domain/change_notice.ts";
-import type { CommandResult, SlackChange, WhatsAppInboundEntry } from "../src/actors/protocol.ts";
+import type {
+  CommandResult,
+  SendReplyCommand,
+  SlackChange,
+  WhatsAppInboundEntry,
+} from "../src/actors/protocol.ts";
 import { parseFlow } from "../src/domain/flow.ts";
 
 /** A visitor (Ann) of application `appId` who said "hi": their conversation and message. */
@@ -25,6 +30,26 @@ async function visitorChat(
     { chat_id: number; message_id: number }
   >(sent);
   return { chatId, messageId };
+}
+
+/** The bot's text reply to conversation `chatId`, with Idempotency-Key `key` unless null. */
+function keyedReply(
+  appId: number,
+  chatId: number,
+  content: string,
+  key: string | null,
+): SendReplyCommand {
+  return {
+    kind: "chat.reply",
+    appId,
+    chatId,
+    senderType: "bot",
+    senderName: null,
+    messageType: "text",
+    content,
+    payload: null,
+    ...(key === null ? {} : { idempotency: { key, fingerprint: `fp:${chatId}:${content}` } }),
+  };
 }
 
 function value<T>(result: CommandResult): T {
@@ -907,17 +932,8 @@ Deno.test("commitBatch stores one reply per Idempotency-Key, in one batch or acr
   await using db = await createTestDatabase();
   const app = await insertApplication(db.sql, "Acme");
   const { chatId } = await visitorChat(db.sql, app.id);
-  const reply = (content: string, key: string | null, chat = chatId) => ({
-    kind: "chat.reply" as const,
-    appId: app.id,
-    chatId: chat,
-    senderType: "bot" as const,
-    senderName: null,
-    messageType: "text",
-    content,
-    payload: null,
-    ...(key === null ? {} : { idempotency: { key, fingerprint: `fp:${chat}:${content}` } }),
-  });
+  const reply = (content: string, key: string | null, chat = chatId) =>
+    keyedReply(app.id, chat, content, key);
   const results = await commitBatch(db.sql, [
     reply("one", "k1"),
     reply("one", "k1"), // the same request twice in a batch: the first one's message
@@ -963,17 +979,7 @@ Deno.test("commitBatch answers a duplicate key from the batch as it stood at the
   await using db = await createTestDatabase();
   const app = await insertApplication(db.sql, "Acme");
   const { chatId } = await visitorChat(db.sql, app.id);
-  const reply = (content: string, chat: number) => ({
-    kind: "chat.reply" as const,
-    appId: app.id,
-    chatId: chat,
-    senderType: "bot" as const,
-    senderName: null,
-    messageType: "text",
-    content,
-    payload: null,
-    idempotency: { key: "k", fingerprint: `fp:${chat}:${content}` },
-  });
+  const reply = (content: string, chat: number) => keyedReply(app.id, chat, content, "k");
   const results = await commitBatch(db.sql, [
     reply("x", chatId + 1000),
     reply("x", chatId + 1000),
