@@ -155,9 +155,16 @@ export async function reserveWithin(
   }
 }
 
-/** Resolves once the database answers a trivial query; rejects if it fails or takes `timeoutMs`. */
-export async function pingDatabase(sql: Sql, timeoutMs: number): Promise<void> {
-  await settledWithin(sql`SELECT 1`, timeoutMs, () => new Error("Database did not answer in time"));
+/**
+ * Resolves once the database answers a trivial query; rejects with its error, or with `late`
+ * once `timeoutMs` passed first.
+ */
+export async function pingDatabase(
+  sql: Sql,
+  timeoutMs: number,
+  late = "Database did not answer in time",
+): Promise<void> {
+  await settledWithin(sql`SELECT 1`, timeoutMs, () => new Error(late));
 }
 
 /** How long a start or an admin command waits for the database's first answer. */
@@ -170,17 +177,14 @@ export const FIRST_CONTACT_MS = 30_000;
  * again at once, forever, never failing the query: without this deadline a start hung silently.
  * The pool is to be ended without waiting (`sql.end({ timeout: 0 })`) after a rejection.
  */
-export async function awaitFirstContact(
+export function awaitFirstContact(
   sql: Sql,
   timeoutMs: number = FIRST_CONTACT_MS,
 ): Promise<void> {
-  await settledWithin(
-    sql`SELECT 1`,
+  return pingDatabase(
+    sql,
     timeoutMs,
-    () =>
-      new Error(
-        `Cannot reach the database: nothing answered as PostgreSQL within ${timeoutMs / 1000} s`,
-      ),
+    `Cannot reach the database: nothing answered as PostgreSQL within ${timeoutMs / 1000} s`,
   );
 }
 

@@ -23,12 +23,13 @@ export const IDEMPOTENCY_KEY_REUSED = "Idempotency-Key was already used for a di
  */
 export const IDEMPOTENCY_KEY_IN_USE = "A request with the same Idempotency-Key is in progress";
 
-const KEY = /^[\x20-\x7e]{1,255}$/;
+/** A well-formed key: 1 to 255 printable ASCII characters. */
+export const IDEMPOTENCY_KEY_PATTERN = /^[\x20-\x7e]{1,255}$/;
 
 /** The key of a header value (null when there is no header); throws the 400 when malformed. */
 export function parseIdempotencyKey(header: string | null | undefined): string | null {
   if (header === null || header === undefined) return null;
-  if (!KEY.test(header)) throw new AppError(400, IDEMPOTENCY_KEY_INVALID);
+  if (!IDEMPOTENCY_KEY_PATTERN.test(header)) throw new AppError(400, IDEMPOTENCY_KEY_INVALID);
   return header;
 }
 

@@ -10,7 +10,12 @@ import { appActorKey, type AppCommand, type CommandResult } from "../../actors/p
 import { AppError } from "../../domain/app_error.ts";
 import { MESSAGE_TYPES, parseMessageContent } from "../../domain/message_kinds.ts";
 import { MAX_CONTENT_LENGTH } from "../../domain/conversation.ts";
-import { parseIdempotencyKey, requestIdentity } from "../../domain/idempotency_key.ts";
+import {
+  IDEMPOTENCY_KEY_HOURS,
+  IDEMPOTENCY_KEY_PATTERN,
+  parseIdempotencyKey,
+  requestIdentity,
+} from "../../domain/idempotency_key.ts";
 import { sha256Hex } from "../../crypto/tokens.ts";
 import { readBody } from "../body.ts";
 import { ok } from "../envelope.ts";
@@ -51,10 +56,10 @@ export const MESSAGE_ROUTE_DOCS: RouteDoc[] = [{
     mediaTypes: ["application/json", "application/x-www-form-urlencoded"],
   },
   headerParams: z.object({
-    "Idempotency-Key": z.string().regex(/^[\x20-\x7e]{1,255}$/).meta({
+    "Idempotency-Key": z.string().regex(IDEMPOTENCY_KEY_PATTERN).meta({
       description: "Optional, 1 to 255 printable ASCII characters (a UUID, say). A request that " +
-        "brings back a key used within 24 hours is answered with the message the key's first " +
-        "request stored (and `Idempotent-Replayed: true`) instead of storing another; 422 if it " +
+        `brings back a key used within ${IDEMPOTENCY_KEY_HOURS} hours is answered with the ` +
+        "message the key's first request stored (and `Idempotent-Replayed: true`) instead of storing another; 422 if it " +
         "asks something else.",
     }).optional(),
   }),
