@@ -1710,6 +1710,38 @@ Deno.test("Slack events acknowledged but not applied before a crash are applied 
   assert.deepEqual(rows.map((row) => row.content), replies);
 });
 
+Deno.test("Slack's legacy verification token is never stored: its requests are applied without it", async () => {
+  await using env = await setUp();
+  await install(env);
+  const chat = await createVisitorChat(env.server.baseUrl, env.app.publicId, "Hi");
+  const thread = await threadTs(env);
+  const legacyToken = "Jhj5dZrVaK7ZwHHjRyZWjbDl";
+  const reply = {
+    token: legacyToken,
+    ...threadEvent("EvToken", thread, { user: "U1", text: "Hello", ts: "1800000200.000001" }),
+  };
+  const answered = await env.slack.postEvent(`${env.server.baseUrl}/api/v1/slack/events`, reply);
+  assert.equal(answered.status, 200);
+  await answered.body?.cancel();
+  const clicked = await env.slack.postAction(`${env.server.baseUrl}/api/v1/slack/actions`, {
+    token: legacyToken,
+    ...blockActions([closeAction(chat.chatId, String(chat.chatId))]),
+  });
+  assert.equal(clicked.status, 200);
+  await clicked.body?.cancel();
+
+  await agentMessages(env, chat.chatId, (rows) => rows.length === 1, "the reply");
+  await eventually(
+    () => env.db.sql`SELECT status FROM conversations WHERE id = ${chat.chatId}`,
+    ([row]) => row.status === "closed",
+    "the conversation closed",
+  );
+  const stored = await env.db.sql`
+    SELECT kind, convert_from(body, 'UTF8') AS body FROM slack_deliveries ORDER BY id`;
+  assert.deepEqual(stored.map((row) => row.kind), ["event", "action"]);
+  for (const row of stored) assert.ok(!row.body.includes(legacyToken), row.body);
+});
+
 Deno.test("a root post a member deleted holds nothing up: its status is skipped, the thread goes on", async () => {
   await using env = await setUp();
   await install(env);

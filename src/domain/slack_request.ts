@@ -19,6 +19,28 @@ export function parseSlackRequest(kind: "event" | "action", text: string): Slack
   }
 }
 
+/**
+ * The bytes to store of a request of `kind` whose body is `raw` and document `document` (see
+ * {@linkcode parseSlackRequest}): `raw` itself, unless the document carries Slack's legacy
+ * verification token (`token`, sent in every event and click). That token is a secret of the
+ * Slack app; Parley verifies with the signing secret and never reads it, so the stored copy is
+ * the document without it (CONTRACT §7: no secret stored in clear) — nothing else is changed.
+ */
+export function storableSlackBody(
+  kind: "event" | "action",
+  raw: Uint8Array,
+  document: SlackDocument,
+): Uint8Array {
+  if (document === null || typeof document !== "object" || !Object.hasOwn(document, "token")) {
+    return raw;
+  }
+  const { token: _token, ...kept } = document;
+  if (kind === "event") return new TextEncoder().encode(JSON.stringify(kept));
+  const form = new URLSearchParams(new TextDecoder().decode(raw));
+  form.set("payload", JSON.stringify(kept));
+  return new TextEncoder().encode(form.toString());
+}
+
 /** The workspace a request's document comes from ("" when it names none). */
 export function slackTeamOf(document: SlackDocument): string {
   return String(document?.team_id ?? document?.team?.id ?? "");

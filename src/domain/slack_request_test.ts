@@ -3,7 +3,9 @@ import {
   isOrganisationProfile,
   judgeAuthorTeam,
   messageAuthorTeam,
+  parseSlackRequest,
   slackTeamOf,
+  storableSlackBody,
 } from "./slack_request.ts";
 
 Deno.test("judgeAuthorTeam() admits the workspace's own team, its organisation and an unnamed team", () => {
@@ -74,4 +76,39 @@ Deno.test("messageAuthorTeam() reads user_team, else team", () => {
   assert.equal(messageAuthorTeam({ team: "T1" }), "T1");
   assert.equal(messageAuthorTeam(null), undefined);
   assert.equal(slackTeamOf({ team: { id: "T9" } }), "T9");
+});
+
+Deno.test("storableSlackBody() drops the legacy verification token and keeps everything else", () => {
+  const encode = (text: string) => new TextEncoder().encode(text);
+  const decode = (bytes: Uint8Array) => new TextDecoder().decode(bytes);
+  const eventText =
+    '{"token":"XXYYZZ","team_id":"T1","event":{"type":"message","text":"caf\\u00e9 ✓"},"n":1.5}';
+  const event = parseSlackRequest("event", eventText);
+  const storedEvent = parseSlackRequest(
+    "event",
+    decode(storableSlackBody("event", encode(eventText), event)),
+  );
+  assert.deepEqual(storedEvent, {
+    team_id: "T1",
+    event: { type: "message", text: "café ✓" },
+    n: 1.5,
+  });
+
+  const payload = { type: "block_actions", token: "XXYYZZ", team: { id: "T1" }, actions: [] };
+  const actionText = new URLSearchParams({ payload: JSON.stringify(payload) }).toString();
+  const action = parseSlackRequest("action", actionText);
+  const storedAction = decode(storableSlackBody("action", encode(actionText), action));
+  assert.ok(!storedAction.includes("XXYYZZ"));
+  assert.deepEqual(parseSlackRequest("action", storedAction), {
+    type: "block_actions",
+    team: { id: "T1" },
+    actions: [],
+  });
+});
+
+Deno.test("storableSlackBody() stores a body without a token byte for byte", () => {
+  const raw = new TextEncoder().encode(' {"team_id":"T1"} ');
+  assert.equal(storableSlackBody("event", raw, { team_id: "T1" }), raw);
+  assert.equal(storableSlackBody("event", raw, null), raw);
+  assert.equal(storableSlackBody("event", raw, ["token"]), raw);
 });

@@ -29,7 +29,12 @@ import { findInstallationByApp } from "../db/slack_installations.ts";
 import { findMediaApps, isMediaWithdrawn } from "../db/channel_media.ts";
 import { isSlackFileHost } from "../domain/media_hosts.ts";
 import { drawStorerId } from "../channels/earlier_deliveries.ts";
-import { parseSlackRequest, type SlackDocument, slackTeamOf } from "../domain/slack_request.ts";
+import {
+  parseSlackRequest,
+  type SlackDocument,
+  slackTeamOf,
+  storableSlackBody,
+} from "../domain/slack_request.ts";
 import { slackOrderScopes } from "../domain/order_scopes.ts";
 
 /** What the Slack routes need. */
@@ -137,9 +142,10 @@ export function slackRoutes(deps: SlackRoutesDeps): Hono {
   async function receive(kind: "event" | "action", raw: Uint8Array, document: SlackDocument) {
     const teamId = slackTeamOf(document);
     const scopes = slackOrderScopes(kind, document);
-    const { id, earlier } = await storeDelivery({ kind, teamId, body: raw, scopes });
+    const body = storableSlackBody(kind, raw, document);
+    const { id, earlier } = await storeDelivery({ kind, teamId, body, scopes });
     setTimeout(() => {
-      deps.slackInbound.process(kind, id, raw, document, earlier).catch((error) =>
+      deps.slackInbound.process(kind, id, body, document, earlier).catch((error) =>
         log("error", "slack request failed", { kind, ...describeError(error) })
       );
     }, 0);
