@@ -82,6 +82,8 @@ export interface StartOptions {
   sweeps?: SweepSchedule;
   /** How long the start waits for the database's first answer. @default FIRST_CONTACT_MS */
   firstContactMs?: number;
+  /** How long a widget or Open API request may go unanswered. @default REQUEST_DEADLINE_MS */
+  requestDeadlineMs?: number;
 }
 
 /** Starts an instance with `config`; resolves once it accepts requests. */
@@ -202,6 +204,7 @@ export async function startParley(
   const refused = new WeakSet<Request>();
   const app = createHttpApp({
     shuttingDown: (request) => refused.has(request),
+    requestDeadlineMs: options.requestDeadlineMs,
     sql,
     ask,
     inbound,

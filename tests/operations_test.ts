@@ -326,3 +326,47 @@ Deno.test("a start against something that takes connections but speaks no Postgr
   listener.close();
   await serving.catch(() => {});
 });
+
+Deno.test("a request the database leaves unanswered is answered 500 at its deadline, with its headers", async () => {
+  await using db = await createTestDatabase();
+  const app = await createKeyedApp(db.sql);
+  // A database that froze, for the statement that reads a conversation's messages only.
+  const proxy = startPgProxy(
+    db.url,
+    (text) => text.includes("FROM messages") && text.includes("ORDER BY id DESC") ? "hold" : "pass",
+  );
+  try {
+    await using server = await startTestServer(proxy.url, {}, { requestDeadlineMs: 400 });
+    const chat = await createVisitorChat(server.baseUrl, app.publicId, "Hello");
+
+    const listed = await fetch(
+      `${server.baseUrl}/openapi/v1/conversations/${chat.chatId}/messages`,
+      // Without the deadline it would wait forever: fail instead.
+      { headers: { authorization: `Bearer ${app.key}` }, signal: AbortSignal.timeout(10_000) },
+    );
+    assert.equal(listed.status, 500);
+    assert.deepEqual(await listed.json(), { code: 500, message: "Internal server error" });
+    assert.equal(listed.headers.get("x-ratelimit-limit"), "120", "the rate limit's headers");
+    assert.ok(listed.headers.get("x-request-id"));
+
+    const history = await fetch(
+      `${server.baseUrl}/api/v1/widget/messages?chat_id=${chat.chatId}`,
+      {
+        headers: { authorization: `Bearer ${chat.token}`, origin: "https://shop.example" },
+        signal: AbortSignal.timeout(10_000),
+      },
+    );
+    assert.equal(history.status, 500);
+    assert.deepEqual(await history.json(), { code: 500, message: "Internal server error" });
+    assert.equal(history.headers.get("access-control-allow-origin"), "*", "readable by the page");
+
+    // What the database still answers is served as before.
+    const conversations = await fetch(`${server.baseUrl}/openapi/v1/conversations`, {
+      headers: { authorization: `Bearer ${app.key}` },
+    });
+    assert.equal(conversations.status, 200);
+    assert.equal((await conversations.json()).data.length, 1);
+  } finally {
+    proxy.close();
+  }
+});

@@ -27,12 +27,15 @@ import { createBucketNames } from "../rate_limit/bucket_names.ts";
 import { createVisitorAuth, visitorTokenOf } from "./visitor_auth.ts";
 import { type AttachVisitor, widgetSocketHandler } from "./widget_socket.ts";
 import { refuseWhileShuttingDown, type ShuttingDown } from "./middleware/shutting_down.ts";
+import { requestDeadline } from "./middleware/request_deadline.ts";
 
 /** What the widget routes need. */
 export interface WidgetDeps {
   sql: Sql;
   /** Marks the requests that arrived once the stop began: refused after CORS and rate limit. */
   shuttingDown?: ShuttingDown;
+  /** How long a request may go unanswered (see `request_deadline.ts`). @default REQUEST_DEADLINE_MS */
+  requestDeadlineMs?: number;
   ask(key: string, command: AppCommand): Promise<CommandResult>;
   attachVisitor: AttachVisitor;
   /** Where widget requests are counted. */
@@ -122,6 +125,8 @@ export function widgetRoutes(deps: WidgetDeps): Hono {
     },
   }));
   routes.use(refuseWhileShuttingDown(deps.shuttingDown));
+  // After CORS and the rate limit, whose headers its answer carries too.
+  routes.use(requestDeadline(deps.requestDeadlineMs));
 
   routes.use(bodySizeLimit());
 

@@ -4,10 +4,11 @@
  * statement, and each caller learns the count its own hit reached. Under load this turns
  * thousands of requests a second into a few statements a second.
  *
- * When a write fails (the database is down), its hits are counted in memory on top of the last
- * count the database gave for the bucket, so the limit still holds on this instance and every
- * answer still carries its rate-limit headers (CONTRACT §2.1); the next write that succeeds
- * speaks for the database again.
+ * When a write fails (the database is down) or is not answered in time (a database that froze
+ * without closing its connections), its hits are counted in memory on top of the last count the
+ * database gave for the bucket, so the limit still holds on this instance and every answer still
+ * carries its rate-limit headers (CONTRACT §2.1); the next write that succeeds speaks for the
+ * database again (its count includes a late write's hits, if that one landed after all).
  */
 import type { BucketCount } from "../db/rate_limits.ts";
 
@@ -58,14 +59,22 @@ export interface HitCounterOptions {
   /** Called with what a failed write threw; its hits were counted in memory instead.
    * @default ignores it */
   onError?: (error: unknown) => void;
+  /**
+   * How long a write may go unanswered before its hits are counted in memory and the next write
+   * goes out. @default WRITE_TIMEOUT_MS
+   */
+  writeTimeoutMs?: number;
 }
+
+/** The default of {@linkcode HitCounterOptions.writeTimeoutMs}: a write takes a millisecond. */
+export const WRITE_TIMEOUT_MS = 5_000;
 
 /** Creates a counter that writes through `addHits`. */
 export function createHitCounter(
   addHits: AddHits,
   options: HitCounterOptions = {},
 ): DatabaseHitCounter {
-  const { now = Date.now, onError = () => {} } = options;
+  const { now = Date.now, onError = () => {}, writeTimeoutMs = WRITE_TIMEOUT_MS } = options;
   let pending = new Map<string, Waiter[]>();
   let writers = 0;
   let starting = false;
@@ -98,8 +107,9 @@ export function createHitCounter(
       const batch = pending;
       pending = new Map();
       try {
-        const counts = await addHits(
-          [...batch].map(([bucket, waiters]) => ({ bucket, n: waiters.length })),
+        const counts = await answeredWithin(
+          addHits([...batch].map(([bucket, waiters]) => ({ bucket, n: waiters.length }))),
+          writeTimeoutMs,
         );
         const byBucket = new Map(counts.map((c) => [c.bucket, c]));
         const known = latestCounts();
@@ -135,4 +145,20 @@ export function createHitCounter(
       });
     },
   };
+}
+
+/** `write`, or a rejection once `timeoutMs` passed without its answer. */
+async function answeredWithin<T>(write: Promise<T>, timeoutMs: number): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(
+      () => reject(new Error(`The count's write went unanswered for ${timeoutMs} ms`)),
+      timeoutMs,
+    );
+  });
+  try {
+    return await Promise.race([write, late]);
+  } finally {
+    clearTimeout(timer);
+  }
 }

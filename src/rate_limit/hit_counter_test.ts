@@ -62,6 +62,28 @@ Deno.test("createHitCounter counts in memory while writes fail, after the databa
   assert.deepEqual(await counter.hit("a"), { count: 12, resetAt: 120 });
 });
 
+Deno.test("createHitCounter counts in memory past a write the database leaves unanswered, and writes on", async () => {
+  const frozen = Promise.withResolvers<{ bucket: string; count: number; resetAt: number }[]>();
+  const errors: unknown[] = [];
+  let writes = 0;
+  const counter = createHitCounter((hits) => {
+    writes++;
+    if (writes === 1) return Promise.resolve([{ bucket: "a", count: 7, resetAt: 120 }]);
+    if (writes === 2) return frozen.promise;
+    return Promise.resolve(hits.map(({ bucket, n }) => ({ bucket, count: 8 + n, resetAt: 120 })));
+  }, { now: () => 61_000, onError: (error) => errors.push(error), writeTimeoutMs: 30 });
+  assert.deepEqual(await counter.hit("a"), { count: 7, resetAt: 120 });
+  assert.deepEqual(await counter.hit("a"), { count: 8, resetAt: 120 }, "from memory, in time");
+  assert.equal(errors.length, 1);
+  assert.match(String(errors[0]), /unanswered for 30 ms/);
+  // The next hit is written, not held behind the write that never came back.
+  assert.deepEqual(await counter.hit("a"), { count: 9, resetAt: 120 });
+  assert.equal(writes, 3);
+  // The late write's failure, when it comes, is nobody's to handle.
+  frozen.reject(new Error("connection lost"));
+  await new Promise((resolve) => setTimeout(resolve, 1));
+});
+
 Deno.test("createHitCounter's memory of counts ends with the window", async () => {
   let nowMs = 61_000;
   let fail = false;

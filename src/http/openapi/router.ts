@@ -35,12 +35,15 @@ import type { RouteDoc } from "./schemas.ts";
 import type { ConversationListCache } from "../../cache/conversation_lists.ts";
 import { z } from "zod";
 import { refuseWhileShuttingDown, type ShuttingDown } from "../middleware/shutting_down.ts";
+import { requestDeadline } from "../middleware/request_deadline.ts";
 
 /** What the Open API needs. */
 export interface OpenApiDeps extends WebhookRoutesDeps, DeliveryRoutesDeps {
   sql: Sql;
   /** Marks the requests that arrived once the stop began: refused after the rate limit. */
   shuttingDown?: ShuttingDown;
+  /** How long a request may go unanswered (see `request_deadline.ts`). @default REQUEST_DEADLINE_MS */
+  requestDeadlineMs?: number;
   ask(key: string, command: AppCommand): Promise<CommandResult>;
   /** The active key with this plaintext, or null. */
   findApiKey(key: string): Promise<ApiCaller | null>;
@@ -87,6 +90,8 @@ export function openApiRoutes(deps: OpenApiDeps): Hono<{ Variables: ApiKeyAuthVa
     bucketOf: (c) => bucketOf(c, deps.trustProxy, bucketOfCredential),
   }));
   routes.use(refuseWhileShuttingDown(deps.shuttingDown));
+  // After the rate limit, whose headers its answer carries too.
+  routes.use(requestDeadline(deps.requestDeadlineMs));
   routes.get(
     "/openapi.json",
     (c) => c.body(document, 200, { "content-type": "application/json; charset=utf-8" }),
