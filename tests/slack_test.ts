@@ -1626,6 +1626,42 @@ Deno.test("a malformed event in a mirrored thread changes nothing and holds noth
   assert.equal(unapplied[0].n, 0);
 });
 
+Deno.test("a signed event naming ids no Slack request has (a NUL, 256 characters) is acknowledged and changes nothing", async () => {
+  await using env = await setUp();
+  await install(env);
+  const chat = await createVisitorChat(env.server.baseUrl, env.app.publicId, "Hello");
+  const thread = await threadTs(env);
+  const events = `${env.server.baseUrl}/api/v1/slack/events`;
+  const send = async (body: unknown) => {
+    const res = await env.slack.postEvent(events, body);
+    assert.equal(res.status, 200, await res.text());
+  };
+  const reply = (id: string, ts: string, fields: Record<string, unknown> = {}) =>
+    threadEvent(id, thread, { user: "U2", text: `reply ${id}`, ts, ...fields });
+  const long = "1".repeat(256);
+  await send(reply("Ev50", "1800000003.000001", { channel: `${CHANNEL}\u0000` }));
+  await send(reply("Ev\u000051", "1800000003.000002"));
+  await send(reply(`Ev${long}`, "1800000003.000003"));
+  await send(reply("Ev53", "1800000003.00000\u00004"));
+  await send(reply("Ev54", long));
+  await send(reply("Ev55", "1800000003.000005", { user: "U\u00002" }));
+  await send({ ...reply("Ev56", "1800000003.000006"), team_id: `${TEAM}\u0000` });
+  await send(reply("Ev57", "1800000003.000007"));
+  const rows = await agentMessages(env, chat.chatId, (current) => current.length >= 1, "a reply");
+  assert.deepEqual(rows.map((row) => row.content), ["reply Ev57"]);
+  const unapplied = await eventually(
+    () =>
+      env.db.sql`
+      SELECT count(*)::int AS n, count(*) FILTER (WHERE attempts > 0)::int AS failed
+      FROM slack_deliveries WHERE processed_at IS NULL`,
+    ([result]) => result.n === 0,
+    "every delivery applied, none left for recovery",
+  );
+  assert.deepEqual({ ...unapplied[0] }, { n: 0, failed: 0 });
+  const [stored] = await env.db.sql`SELECT count(*)::int AS n FROM slack_deliveries`;
+  assert.equal(stored.n, 8, "every one was stored before its answer");
+});
+
 Deno.test("a thread reply reaches the visitor as the agent saw it: no escapes, links and mentions readable", async () => {
   await using env = await setUp();
   await install(env);

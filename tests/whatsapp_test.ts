@@ -509,6 +509,38 @@ Deno.test("an unreadable error code in a status sinks nothing else of its delive
   assert.deepEqual({ ...delivery }, { attempts: 0, last_error: null });
 });
 
+Deno.test("an id longer than any Meta gives sinks only its own part of the delivery", async () => {
+  await using env = await setUp();
+  const long = "9".repeat(6_000);
+  const image = {
+    ...textMessage("unused"),
+    type: "image",
+    image: { id: long, mime_type: "image/png" },
+  };
+  const body = webhookBody(
+    [
+      textMessage("first"),
+      { ...textMessage("too long an id"), id: `wamid.${long}` },
+      { ...textMessage("too long a number"), from: long },
+      image,
+      textMessage("last"),
+    ],
+    [{ id: `wamid.${long}`, status: "read", timestamp: "1700000000", recipient_id: CUSTOMER }],
+  );
+  assert.equal(await post(env, body), 200);
+  await processed(env);
+  const rows = await env.db.sql`SELECT content FROM messages ORDER BY id`;
+  assert.deepEqual(rows.map((row) => row.content), ["first", "last"]);
+  const [delivery] = await env.db.sql`SELECT attempts, last_error FROM whatsapp_deliveries`;
+  assert.deepEqual({ ...delivery }, { attempts: 0, last_error: null });
+  // A NUL in a customer's number is read without it, from the delivery's store on.
+  const nul = { ...textMessage("number with a NUL"), from: `${CUSTOMER}\u0000` };
+  assert.equal(await post(env, webhookBody([nul])), 200);
+  await processed(env);
+  const [last] = await env.db.sql`SELECT content FROM messages ORDER BY id DESC LIMIT 1`;
+  assert.equal(last.content, "number with a NUL");
+});
+
 Deno.test("a delivery that cannot be handed to its actor counts an attempt, so recovery ends", async () => {
   await using db = await createTestDatabase();
   const app = await createKeyedApp(db.sql);

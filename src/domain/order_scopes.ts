@@ -8,6 +8,8 @@
  * read: it is ordered with every request of its application or workspace.
  */
 
+import { isSlackId } from "./slack_request.ts";
+
 /** The scopes of a WhatsApp webhook delivery (its parsed JSON body). */
 export function whatsappOrderScopes(document: unknown): string[] | null {
   const scopes = new Set<string>();
@@ -52,16 +54,20 @@ export function slackOrderScopes(kind: "event" | "action", document: unknown): s
     thread = field(message, "thread_ts") ?? field(container, "thread_ts") ??
       field(container, "message_ts") ?? field(message, "ts");
   }
-  return typeof channel === "string" && typeof thread === "string"
-    ? [`${channel}:${thread}`]
-    : null;
+  return isSlackId(channel) && isSlackId(thread) ? [`${channel}:${thread}`] : null;
 }
 
-/** Adds a customer's ids as scopes; answers whether there was one. */
+/**
+ * Adds a customer's ids as scopes; answers whether there was one. An id is taken without NUL
+ * characters, as the parser reads it (PostgreSQL cannot store a NUL: one failed the statement
+ * storing every request that arrived with it).
+ */
 function addIds(scopes: Set<string>, waId: unknown, userId: unknown): boolean {
-  if (typeof waId === "string" && waId !== "") scopes.add(`wa:${waId}`);
-  if (typeof userId === "string" && userId !== "") scopes.add(`user:${userId}`);
-  return typeof waId === "string" && waId !== "" || typeof userId === "string" && userId !== "";
+  const wa = typeof waId === "string" ? waId.replaceAll("\0", "") : "";
+  const user = typeof userId === "string" ? userId.replaceAll("\0", "") : "";
+  if (wa !== "") scopes.add(`wa:${wa}`);
+  if (user !== "") scopes.add(`user:${user}`);
+  return wa !== "" || user !== "";
 }
 
 function field(value: unknown, name: string): unknown {

@@ -34,6 +34,14 @@ Deno.test("a WhatsApp delivery is scoped by its customers' numbers and user ids"
     }))?.sort(),
     ["user:US.1", "user:US.2", "user:US.3", "wa:111"],
   );
+  // Ids as the parser reads them: without NUL, which PostgreSQL cannot store.
+  assert.deepEqual(
+    whatsappOrderScopes(delivery({
+      contacts: [{ wa_id: "1\u000011", user_id: "\u0000" }],
+      messages: [{ from: "1\u000011", id: "w1", type: "text" }],
+    })),
+    ["wa:111"],
+  );
 });
 
 Deno.test("a WhatsApp delivery of status receipts alone waits for nothing", () => {
@@ -105,4 +113,9 @@ Deno.test("a Slack request is scoped by its thread", () => {
   assert.deepEqual(slackOrderScopes("action", click), ["C1:100.1"]);
   assert.equal(slackOrderScopes("event", { type: "app_rate_limited" }), null);
   assert.equal(slackOrderScopes("action", null), null);
+  // Ids no Slack request has (PostgreSQL could not store a NUL): ordered with everything.
+  const nul = { event: { type: "message", channel: "C\u00001", thread_ts: "100.1" } };
+  assert.equal(slackOrderScopes("event", nul), null);
+  const long = { event: { type: "message", channel: "C1", thread_ts: "1".repeat(256) } };
+  assert.equal(slackOrderScopes("event", long), null);
 });

@@ -473,6 +473,11 @@ Deno.test("parseSlackAction() returns null for block ids and values that are not
     assert.equal(parseSlackAction(blockId, "sales"), null, blockId);
   }
   assert.equal(parseSlackAction("parley_message:1:0", ""), null);
+  assert.equal(
+    parseSlackAction("parley_message:1:0", "sa\u0000les"),
+    null,
+    "no button id has a NUL",
+  );
   assert.equal(parseSlackAction("parley_message:1:0", "x".repeat(257)), null);
 });
 

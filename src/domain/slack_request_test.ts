@@ -1,7 +1,9 @@
 import assert from "node:assert/strict";
 import {
   isOrganisationProfile,
+  isSlackId,
   judgeAuthorTeam,
+  MAX_SLACK_ID_LENGTH,
   messageAuthorTeam,
   parseSlackRequest,
   slackTeamOf,
@@ -111,4 +113,33 @@ Deno.test("storableSlackBody() stores a body without a token byte for byte", () 
   assert.equal(storableSlackBody("event", raw, { team_id: "T1" }), raw);
   assert.equal(storableSlackBody("event", raw, null), raw);
   assert.equal(storableSlackBody("event", raw, ["token"]), raw);
+});
+
+Deno.test("isSlackId() takes strings of 1 to 255 characters without control characters", () => {
+  for (
+    const id of [
+      "T0123",
+      "C0SUPPORT",
+      "1800000000.000100",
+      "Ev01ABC",
+      "x".repeat(MAX_SLACK_ID_LENGTH),
+    ]
+  ) {
+    assert.ok(isSlackId(id), id);
+  }
+  for (
+    const id of ["", "C\u00001", "C1\n", "\u007f", "x".repeat(MAX_SLACK_ID_LENGTH + 1), 5, null, [
+      "T1",
+    ]]
+  ) {
+    assert.ok(!isSlackId(id), JSON.stringify(id));
+  }
+});
+
+Deno.test("slackTeamOf() names no workspace for a team that is no id", () => {
+  assert.equal(slackTeamOf({ team_id: "T1" }), "T1");
+  assert.equal(slackTeamOf({ team: { id: "T2" } }), "T2");
+  assert.equal(slackTeamOf({ team_id: "T\u00001" }), "");
+  assert.equal(slackTeamOf({ team_id: 7 }), "");
+  assert.equal(slackTeamOf(null), "");
 });

@@ -50,6 +50,7 @@ import { createLiveGate, recoverStored, type RecoveryOptions } from "../recover_
 import { createEarlierWaits } from "../earlier_deliveries.ts";
 import {
   isOrganisationProfile,
+  isSlackId,
   judgeAuthorTeam,
   messageAuthorTeam,
   parseSlackRequest,
@@ -131,7 +132,7 @@ export function createSlackInboundProcessor(deps: SlackInboundDeps): SlackInboun
   const threads = createLruCache<string, { appId: number; chatId: number }>(50_000);
 
   async function installationOf(teamId: unknown): Promise<SlackInstallation | null> {
-    if (typeof teamId !== "string") return null;
+    if (!isSlackId(teamId)) return null;
     const cached = installations.get(teamId);
     if (cached && cached.until > Date.now()) return cached.installation;
     const installation = await findInstallationByTeam(deps.sql, teamId);
@@ -182,7 +183,7 @@ export function createSlackInboundProcessor(deps: SlackInboundDeps): SlackInboun
   ): Promise<boolean> {
     const verdict = judgeAuthorTeam(authorTeam, context);
     if (verdict !== "ask") return verdict === "member";
-    if (typeof userId !== "string") return false;
+    if (!isSlackId(userId)) return false;
     const user = await profileOf(installation, userId);
     return user !== null && isOrganisationProfile(user, context);
   }
@@ -224,11 +225,11 @@ export function createSlackInboundProcessor(deps: SlackInboundDeps): SlackInboun
     event: SlackDocument,
     context: SlackRequestContext,
   ): Promise<SlackChange | null> {
-    if (event?.type !== "message" || typeof event.channel !== "string") return null;
+    if (event?.type !== "message" || !isSlackId(event.channel)) return null;
     const channelId: string = event.channel;
     if (event.subtype === "message_changed") {
       const message = event.message;
-      if (!message || isOwn(installation, message) || typeof message.ts !== "string") return null;
+      if (!message || isOwn(installation, message) || !isSlackId(message.ts)) return null;
       const text = storableText(await readable(installation, String(message.text ?? "")));
       const edit = {
         kind: "edit" as const,
@@ -253,12 +254,12 @@ export function createSlackInboundProcessor(deps: SlackInboundDeps): SlackInboun
       // example shows it, is safe to apply).
       const previous = event.previous_message;
       if (previous && isOwn(installation, previous)) return null;
-      return typeof event.deleted_ts === "string"
+      return isSlackId(event.deleted_ts)
         ? { kind: "delete", channelId, ts: event.deleted_ts }
         : null;
     }
     if (!isStoredKind(event)) return null;
-    if (isOwn(installation, event) || typeof event.user !== "string") return null;
+    if (isOwn(installation, event) || !isSlackId(event.user)) return null;
     // Another organisation's member in a shared channel is no agent: their reply changes nothing.
     if (!await isAgent(installation, event.user, messageAuthorTeam(event), context)) return null;
     const reply = await threadReplyOf(installation, channelId, event);
@@ -279,8 +280,8 @@ export function createSlackInboundProcessor(deps: SlackInboundDeps): SlackInboun
     channelId: string,
     message: SlackDocument,
   ): Promise<{ chatId: number; senderName: string; files: SlackReplyFile[] } | null> {
-    if (!message || isOwn(installation, message) || typeof message.user !== "string") return null;
-    if (typeof message.ts !== "string" || typeof message.thread_ts !== "string") return null;
+    if (!message || isOwn(installation, message) || !isSlackId(message.user)) return null;
+    if (!isSlackId(message.ts) || !isSlackId(message.thread_ts)) return null;
     if (message.thread_ts === message.ts) return null;
     const thread = await threadOf(installation, channelId, message.thread_ts);
     if (!thread) return null;
@@ -288,7 +289,7 @@ export function createSlackInboundProcessor(deps: SlackInboundDeps): SlackInboun
       ? message.files.slice(0, MAX_SLACK_REPLY_FILES)
       : [];
     const files = attached.flatMap((file: SlackDocument) =>
-      typeof file?.id === "string"
+      isSlackId(file?.id)
         ? [{
           id: file.id,
           url: deps.mediaLinks.link(installation.appId, file.id),
@@ -308,7 +309,7 @@ export function createSlackInboundProcessor(deps: SlackInboundDeps): SlackInboun
   /** What the actor is to do with event request `id`: null when the request changes nothing. */
   async function prepareEvent(id: number, body: SlackDocument): Promise<SlackEventCommand | null> {
     const installation = await installationOf(body?.team_id);
-    if (!installation || body?.type !== "event_callback" || typeof body.event_id !== "string") {
+    if (!installation || body?.type !== "event_callback" || !isSlackId(body.event_id)) {
       return null;
     }
     return {
@@ -343,9 +344,7 @@ export function createSlackInboundProcessor(deps: SlackInboundDeps): SlackInboun
     payload: SlackDocument,
   ): Promise<(CloseChatCommand | VisitorActionCommand)[]> {
     const teamId = payload?.team?.id ?? payload?.user?.team_id;
-    const installation = typeof teamId === "string"
-      ? await findInstallationByTeam(deps.sql, teamId)
-      : null;
+    const installation = isSlackId(teamId) ? await findInstallationByTeam(deps.sql, teamId) : null;
     if (!installation || payload?.type !== "block_actions" || !Array.isArray(payload.actions)) {
       return [];
     }

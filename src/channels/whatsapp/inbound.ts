@@ -98,8 +98,19 @@ export interface ParsedWebhook {
 /** Why one part of the body is skipped; caught where that part is read. */
 class SkippedPart extends Error {}
 
-const ID = z.string().min(1);
+/**
+ * The longest id read from a body. Meta's are far shorter (a wamid is about 60 characters, a
+ * BSUID about 25); ids are stored in unique indexes, whose rows PostgreSQL caps at 2,704 bytes,
+ * so a longer one failed its whole delivery's transaction — every message of the batch, at every
+ * retry. Past this length the part is skipped instead.
+ */
+export const MAX_ID_LENGTH = 256;
+
+const TOO_LONG = { error: `must be at most ${MAX_ID_LENGTH} characters` };
+const ID = z.string().min(1).max(MAX_ID_LENGTH, TOO_LONG);
 const OPTIONAL = z.string().optional();
+/** An id that may be absent (a customer's ids in `contacts` and `system` messages). */
+const OPTIONAL_ID = z.string().max(MAX_ID_LENGTH, TOO_LONG).optional();
 const TIMESTAMP = z.union([z.string(), z.number()]);
 const LIST = z.array(z.unknown()).optional();
 const WEBHOOK = z.object({
@@ -116,8 +127,8 @@ const CHANGE_VALUE = z.object({
   errors: LIST,
 });
 const CONTACT = z.object({
-  wa_id: OPTIONAL,
-  user_id: OPTIONAL,
+  wa_id: OPTIONAL_ID,
+  user_id: OPTIONAL_ID,
   profile: z.object({ name: OPTIONAL }).optional(),
 });
 /** Meta's error codes are 32-bit integers (the column too); any other number is unreadable. */
@@ -167,10 +178,10 @@ const BUTTON = z.object({ payload: z.string(), text: z.string() });
 const UNSUPPORTED = z.object({ type: OPTIONAL }).optional();
 const SYSTEM = z.object({
   type: OPTIONAL,
-  wa_id: OPTIONAL,
-  new_wa_id: OPTIONAL,
-  user_id: OPTIONAL,
-  previous_user_id: OPTIONAL,
+  wa_id: OPTIONAL_ID,
+  new_wa_id: OPTIONAL_ID,
+  user_id: OPTIONAL_ID,
+  previous_user_id: OPTIONAL_ID,
 });
 /** The `system` messages that name a user's new ids. */
 const IDENTITY_CHANGES = ["user_changed_number", "user_changed_user_id"];

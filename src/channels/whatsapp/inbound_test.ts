@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { type InboundItem, parseWhatsAppWebhook } from "./inbound.ts";
+import { type InboundItem, MAX_ID_LENGTH, parseWhatsAppWebhook } from "./inbound.ts";
 
 // Meta's samples, byte for byte as in /work/shared/fixtures/whatsapp (kept here so the test stands alone).
 const INBOUND_TEXT =
@@ -421,6 +421,36 @@ Deno.test("parseWhatsAppWebhook() skips a malformed message and keeps the others
     { path: "entry.1.changes.0.value.messages.3", reason: "image.id is required" },
     { path: "entry.1.changes.0.value.messages.4", reason: "message must be an object" },
   ]);
+});
+
+Deno.test("parseWhatsAppWebhook() skips a part whose id is longer than any Meta gives, and keeps the rest", () => {
+  const long = (prefix: string) => prefix + "9".repeat(MAX_ID_LENGTH + 1 - prefix.length);
+  const messages = [
+    text("m1"),
+    text(long("wamid.")),
+    { ...text("m3"), from: long("") },
+    message("image", { image: { id: long("") } }, "m4"),
+    message("system", { system: { type: "user_changed_number", wa_id: long("") } }, "m5"),
+    text("m6"),
+    text("9".repeat(MAX_ID_LENGTH)),
+  ];
+  const statuses = [status(long("wamid.")), status("wamid.OUT")];
+  const parsed = parseWhatsAppWebhook(webhook([changeValue({ messages, statuses })]));
+  assert.deepEqual(parsed.items.map((item) => item.wamid), [
+    "m1",
+    "m6",
+    "9".repeat(MAX_ID_LENGTH),
+    "wamid.OUT",
+  ]);
+  const path = "entry.0.changes.0.value";
+  assert.deepEqual(parsed.skipped.map((part) => part.path), [
+    `${path}.messages.1`,
+    `${path}.messages.2`,
+    `${path}.messages.3`,
+    `${path}.messages.4`,
+    `${path}.statuses.0`,
+  ]);
+  for (const { reason } of parsed.skipped) assert.match(reason, /at most 256/);
 });
 
 Deno.test("parseWhatsAppWebhook() gives a customer without a contacts entry no name", () => {
