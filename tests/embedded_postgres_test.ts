@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { spawnServer } from "./support/server.ts";
+import { spawnServer, TEST_ENCRYPTION_KEY } from "./support/server.ts";
 import { runCliProcess } from "./support/cli.ts";
 import postgres from "postgres";
 import { waitForPreviousPostmaster } from "../src/db/embedded.ts";
@@ -126,10 +126,19 @@ async function isAlive(pid: number): Promise<boolean> {
 Deno.test("a server killed with SIGKILL takes its embedded PostgreSQL with it, and the next start owns a fresh one", async () => {
   await using temp = await tempDataDir("parley-orphan-");
   const dataDir = temp.path;
-  const first = await spawnServer({ DATA_DIR: dataDir });
+  const secrets = {
+    PARLEY_ENCRYPTION_KEY: TEST_ENCRYPTION_KEY,
+    SLACK_SIGNING_SECRET: "signing-secret-kept-from-postgres",
+  };
+  const first = await spawnServer({ DATA_DIR: dataDir, ...secrets });
   const postmaster = await postmasterPid(dataDir);
   const firstPort = await postmasterPort(dataDir);
   assert.ok(await isAlive(postmaster));
+  // PostgreSQL gets none of Parley's secrets: its environment is readable by its user and its
+  // superuser.
+  const environment = await Deno.readTextFile(`/proc/${postmaster}/environ`);
+  for (const secret of Object.values(secrets)) assert.ok(!environment.includes(secret));
+  assert.match(environment, /(^|\0)PATH=/, "what it needs, it has");
   // A start meanwhile would see this postmaster for what it is, and share it.
   assert.equal(typeof await waitForPreviousPostmaster(`${dataDir}/pg`, 1_000), "number");
   first.process.kill("SIGKILL");
@@ -145,7 +154,7 @@ Deno.test("a server killed with SIGKILL takes its embedded PostgreSQL with it, a
     "PostgreSQL's shutdown to remove its postmaster.pid",
   );
 
-  const second = await spawnServer({ DATA_DIR: dataDir });
+  const second = await spawnServer({ DATA_DIR: dataDir, ...secrets });
   try {
     const next = await postmasterPid(dataDir);
     assert.notEqual(next, postmaster);

@@ -520,6 +520,24 @@ function asUser(command: string, args: string[], runAs: typeof NOBODY | null) {
   return { command: "setpriv", args: [...setprivUser(runAs), "--", command, ...args] };
 }
 
+/**
+ * What PostgreSQL's programs are started with out of this process's environment: the search path,
+ * the locale and time zone, the temporary directory and the library path — nothing else. The
+ * rest holds Parley's secrets (`PARLEY_ENCRYPTION_KEY`, the Slack secrets, a `DATABASE_URL`),
+ * and a process's environment can be read by every process of its user (`/proc/<pid>/environ`;
+ * as root PostgreSQL runs as nobody, whom other services share) and by the database's own
+ * superuser (`pg_read_binary_file`): the key that opens every sealed secret was one query away.
+ */
+export function postgresEnvironment(
+  environment: Record<string, string> = Deno.env.toObject(),
+): Record<string, string> {
+  return Object.fromEntries(
+    Object.entries(environment).filter(([name]) =>
+      /^(PATH|LANG|LANGUAGE|LC_[A-Z_]+|TZ|TZDIR|TMPDIR|LD_LIBRARY_PATH)$/.test(name)
+    ),
+  );
+}
+
 /** `setpriv`'s flags that run a command as `runAs` (none when it is null). */
 function setprivUser(runAs: typeof NOBODY | null): string[] {
   if (!runAs) return [];
@@ -560,8 +578,13 @@ async function initCluster(
       "--locale=C",
       ...(durable ? [] : ["--no-sync"]),
     ], runAs);
-    const out = await new Deno.Command(command, { args, stdout: "piped", stderr: "piped" })
-      .output();
+    const out = await new Deno.Command(command, {
+      args,
+      clearEnv: true,
+      env: postgresEnvironment(),
+      stdout: "piped",
+      stderr: "piped",
+    }).output();
     if (!out.success) {
       throw new Error(initdbFailure(new TextDecoder().decode(out.stderr).trim(), runAs !== null));
     }
@@ -616,6 +639,8 @@ function spawnServer(
   const spawn = (command: string, fullArgs: string[]) =>
     new Deno.Command(command, {
       args: fullArgs,
+      clearEnv: true,
+      env: postgresEnvironment(),
       stdin: "null",
       stdout: "null",
       stderr: "piped",

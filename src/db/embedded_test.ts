@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { initdbFailure, waitForPreviousPostmaster } from "./embedded.ts";
+import { initdbFailure, postgresEnvironment, waitForPreviousPostmaster } from "./embedded.ts";
 
 /** A data directory whose `postmaster.pid` names `pid` with `status` (and port `port`). */
 async function pgDataWith(pid: number, status: string, port = 1): Promise<string> {
@@ -174,5 +174,33 @@ Deno.test("initdbFailure points a root start denied by DATA_DIR's parents at nob
   assert.equal(
     initdbFailure("initdb: error: disk full", true),
     "initdb failed: initdb: error: disk full",
+  );
+});
+
+Deno.test("postgresEnvironment keeps what PostgreSQL needs and none of Parley's settings", () => {
+  assert.deepEqual(
+    postgresEnvironment({
+      PATH: "/usr/bin",
+      LANG: "C.UTF-8",
+      LC_ALL: "C",
+      TZ: "UTC",
+      TMPDIR: "/tmp",
+      LD_LIBRARY_PATH: "/opt/lib",
+      PARLEY_ENCRYPTION_KEY: "key",
+      SLACK_SIGNING_SECRET: "secret",
+      SLACK_CLIENT_SECRET: "secret",
+      DATABASE_URL: "postgres://u:p@h/db",
+      PGPASSWORD: "p",
+      HOME: "/root",
+      XPATH: "/x",
+    }),
+    {
+      PATH: "/usr/bin",
+      LANG: "C.UTF-8",
+      LC_ALL: "C",
+      TZ: "UTC",
+      TMPDIR: "/tmp",
+      LD_LIBRARY_PATH: "/opt/lib",
+    },
   );
 });
