@@ -1646,9 +1646,20 @@ Deno.test("a signed event naming ids no Slack request has (a NUL, 256 characters
   await send(reply("Ev54", long));
   await send(reply("Ev55", "1800000003.000005", { user: "U\u00002" }));
   await send({ ...reply("Ev56", "1800000003.000006"), team_id: `${TEAM}\u0000` });
-  await send(reply("Ev57", "1800000003.000007"));
-  const rows = await agentMessages(env, chat.chatId, (current) => current.length >= 1, "a reply");
-  assert.deepEqual(rows.map((row) => row.content), ["reply Ev57"]);
+  await send(reply("Ev57", "1800000003.000007", { thread_ts: `${thread}\ud800` }));
+  await send(reply("Ev58", "1800000003.000008"));
+  // A file's type is platform text: kept as PostgreSQL can store it, the reply with it.
+  const file = (id: string, mimetype: string) => ({ id, name: `${id}.png`, mimetype });
+  await send(reply("Ev59", "1800000003.000009", {
+    subtype: "file_share",
+    files: [file("F1", "image/png\u0000"), file("F2", "image/png\ud800")],
+  }));
+  const rows = await agentMessages(env, chat.chatId, (current) => current.length >= 4, "replies");
+  assert.deepEqual(rows.slice(0, 2).map((row) => row.content), ["reply Ev58", "reply Ev59"]);
+  assert.deepEqual(
+    rows.slice(2).map((row) => JSON.parse(String(row.content)).mime_type),
+    ["image/png\uFFFD", "image/png\uFFFD"],
+  );
   const unapplied = await eventually(
     () =>
       env.db.sql`
@@ -1659,7 +1670,7 @@ Deno.test("a signed event naming ids no Slack request has (a NUL, 256 characters
   );
   assert.deepEqual({ ...unapplied[0] }, { n: 0, failed: 0 });
   const [stored] = await env.db.sql`SELECT count(*)::int AS n FROM slack_deliveries`;
-  assert.equal(stored.n, 8, "every one was stored before its answer");
+  assert.equal(stored.n, 10, "every one was stored before its answer");
 });
 
 Deno.test("a thread reply reaches the visitor as the agent saw it: no escapes, links and mentions readable", async () => {

@@ -539,6 +539,19 @@ Deno.test("an id longer than any Meta gives sinks only its own part of the deliv
   await processed(env);
   const [last] = await env.db.sql`SELECT content FROM messages ORDER BY id DESC LIMIT 1`;
   assert.equal(last.content, "number with a NUL");
+  // A lone surrogate (which jsonb refuses) neither: stored together, both are acknowledged.
+  const surrogate = { ...textMessage("number with a lone surrogate"), from: `${CUSTOMER}\ud800` };
+  const answers = await Promise.all([
+    post(env, webhookBody([surrogate])),
+    post(env, webhookBody([textMessage("sent with it")])),
+  ]);
+  assert.deepEqual(answers, [200, 200]);
+  await processed(env);
+  const latest = await env.db.sql`SELECT content FROM messages ORDER BY id DESC LIMIT 2`;
+  assert.deepEqual(latest.map((row) => row.content).sort(), [
+    "number with a lone surrogate",
+    "sent with it",
+  ]);
 });
 
 Deno.test("a delivery that cannot be handed to its actor counts an attempt, so recovery ends", async () => {

@@ -7,6 +7,7 @@
  */
 import { Buffer } from "node:buffer";
 import type { Tx } from "./client.ts";
+import { storableText } from "../domain/json_document.ts";
 
 /** How often recovery tries to apply a stored request before it leaves it for an operator. */
 export const MAX_APPLY_ATTEMPTS = 5;
@@ -115,6 +116,10 @@ export async function insertRequests(
   const key = sql(where.key.column);
   const table = sql(where.table);
   const kinds = where.kinds ? rows.map((row) => row.kind ?? null) : null;
+  // jsonb refuses a NUL or a lone surrogate, which failed the statement storing every request
+  // that arrived with one; a scope is kept as text can hold it (ordered with a little more at
+  // worst).
+  const scopes = rows.map((row) => row.scopes && JSON.stringify(row.scopes.map(storableText)));
   // The statement's snapshot is taken before the rows are inserted, so the waiting ones are
   // those committed before it: each of them has a smaller id. Read through the index on
   // (key, stored_by, id) of those waiting, as two ranges, they cost nothing while only this
@@ -131,7 +136,7 @@ export async function insertRequests(
         ${storedBy}${kinds ? sql`, d.kind` : sql``}
       FROM unnest(${rows.map((row) => row.key)}::${sql.unsafe(where.key.type)}[],
         ${rows.map((row) => Buffer.from(row.body).toString("base64"))}::text[],
-        ${rows.map((row) => row.scopes && JSON.stringify(row.scopes))}::text[],
+        ${scopes}::text[],
         ${kinds ?? rows.map(() => null)}::text[])
         WITH ORDINALITY AS d (key, body, scopes, kind, n)
       ORDER BY d.n

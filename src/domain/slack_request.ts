@@ -46,13 +46,15 @@ export const MAX_SLACK_ID_LENGTH = 255;
 
 /**
  * Whether `value` can be one of Slack's ids (a team, channel, user, file, event id or a message
- * `ts`): a string of 1 to 255 characters without control characters. Ids go into keys and
+ * `ts`): a well-formed string (no lone surrogate, which jsonb refuses) of 1 to 255 characters
+ * without control characters. Ids go into keys and
  * unique indexes: a NUL failed its statement (PostgreSQL text cannot hold one), and an id
  * longer than an index row allows failed it too, at every retry. A request naming such an id
  * is not one of Slack's: it changes nothing.
  */
 export function isSlackId(value: unknown): value is string {
   return typeof value === "string" && value.length > 0 && value.length <= MAX_SLACK_ID_LENGTH &&
+    value.isWellFormed() &&
     // deno-lint-ignore no-control-regex
     !/[\u0000-\u001f\u007f]/.test(value);
 }

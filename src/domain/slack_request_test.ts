@@ -128,9 +128,17 @@ Deno.test("isSlackId() takes strings of 1 to 255 characters without control char
     assert.ok(isSlackId(id), id);
   }
   for (
-    const id of ["", "C\u00001", "C1\n", "\u007f", "x".repeat(MAX_SLACK_ID_LENGTH + 1), 5, null, [
-      "T1",
-    ]]
+    const id of [
+      "",
+      "C\u00001",
+      "C1\n",
+      "\u007f",
+      "C1\ud800",
+      "x".repeat(MAX_SLACK_ID_LENGTH + 1),
+      5,
+      null,
+      ["T1"],
+    ]
   ) {
     assert.ok(!isSlackId(id), JSON.stringify(id));
   }

@@ -75,6 +75,9 @@ export function createHitCounter(
   options: HitCounterOptions = {},
 ): DatabaseHitCounter {
   const { now = Date.now, onError = () => {}, writeTimeoutMs = WRITE_TIMEOUT_MS } = options;
+  if (!(writeTimeoutMs > 0)) {
+    throw new RangeError("Cannot create hit counter: writeTimeoutMs must be positive");
+  }
   let pending = new Map<string, Waiter[]>();
   let writers = 0;
   let starting = false;

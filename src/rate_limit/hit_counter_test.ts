@@ -84,6 +84,12 @@ Deno.test("createHitCounter counts in memory past a write the database leaves un
   await new Promise((resolve) => setTimeout(resolve, 1));
 });
 
+Deno.test("createHitCounter refuses a write timeout that is not positive", () => {
+  const addHits = () => Promise.resolve([]);
+  assert.throws(() => createHitCounter(addHits, { writeTimeoutMs: 0 }), RangeError);
+  assert.throws(() => createHitCounter(addHits, { writeTimeoutMs: Number.NaN }), RangeError);
+});
+
 Deno.test("createHitCounter's memory of counts ends with the window", async () => {
   let nowMs = 61_000;
   let fail = false;

@@ -294,7 +294,7 @@ export function createSlackInboundProcessor(deps: SlackInboundDeps): SlackInboun
           id: file.id,
           url: deps.mediaLinks.link(installation.appId, file.id),
           filename: storableText(String(file.name ?? file.title ?? file.id)),
-          mimeType: typeof file.mimetype === "string" ? file.mimetype : null,
+          mimeType: typeof file.mimetype === "string" ? storableText(file.mimetype) : null,
           image: typeof file.mimetype === "string" && file.mimetype.startsWith("image/"),
         }]
         : []

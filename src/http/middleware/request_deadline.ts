@@ -11,11 +11,11 @@ import { log } from "../../log.ts";
 import { errorResponse } from "../envelope.ts";
 
 /**
- * The default deadline: beyond the actors' 30 s watchdog, so that a message's request is
- * answered `Failed to send` by it first, and far beyond any request a database that answers
- * keeps waiting.
+ * The default deadline: beyond a body's 10 s to arrive plus the actors' 30 s watchdog, so that a
+ * message's request is answered `Failed to send` by it first, and far beyond any request a
+ * database that answers keeps waiting.
  */
-export const REQUEST_DEADLINE_MS = 40_000;
+export const REQUEST_DEADLINE_MS = 45_000;
 
 /** Answers a request still unanswered after `deadlineMs` with 500 and logs it. */
 export function requestDeadline(deadlineMs: number = REQUEST_DEADLINE_MS): MiddlewareHandler {
