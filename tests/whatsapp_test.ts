@@ -552,6 +552,16 @@ Deno.test("an id longer than any Meta gives sinks only its own part of the deliv
     "number with a lone surrogate",
     "sent with it",
   ]);
+  // A media type is platform text too: kept as PostgreSQL can store it, its message with it.
+  const typed = {
+    ...textMessage("unused"),
+    type: "document",
+    document: { id: "4490709327384033", mime_type: "application/pdf\ud800" },
+  };
+  assert.equal(await post(env, webhookBody([typed])), 200);
+  await processed(env);
+  const [file] = await env.db.sql`SELECT payload FROM messages ORDER BY id DESC LIMIT 1`;
+  assert.equal(file.payload.mime_type, "application/pdf\uFFFD");
 });
 
 Deno.test("a delivery that cannot be handed to its actor counts an attempt, so recovery ends", async () => {

@@ -206,9 +206,13 @@ function isPresent(value: string | undefined): value is string {
   return value !== undefined && /\S/.test(value);
 }
 
-/** `value` without NUL characters, which PostgreSQL text cannot store. */
+/**
+ * `value` as PostgreSQL stores it: without NUL characters, which text cannot hold, and with a
+ * lone surrogate as U+FFFD (as postgres.js sends text; jsonb refuses one outright).
+ */
 function storable(value: string): string {
-  return value.includes("\0") ? value.replaceAll("\0", "") : value;
+  const wellFormed = value.toWellFormed();
+  return wellFormed.includes("\0") ? wellFormed.replaceAll("\0", "") : wellFormed;
 }
 
 /**

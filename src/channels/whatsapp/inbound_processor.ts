@@ -188,7 +188,7 @@ export function createWhatsAppInboundProcessor(
     }
     const payload: Record<string, unknown> = {
       url: deps.mediaLinks.link(appId, content.media.id),
-      mime_type: content.media.mimeType,
+      mime_type: storable(content.media.mimeType),
       ...(content.media.caption === null ? {} : { caption: storable(content.media.caption) }),
       ...(content.media.filename === null ? {} : { filename: storable(content.media.filename) }),
     };

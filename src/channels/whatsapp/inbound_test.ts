@@ -648,6 +648,32 @@ Deno.test("parseWhatsAppWebhook() drops NUL from ids too, and skips an id of not
   ]);
 });
 
+Deno.test("parseWhatsAppWebhook() reads a lone surrogate as U+FFFD, as PostgreSQL will store it", () => {
+  const messages = [
+    { ...text("m\ud8001"), from: `${WA_ID}\udc00` },
+    message(
+      "image",
+      { image: { id: "7", mime_type: "image/png\ud800", caption: "a\udfffb" } },
+      "m2",
+    ),
+  ];
+  const parsed = parseWhatsAppWebhook(webhook([changeValue({ messages })]));
+  assert.deepEqual(parsed.skipped, []);
+  const [first, image] = parsed.items;
+  assert.equal(first.wamid, "m\uFFFD1");
+  assert.equal(first.kind === "message" && first.customer.waId, `${WA_ID}\uFFFD`);
+  assert.deepEqual(image.kind === "message" && image.content, {
+    messageType: "image",
+    media: {
+      id: "7",
+      mimeType: "image/png\uFFFD",
+      kind: "image",
+      caption: "a\uFFFDb",
+      filename: null,
+    },
+  });
+});
+
 Deno.test("parseWhatsAppWebhook() skips a timestamp past year 9999, which has no ISO 8601 form", () => {
   const messages = [{ ...text("m1"), timestamp: "8640000000000" }, {
     ...text("m2"),
