@@ -1588,17 +1588,25 @@ Deno.test("a long Retry-After sends the post back to the outbox and holds the wo
   assert.equal(posts(env.slack).length, calls, "no post while the workspace is paused");
 });
 
-Deno.test("a malformed event in a mirrored thread changes nothing and holds nothing up", async () => {
-  await using env = await setUp();
+/**
+ * A visitor's conversation mirrored in a thread, and a sender of signed events that asserts each
+ * is acknowledged.
+ */
+async function mirroredChat(env: Env) {
   await install(env);
   const chat = await createVisitorChat(env.server.baseUrl, env.app.publicId, "Hello");
   const thread = await threadTs(env);
   const events = `${env.server.baseUrl}/api/v1/slack/events`;
   const send = async (body: unknown) => {
     const res = await env.slack.postEvent(events, body);
-    assert.equal(res.status, 200);
-    await res.body?.cancel();
+    assert.equal(res.status, 200, await res.text());
   };
+  return { chat, thread, send };
+}
+
+Deno.test("a malformed event in a mirrored thread changes nothing and holds nothing up", async () => {
+  await using env = await setUp();
+  const { chat, thread, send } = await mirroredChat(env);
   // Signed, in a mapped thread, from a member — but without a ts, or with one of another type.
   await send(threadEvent("Ev40", thread, { user: "U2", text: "no ts" }));
   await send(threadEvent("Ev41", thread, { user: "U2", text: "numeric ts", ts: 1800000002 }));
@@ -1628,14 +1636,7 @@ Deno.test("a malformed event in a mirrored thread changes nothing and holds noth
 
 Deno.test("a signed event naming ids no Slack request has (a NUL, 256 characters) is acknowledged and changes nothing", async () => {
   await using env = await setUp();
-  await install(env);
-  const chat = await createVisitorChat(env.server.baseUrl, env.app.publicId, "Hello");
-  const thread = await threadTs(env);
-  const events = `${env.server.baseUrl}/api/v1/slack/events`;
-  const send = async (body: unknown) => {
-    const res = await env.slack.postEvent(events, body);
-    assert.equal(res.status, 200, await res.text());
-  };
+  const { chat, thread, send } = await mirroredChat(env);
   const reply = (id: string, ts: string, fields: Record<string, unknown> = {}) =>
     threadEvent(id, thread, { user: "U2", text: `reply ${id}`, ts, ...fields });
   const long = "1".repeat(256);

@@ -178,29 +178,22 @@ Deno.test("initdbFailure points a root start denied by DATA_DIR's parents at nob
 });
 
 Deno.test("postgresEnvironment keeps what PostgreSQL needs and none of Parley's settings", () => {
-  assert.deepEqual(
-    postgresEnvironment({
-      PATH: "/usr/bin",
-      LANG: "C.UTF-8",
-      LC_ALL: "C",
-      TZ: "UTC",
-      TMPDIR: "/tmp",
-      LD_LIBRARY_PATH: "/opt/lib",
-      PARLEY_ENCRYPTION_KEY: "key",
-      SLACK_SIGNING_SECRET: "secret",
-      SLACK_CLIENT_SECRET: "secret",
-      DATABASE_URL: "postgres://u:p@h/db",
-      PGPASSWORD: "p",
-      HOME: "/root",
-      XPATH: "/x",
-    }),
-    {
-      PATH: "/usr/bin",
-      LANG: "C.UTF-8",
-      LC_ALL: "C",
-      TZ: "UTC",
-      TMPDIR: "/tmp",
-      LD_LIBRARY_PATH: "/opt/lib",
-    },
-  );
+  const needed = {
+    PATH: "/usr/bin",
+    LANG: "C.UTF-8",
+    LC_ALL: "C",
+    TZ: "UTC",
+    TMPDIR: "/tmp",
+    LD_LIBRARY_PATH: "/opt/lib",
+  };
+  const parleys = {
+    PARLEY_ENCRYPTION_KEY: "key",
+    SLACK_SIGNING_SECRET: "secret",
+    SLACK_CLIENT_SECRET: "secret",
+    DATABASE_URL: "postgres://u:p@h/db",
+    PGPASSWORD: "p",
+    HOME: "/root",
+    XPATH: "/x",
+  };
+  assert.deepEqual(postgresEnvironment({ ...needed, ...parleys }), needed);
 });
