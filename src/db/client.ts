@@ -6,6 +6,7 @@
  */
 import postgres from "postgres";
 import { formatTimestamp } from "./timestamp.ts";
+import { settledWithin } from "../settled_within.ts";
 
 /** A postgres.js connection pool. */
 export type Sql = postgres.Sql;
@@ -186,21 +187,4 @@ export function awaitFirstContact(
     timeoutMs,
     `Cannot reach the database: nothing answered as PostgreSQL within ${timeoutMs / 1000} s`,
   );
-}
-
-/** `promise`, or a rejection with `late()` once `timeoutMs` passed first. */
-async function settledWithin<T>(
-  promise: Promise<T>,
-  timeoutMs: number,
-  late: () => Error,
-): Promise<T> {
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const deadline = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(late()), timeoutMs);
-  });
-  try {
-    return await Promise.race([promise, deadline]);
-  } finally {
-    clearTimeout(timer);
-  }
 }

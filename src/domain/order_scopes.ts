@@ -57,17 +57,11 @@ export function slackOrderScopes(kind: "event" | "action", document: unknown): s
   return isSlackId(channel) && isSlackId(thread) ? [`${channel}:${thread}`] : null;
 }
 
-/**
- * Adds a customer's ids as scopes; answers whether there was one. An id is taken without NUL
- * characters, as the parser reads it (PostgreSQL cannot store a NUL: one failed the statement
- * storing every request that arrived with it).
- */
+/** Adds a customer's ids as scopes; answers whether there was one. */
 function addIds(scopes: Set<string>, waId: unknown, userId: unknown): boolean {
-  const wa = typeof waId === "string" ? waId.replaceAll("\0", "") : "";
-  const user = typeof userId === "string" ? userId.replaceAll("\0", "") : "";
-  if (wa !== "") scopes.add(`wa:${wa}`);
-  if (user !== "") scopes.add(`user:${user}`);
-  return wa !== "" || user !== "";
+  if (typeof waId === "string" && waId !== "") scopes.add(`wa:${waId}`);
+  if (typeof userId === "string" && userId !== "") scopes.add(`user:${userId}`);
+  return typeof waId === "string" && waId !== "" || typeof userId === "string" && userId !== "";
 }
 
 function field(value: unknown, name: string): unknown {

@@ -178,8 +178,11 @@ export function parseSlackAction(
 ): { messageId: number; buttonId: string } | null {
   const match = ACTIONS_BLOCK_ID.exec(blockId);
   // No button id holds a NUL (PostgreSQL text cannot): such a value clicks nothing.
-  if (match === null || value.trim() === "" || value.length > MAX_BUTTON_ID) return null;
-  if (value.includes("\0")) return null;
+  if (
+    match === null || value.trim() === "" || value.length > MAX_BUTTON_ID || value.includes("\0")
+  ) {
+    return null;
+  }
   const messageId = Number(match[1]);
   return Number.isSafeInteger(messageId) ? { messageId, buttonId: value } : null;
 }

@@ -11,6 +11,7 @@
  * database again (its count includes a late write's hits, if that one landed after all).
  */
 import type { BucketCount } from "../db/rate_limits.ts";
+import { settledWithin } from "../settled_within.ts";
 
 /** Writes summed hits and returns each bucket's new count (one statement). */
 export type AddHits = (hits: { bucket: string; n: number }[]) => Promise<BucketCount[]>;
@@ -110,9 +111,10 @@ export function createHitCounter(
       const batch = pending;
       pending = new Map();
       try {
-        const counts = await answeredWithin(
+        const counts = await settledWithin(
           addHits([...batch].map(([bucket, waiters]) => ({ bucket, n: waiters.length }))),
           writeTimeoutMs,
+          () => new Error(`The count's write went unanswered for ${writeTimeoutMs} ms`),
         );
         const byBucket = new Map(counts.map((c) => [c.bucket, c]));
         const known = latestCounts();
@@ -148,20 +150,4 @@ export function createHitCounter(
       });
     },
   };
-}
-
-/** `write`, or a rejection once `timeoutMs` passed without its answer. */
-async function answeredWithin<T>(write: Promise<T>, timeoutMs: number): Promise<T> {
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const late = new Promise<never>((_, reject) => {
-    timer = setTimeout(
-      () => reject(new Error(`The count's write went unanswered for ${timeoutMs} ms`)),
-      timeoutMs,
-    );
-  });
-  try {
-    return await Promise.race([write, late]);
-  } finally {
-    clearTimeout(timer);
-  }
 }

@@ -11,6 +11,7 @@
  */
 import type { MiddlewareHandler } from "hono";
 import { AppError } from "../../domain/app_error.ts";
+import { settledWithin } from "../../settled_within.ts";
 
 /** Largest request body accepted, in bytes. */
 export const MAX_BODY_BYTES = 256 * 1024;
@@ -74,19 +75,12 @@ export async function arrivedWithin<T>(
   reading: Promise<T>,
   deadlineMs: number = BODY_DEADLINE_MS,
 ): Promise<T> {
-  reading.catch(() => {}); // a read that loses the race fails once the connection closes
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const late = new Promise<never>((_, reject) => {
-    timer = setTimeout(
-      () => reject(new AppError(408, "Request body not received in time")),
-      deadlineMs,
-    );
-  });
-  try {
-    return await Promise.race([reading, late]);
-  } finally {
-    clearTimeout(timer);
-  }
+  // A read that loses the race fails once the connection closes: settledWithin hears it.
+  return await settledWithin(
+    reading,
+    deadlineMs,
+    () => new AppError(408, "Request body not received in time"),
+  );
 }
 
 /**
