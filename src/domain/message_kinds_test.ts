@@ -417,6 +417,12 @@ Deno.test("parseMessageContent() rejects urls that are not https", () => {
     "https:example.com/a.png",
     " https://example.com/a.png",
     "",
+    "https://exa\nmple.com/a.png",
+    "https://example.com/a\t.png",
+    "https://example.com/a.png\r\nX-Injected: 1",
+    "https://example.com/\u0000a.png",
+    "https://example.com/a\u007f.png",
+    "https://example.com/a\u0085.png",
   ];
   for (const url of bad) {
     assertRejected("image", JSON.stringify({ url }), invalid("image", "url must be an https URL"));

@@ -47,9 +47,14 @@ function optionalString(max: number) {
   return z.string().max(max, `must be at most ${max} characters`).optional();
 }
 
-/** Whether `value` is an absolute https URL without credentials and without outer whitespace. */
+/**
+ * Whether `value` is an absolute https URL without credentials, outer whitespace or control
+ * characters (the URL parser drops a tab or newline inside one silently, so the text stored and
+ * sent on would not be the address checked).
+ */
 function isHttpsUrl(value: string): boolean {
   if (value !== value.trim() || !/^https:\/\//i.test(value)) return false;
+  if (/\p{Cc}/u.test(value)) return false;
   let url: URL;
   try {
     url = new URL(value);
@@ -61,7 +66,7 @@ function isHttpsUrl(value: string): boolean {
 
 /**
  * An https URL: at most 2048 characters, starts with `https://`, parses with `new URL`, protocol
- * `https:`, no username or password, no leading or trailing whitespace.
+ * `https:`, no username or password, no leading or trailing whitespace, no control character.
  */
 function httpsUrl() {
   return z
