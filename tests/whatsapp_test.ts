@@ -899,6 +899,55 @@ Deno.test("sends to one customer keep their order across their conversations whi
   );
 });
 
+Deno.test("a free-form send retried after the 24-hour window closed fails instead of going out; a template still goes", async () => {
+  await using env = await setUp();
+  assert.equal(await post(env, webhookBody([textMessage("Hello")])), 200);
+  await processed(env);
+  const [chat] = await env.db.sql`SELECT id FROM conversations`;
+  env.graph.queueMessageResponses({
+    status: 500,
+    body: env.graph.errorBody(1, "An unknown error occurred"),
+  });
+  const late = await apiCall(env.server.baseUrl, "/messages", {
+    key: env.app.key,
+    json: { chat_id: chat.id, content: "late" },
+  });
+  assert.equal(late.status, 200, "accepted inside the window");
+  await waitUntil(() => sends(env.graph).length === 1, "the first attempt, refused");
+  // The window closes while the send waits for its retry.
+  await env.db.sql`
+    UPDATE conversations SET last_inbound_at = clock_timestamp() - interval '25 hours'`;
+  const template = await apiCall(env.server.baseUrl, "/messages", {
+    key: env.app.key,
+    json: {
+      chat_id: chat.id,
+      message_type: "template",
+      content: JSON.stringify({ name: "hello_world", language: "en_US" }),
+    },
+  });
+  assert.equal(template.status, 200);
+  const [failed] = await eventually(
+    () =>
+      env.db.sql`
+      SELECT status, failure_code, failure_title FROM messages
+      WHERE id = ${late.json.data.message_id}`,
+    ([row]) => row.status === "failed",
+    "the late message marked failed",
+    20_000,
+  );
+  assert.deepEqual({ ...failed }, {
+    status: "failed",
+    failure_code: 131047,
+    failure_title: "Outside the 24-hour window: only template messages can be sent",
+  });
+  await waitUntil(() => sends(env.graph).length === 2, "the template sent", 20_000);
+  assert.deepEqual(
+    sends(env.graph).map((send) => (send.body as { type: string }).type),
+    ["text", "template"],
+    "the late text never went out again",
+  );
+});
+
 Deno.test("sends retry on 429 and 500, honour Retry-After, and fail at once on a 400", async () => {
   await using env = await setUp();
   assert.equal(await post(env, webhookBody([textMessage("Hello")])), 200);

@@ -12,6 +12,7 @@ import { type ClaimRound, claimRound, roundOf } from "./application_round.ts";
 import type { MessageType } from "../domain/message_kinds.ts";
 import type { WhatsAppRecipient } from "../domain/whatsapp_recipient.ts";
 import { queueNotDelivered } from "./slack_mirror.ts";
+import { REPLY_WINDOW_HOURS } from "../domain/conversation.ts";
 
 /** A claimed send and what it needs. */
 export interface ClaimedSend {
@@ -43,6 +44,11 @@ export interface ClaimedSend {
   channel: { phoneNumberId: string; accessTokenSealed: string } | null;
   /** How many parts of the message were already sent by earlier attempts. */
   sentParts: number;
+  /**
+   * Whether the customer's 24-hour window is open at the claim: their last message, in any of
+   * their WhatsApp conversations, is at most {@linkcode REPLY_WINDOW_HOURS} hours old.
+   */
+  windowOpen: boolean;
 }
 
 interface ClaimedSendRow {
@@ -63,6 +69,7 @@ interface ClaimedSendRow {
   phone_number_id: string | null;
   access_token_sealed: string | null;
   sent_parts: number;
+  window_open: boolean | null;
 }
 
 /**
@@ -80,7 +87,11 @@ export async function claimChannelSends(
       m.internal OR m.deleted_at IS NOT NULL AS withdrawn, i.external_id AS recipient,
       i.channel AS recipient_kind, w.phone_number_id, w.access_token_sealed,
       (SELECT count(*) FROM whatsapp_sent_parts p
-        WHERE p.app_id = c.app_id AND p.message_id = m.id)::int AS sent_parts
+        WHERE p.app_id = c.app_id AND p.message_id = m.id)::int AS sent_parts,
+      -- The window is the customer's: their last message in any of their conversations.
+      (SELECT max(o.last_inbound_at) FROM conversations o
+        WHERE o.app_id = conv.app_id AND o.client_id = conv.client_id AND o.channel = 'whatsapp'
+      ) >= clock_timestamp() - make_interval(hours => ${REPLY_WINDOW_HOURS}) AS window_open
     FROM ${claimRound(sql)}
     LEFT JOIN messages m ON m.app_id = c.app_id
       AND m.conversation_id = (c.payload ->> 'conversation_id')::bigint
@@ -116,6 +127,7 @@ export async function claimChannelSends(
       accessTokenSealed: row.access_token_sealed!,
     },
     sentParts: row.sent_parts,
+    windowOpen: row.window_open === true,
   }));
 }
 

@@ -3,14 +3,16 @@
  * (one Parley message may become several WhatsApp messages), posts the parts not yet sent, in
  * order, remembering each wamid as it goes, and decides what a failure means — retry later on
  * rate limits and server errors (never sooner than `Retry-After`), fail the message for good on
- * any other refusal (CONTRACT §6.1: 4xx are not retried; e.g. 131047, the 24-hour window closed
- * before it went out) — and when Meta refused the token itself, flag the channel as well.
+ * any other refusal (CONTRACT §6.1: 4xx are not retried) — and when Meta refused the token
+ * itself, flag the channel as well. A free-form message whose 24-hour window closed while it
+ * waited is failed without a call (Meta would refuse it: 131047).
  */
 import type { ClaimedSend, SendOutcome } from "../../db/channel_sends.ts";
 import { nextSendRetryDelayMs } from "../../domain/channel_send_schedule.ts";
 import { renderWhatsAppMessages } from "../../domain/whatsapp_messages.ts";
 import { type GraphFailure, sendWhatsAppMessage } from "./graph_client.ts";
 import { log } from "../../log.ts";
+import { OUTSIDE_WINDOW, OUTSIDE_WINDOW_CODE } from "../../domain/conversation.ts";
 
 /** Meta's error codes worth retrying: throughput and pair rate limits, temporary errors. */
 const RETRIED_CODES = new Set([4, 80007, 130429, 131000, 131016, 131056, 133004]);
@@ -58,6 +60,11 @@ export async function sendToWhatsApp(deps: SenderDeps, send: ClaimedSend): Promi
   }
   if (!send.recipient) {
     return record({ state: "failed", error: "the customer has no WhatsApp id", code: null });
+  }
+  // Checked when the message was accepted and again now: a retry may come after the window
+  // closed, which Meta would refuse (131047).
+  if (send.message.messageType !== "template" && !send.windowOpen) {
+    return record({ state: "failed", error: OUTSIDE_WINDOW, code: OUTSIDE_WINDOW_CODE });
   }
   const parts = renderWhatsAppMessages({
     message_type: send.message.messageType,
