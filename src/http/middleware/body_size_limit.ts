@@ -23,6 +23,21 @@ export const MAX_BODY_BYTES = 256 * 1024;
 export const BODY_DEADLINE_MS = 10_000;
 
 /**
+ * The status of a request whose client left before its body arrived (nginx's "client closed
+ * request"): nobody reads the answer, but its log line must not count it as the server's failure.
+ */
+export const CLIENT_CLOSED_REQUEST = 499;
+
+/** What Deno throws reading a body whose connection is gone. */
+const CONNECTION_GONE = [
+  Deno.errors.BadResource,
+  Deno.errors.ConnectionReset,
+  Deno.errors.ConnectionAborted,
+  Deno.errors.UnexpectedEof,
+  Deno.errors.BrokenPipe,
+];
+
+/**
  * Creates the body-limit middleware. Routes that must authenticate a request by its headers
  * before anything else (a platform's signature) do without it and read their body with
  * {@linkcode readRequestBody} once the headers passed: a request that cannot be authenticated gets
@@ -69,15 +84,20 @@ export async function readRequestBody(
  * `reading` (a body read whole, e.g. `c.req.arrayBuffer()` of a body whose length was declared),
  * or `408 Request body not received in time` once `deadlineMs` have passed: a client that declares
  * 100 bytes and sends 7 must not hold its connection forever. The read itself is left to end with
- * the connection (the answer goes out before the body is whole, so the server closes it).
+ * the connection (the answer goes out before the body is whole, so the server closes it). A read
+ * that fails because the client left is {@linkcode CLIENT_CLOSED_REQUEST}.
  */
 export async function arrivedWithin<T>(
   reading: Promise<T>,
   deadlineMs: number = BODY_DEADLINE_MS,
 ): Promise<T> {
+  const read = reading.catch((error) => {
+    if (!CONNECTION_GONE.some((gone) => error instanceof gone)) throw error;
+    throw new AppError(CLIENT_CLOSED_REQUEST, "Request body not received", { cause: error });
+  });
   // A read that loses the race fails once the connection closes: settledWithin hears it.
   return await settledWithin(
-    reading,
+    read,
     deadlineMs,
     () => new AppError(408, "Request body not received in time"),
   );

@@ -1,6 +1,12 @@
 import assert from "node:assert/strict";
 import { Hono } from "hono";
-import { arrivedWithin, bodySizeLimit, readRequestBody, readWithin } from "./body_size_limit.ts";
+import {
+  arrivedWithin,
+  bodySizeLimit,
+  CLIENT_CLOSED_REQUEST,
+  readRequestBody,
+  readWithin,
+} from "./body_size_limit.ts";
 import { AppError } from "../../domain/app_error.ts";
 
 function appWithLimit(maxBytes: number): Hono {
@@ -135,6 +141,48 @@ Deno.test("arrivedWithin() answers 408 to a declared body that stops short", asy
     (error: AppError) => error.status === 408,
   );
   assert.equal(await arrivedWithin(Promise.resolve(7), 10), 7);
+});
+
+Deno.test("a body whose client left before it arrived is 499, not the server's failure", async () => {
+  const failures: unknown[] = [];
+  await using server = Deno.serve(
+    { port: 0, hostname: "127.0.0.1", onListen() {} },
+    async (request) => {
+      try {
+        // The declared body as the routes read it; the chunked one through the stream.
+        await (request.headers.has("content-length")
+          ? arrivedWithin(request.arrayBuffer(), 5_000)
+          : readRequestBody(request, 1_000));
+      } catch (error) {
+        failures.push(error);
+      }
+      return new Response("answered");
+    },
+  );
+  for (
+    const start of [
+      "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n1234567",
+      "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nabcde\r\n",
+    ]
+  ) {
+    const conn = await Deno.connect({ port: server.addr.port, hostname: "127.0.0.1" });
+    await conn.write(new TextEncoder().encode(start));
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    conn.close();
+  }
+  const deadline = Date.now() + 4_000;
+  while (failures.length < 2 && Date.now() < deadline) {
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  assert.equal(failures.length, 2);
+  for (const failure of failures) {
+    assert.ok(failure instanceof AppError);
+    assert.equal(failure.status, CLIENT_CLOSED_REQUEST);
+    assert.equal(failure.message, "Request body not received");
+  }
+  // Any other failure of a read is the server's own, passed on as it is.
+  const misuse = new TypeError("Body already consumed");
+  await assert.rejects(() => arrivedWithin(Promise.reject(misuse), 1_000), (e) => e === misuse);
 });
 
 Deno.test("readRequestBody() refuses a declared length over the limit unread, and reads the rest", async () => {
