@@ -225,6 +225,18 @@ Deno.test("GET /openapi.json serves an OpenAPI 3.1 document without a key, with 
   });
   assert.ok(doc.servers[0].url.endsWith("/openapi/v1"), doc.servers[0].url);
   assert.equal(doc.servers[0].url, `${PUBLIC_BASE_URL}/openapi/v1`);
+  // What any route may answer: 503 while its instance stops; 408 to a body that never arrives.
+  for (const [path, item] of Object.entries(doc.paths)) {
+    for (const [method, operation] of Object.entries(item)) {
+      const statuses = Object.keys(operation.responses);
+      assert.ok(statuses.includes("503"), `${method} ${path}: 503 not declared`);
+      assert.equal(
+        statuses.includes("408"),
+        operation.requestBody !== undefined,
+        `${method} ${path}: 408 declared exactly where a body is read`,
+      );
+    }
+  }
 });
 
 Deno.test("every $ref in the OpenAPI document resolves to a definition it contains", async () => {

@@ -60,7 +60,7 @@ Deno.test("every request logs one JSON line without its query string", async () 
   assert.equal(await server.stderr, "");
 });
 
-Deno.test("the HTTP app renders a failing readyz as 503 in the envelope", async () => {
+Deno.test("the HTTP app renders a failing readyz as 503 in the envelope, and HEAD the length of GET", async () => {
   const port = await freePort();
   const sql = connect(`postgres://nobody:x@127.0.0.1:${port}/none`, { max: 1 });
   try {
@@ -103,6 +103,12 @@ Deno.test("the HTTP app renders a failing readyz as 503 in the envelope", async 
     assert.deepEqual(await res.json(), { code: 503, message: "Database unavailable" });
     const health = await app.request("/healthz");
     assert.equal(health.status, 200);
+    // HEAD tells the length GET sends (RFC 9110 §8.6), never 0.
+    const length = new TextEncoder().encode(await health.text()).byteLength;
+    const head = await app.request("/healthz", { method: "HEAD" });
+    assert.equal(head.status, 200);
+    assert.equal(head.headers.get("content-length"), String(length));
+    assert.equal(head.body, null);
   } finally {
     await sql.end();
   }

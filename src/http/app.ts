@@ -10,6 +10,7 @@ import { describeError, log } from "../log.ts";
 import { errorResponse } from "./envelope.ts";
 import { healthRoutes } from "./health.ts";
 import { requestLog, type RequestLogVariables } from "./middleware/request_log.ts";
+import { headLength } from "./middleware/head_length.ts";
 import { refuseWhileShuttingDown } from "./middleware/shutting_down.ts";
 import { type WidgetDeps, widgetRoutes } from "./widget.ts";
 import { type OpenApiDeps, openApiRoutes } from "./openapi/router.ts";
@@ -29,6 +30,7 @@ const OPEN_API_MOUNT = "/openapi/v1";
 export function createHttpApp(deps: HttpDeps): Hono<{ Variables: RequestLogVariables }> {
   const app = new Hono<{ Variables: RequestLogVariables }>();
   app.use(requestLog());
+  app.use(headLength());
   // Health first: liveness holds while the process runs, stopping included (CONTRACT §1).
   app.route("/", healthRoutes(deps.sql, deps.shuttingDown));
   app.use(refuseWhileShuttingDown(deps.shuttingDown, [WIDGET_MOUNT, OPEN_API_MOUNT]));

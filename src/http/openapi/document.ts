@@ -5,16 +5,21 @@
  */
 import { z } from "zod";
 import { ERROR_ENVELOPE, type RouteDoc, successEnvelope } from "./schemas.ts";
+import { BODY_DEADLINE_MS } from "../middleware/body_size_limit.ts";
 
 type JsonSchema = Record<string, unknown>;
 
-/** Statuses every route may answer (authenticated ones also 401). */
-const COMMON_ERRORS = [429, 500];
+/**
+ * Statuses every route may answer (authenticated ones also 401, those that read a body also
+ * 408).
+ */
+const COMMON_ERRORS = [429, 500, 503];
 
 const ERROR_TEXT: Record<number, string> = {
   400: "Invalid request (the message says which rule)",
   401: "Invalid or missing API key",
   404: "Not found (another application's ids answer exactly like unknown ones)",
+  408: `Request body not received in time (a body has ${BODY_DEADLINE_MS / 1000} s to arrive)`,
   413: "Request body too large (over 256 KiB)",
   409: "A request with the same Idempotency-Key is in progress",
   415: "Unsupported content type",
@@ -22,6 +27,8 @@ const ERROR_TEXT: Record<number, string> = {
     "Idempotency-Key already used for a different request",
   429: "Rate limit exceeded",
   500: "Internal server error, or Failed to send",
+  503: "Shutting down: this instance is stopping (send the request again; another instance " +
+    "or this one restarted answers it)",
 };
 
 const RATE_LIMIT_HEADERS: Record<string, string> = {
@@ -63,7 +70,12 @@ export function buildOpenApiDocument(
         content: { "application/json": { schema: schemaOf(data, "output") } },
       },
     };
-    const errors = [...route.errors, ...COMMON_ERRORS, ...(route.public ? [] : [401])];
+    const errors = [
+      ...route.errors,
+      ...COMMON_ERRORS,
+      ...(route.public ? [] : [401]),
+      ...(route.body ? [408] : []),
+    ];
     for (const status of [...new Set(errors)].sort()) {
       const headers: Record<string, string> = { ...RATE_LIMIT_HEADERS };
       if (status === 401) headers["WWW-Authenticate"] = 'Always `Bearer realm="parley"`';

@@ -1,0 +1,50 @@
+import assert from "node:assert/strict";
+import { Hono } from "hono";
+import { headLength } from "./head_length.ts";
+
+/** Sends `HEAD path` on its own connection and returns the raw answer, head and any body. */
+async function head(port: number, path: string): Promise<string> {
+  using conn = await Deno.connect({ port, hostname: "127.0.0.1" });
+  await conn.write(
+    new TextEncoder().encode(`HEAD ${path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n`),
+  );
+  let text = "";
+  const buffer = new Uint8Array(4096);
+  for (;;) {
+    const read = await conn.read(buffer);
+    if (read === null) return text;
+    text += new TextDecoder().decode(buffer.subarray(0, read));
+  }
+}
+
+Deno.test("HEAD answers with the length GET would send, and no body", async () => {
+  const app = new Hono();
+  app.use(headLength());
+  app.get("/json", (c) => c.json({ text: "héllo" }));
+  app.get("/missing", (c) => c.json({ code: 404, message: "Not found" }, 404));
+  app.get(
+    "/stream",
+    () =>
+      new Response(new ReadableStream({ start: (controller) => controller.close() }), {
+        headers: { "content-type": "image/png" },
+      }),
+  );
+  await using server = Deno.serve({ port: 0, hostname: "127.0.0.1", onListen() {} }, app.fetch);
+  const { port } = server.addr;
+
+  const json = await head(port, "/json");
+  assert.match(json, /^HTTP\/1\.1 200 /);
+  // {"text":"héllo"}: 16 characters, the é two bytes.
+  assert.match(json, /\r\ncontent-length: 17\r\n/i);
+  assert.ok(json.endsWith("\r\n\r\n"), `no body: ${JSON.stringify(json)}`);
+
+  const missing = await head(port, "/missing");
+  assert.match(missing, /^HTTP\/1\.1 404 /);
+  const length = JSON.stringify({ code: 404, message: "Not found" }).length;
+  assert.match(missing, new RegExp(`\\r\\ncontent-length: ${length}\\r\\n`, "i"));
+
+  // A streamed file is not read to be measured.
+  const stream = await head(port, "/stream");
+  assert.match(stream, /^HTTP\/1\.1 200 /);
+  assert.doesNotMatch(stream, /content-length: [1-9]/i);
+});
