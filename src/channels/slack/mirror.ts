@@ -91,6 +91,23 @@ const FINAL_ERRORS = new Set([
   "no_text",
 ]);
 
+/** `conversations.join`'s refusals that another attempt will not change (a private channel). */
+const JOIN_REFUSED = new Set([
+  ...FINAL_ERRORS,
+  "method_not_supported_for_channel_type",
+  "missing_scope",
+]);
+
+/**
+ * The `ts` a message's posts are remembered under when the first one's answer was cut (Slack
+ * posted it; its `ts` never came): theirs are digits and a dot, so no event of Slack's ever names
+ * it, and the parts posted are still counted (a retry goes on after them, a "Not delivered" line
+ * still follows).
+ */
+export function cutAnswerTs(messageId: number): string {
+  return `cut:${messageId}`;
+}
+
 /** `chat.update`'s errors for a root that is no longer there to update. */
 const ROOT_GONE = new Set(["message_not_found", "cant_update_message"]);
 
@@ -382,8 +399,7 @@ export async function sendMirror(deps: MirrorDeps, send: ClaimedMirror): Promise
             plain.text;
           return client.chat.postMessage({ ...plain, text });
         });
-        first ??= posted.ts ?? null;
-        if (first === null) continue;
+        first ??= posted.ts ?? cutAnswerTs(message.id);
         await deps.saveMirrored({
           appId: send.appId,
           messageId: message.id,
@@ -421,10 +437,19 @@ export async function sendMirror(deps: MirrorDeps, send: ClaimedMirror): Promise
   async function failed(code: string, why: string): Promise<void> {
     const channel = send.thread?.channelId ?? installation!.channelId;
     const next = nextSendRetryDelayMs(send.attempts + 1, { random: random() });
-    if (code === "not_in_channel" && await joinedAgain(client, channel) && next !== null) {
-      // Someone removed the bot from the channel: it joins it again (`channels:join`) and the
-      // send is tried again in a second, with one of its attempts (should joining not last).
-      return deps.record(send, { state: "pending", retryInMs: 1_000 }, why);
+    if (code === "not_in_channel") {
+      // Someone removed the bot from the channel: it joins it again (`channels:join`; also when
+      // this send has no attempt left, for the conversation's next posts) and the send is tried
+      // again in a second, with one of its attempts (should joining not last). A join Slack
+      // could not make now (its rate limit, an outage) is tried again later too.
+      const refused = await joinRefusal(client, channel);
+      if (next !== null && (refused === null || !JOIN_REFUSED.has(refused.code))) {
+        const retryInMs = refused === null
+          ? 1_000
+          : Math.min(Math.max(next, refused.retryAfterMs ?? 0), MAX_SEND_RETRY_AFTER_MS);
+        const joinWhy = refused === null ? why : `${why} (join: ${refused.code})`;
+        return deps.record(send, { state: "pending", retryInMs }, joinWhy);
+      }
     }
     const retryInMs = FINAL_ERRORS.has(code) ? null : next;
     if (retryInMs === null) {
@@ -446,12 +471,18 @@ export async function sendMirror(deps: MirrorDeps, send: ClaimedMirror): Promise
   }
 }
 
-/** Whether the bot could join `channel` (again): true also when it is in it already. */
-async function joinedAgain(client: SlackWebClient, channel: string): Promise<boolean> {
+/**
+ * Joins `channel` (again; nothing to do when the bot is in it already): null once in it, else
+ * Slack's refusal.
+ */
+async function joinRefusal(
+  client: SlackWebClient,
+  channel: string,
+): Promise<{ code: string; retryAfterMs: number | null } | null> {
   try {
     await client.conversations.join({ channel });
-    return true;
-  } catch {
-    return false;
+    return null;
+  } catch (error) {
+    return slackErrorOf(error);
   }
 }

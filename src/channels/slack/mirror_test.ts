@@ -1,7 +1,13 @@
 import assert from "node:assert/strict";
 import { SlackCallError, type SlackWebClient } from "./web_client.ts";
 import type { ClaimedMirror } from "../../db/slack_sends.ts";
-import { type MirrorDeps, ROOT_EVENT_TYPE, rootMessage, sendMirror } from "./mirror.ts";
+import {
+  cutAnswerTs,
+  type MirrorDeps,
+  ROOT_EVENT_TYPE,
+  rootMessage,
+  sendMirror,
+} from "./mirror.ts";
 
 /** Deps whose Slack client records the posts and whose records are kept. */
 function recordingDeps() {
@@ -174,6 +180,63 @@ Deno.test("sendMirror takes a post whose 200 answer was cut as made, and posts i
     );
   await sendMirror(unanswered.deps, claimed({}));
   assert.deepEqual(unanswered.outcomes, ["pending"]);
+});
+
+Deno.test("sendMirror counts a first part whose answer was cut, so that a retry goes on after it", async () => {
+  const { deps, posts, outcomes } = recordingDeps();
+  const links: { ts: string; parts: number }[] = [];
+  deps.saveMirrored = (link) => (links.push({ ts: link.ts, parts: link.parts }), Promise.resolve());
+  const client = deps.clientFor("sealed");
+  client.chat.postMessage = (args) => {
+    posts.push(args as unknown as Record<string, unknown>);
+    return Promise.reject(
+      posts.length === 1
+        ? new SlackCallError("chat.postMessage", { code: "request_error", retryAfterMs: null }, {
+          answered: true,
+        })
+        : new SlackCallError("chat.postMessage", { code: "http_error", retryAfterMs: null }),
+    );
+  };
+  // Two parts: the message, then its Not delivered line, which Slack fails.
+  await sendMirror(deps, claimed({ failure: "Message undeliverable" }));
+  assert.equal(posts.length, 2);
+  assert.deepEqual(links, [{ ts: cutAnswerTs(9), parts: 1 }], "the cut part is counted");
+  assert.deepEqual(outcomes, ["pending"]);
+  assert.doesNotMatch(cutAnswerTs(9), /^\d+\.\d+$/, "never a ts of Slack's");
+});
+
+Deno.test("sendMirror retries a post refused not_in_channel while joining cannot be done now, and gives up when it is refused", async () => {
+  for (
+    const [joinError, expected] of [
+      [{ code: "ratelimited", retryAfterMs: 30_000 }, "pending"],
+      [{ code: "http_error", retryAfterMs: null }, "pending"],
+      [{ code: "method_not_supported_for_channel_type", retryAfterMs: null }, "failed"],
+      [null, "pending"],
+    ] as const
+  ) {
+    const { deps, outcomes } = recordingDeps();
+    const delays: number[] = [];
+    deps.record = (_send, outcome) => {
+      outcomes.push(outcome.state);
+      if (outcome.state === "pending") delays.push(outcome.retryInMs);
+      return Promise.resolve();
+    };
+    const client = deps.clientFor("sealed");
+    client.chat.postMessage = () =>
+      Promise.reject(
+        new SlackCallError("chat.postMessage", { code: "not_in_channel", retryAfterMs: null }),
+      );
+    client.conversations = {
+      join: () =>
+        joinError === null
+          ? Promise.resolve({ ok: true })
+          : Promise.reject(new SlackCallError("conversations.join", joinError)),
+    } as unknown as SlackWebClient["conversations"];
+    await sendMirror(deps, claimed({}));
+    assert.deepEqual(outcomes, [expected], JSON.stringify(joinError));
+    if (joinError?.code === "ratelimited") assert.ok(delays[0] >= 30_000, "Retry-After honoured");
+    if (joinError === null) assert.deepEqual(delays, [1_000], "joined: tried again at once");
+  }
 });
 
 type RootAttempt = NonNullable<ClaimedMirror["rootAttempt"]>;
