@@ -19,6 +19,7 @@ import {
   MEDIA_CONTENT,
   NOT_BLANK,
   TEMPLATE_CONTENT,
+  urlWithControlCharacter,
 } from "./rich_content.ts";
 /** Every message type, in contract order. */
 export const MESSAGE_TYPES = [
@@ -121,6 +122,8 @@ export function parseMessageContent(
     const path = issue.path.map(String).join(".");
     throw invalidContent(messageType, path === "" ? issue.message : `${path} ${issue.message}`);
   }
+  const badUrl = messageType === "template" ? null : urlWithControlCharacter(result.data);
+  if (badUrl !== null) throw invalidContent(messageType, `${badUrl} must be an https URL`);
   // An escaped NUL parses into one, which PostgreSQL cannot store in jsonb either.
   if (JSON.stringify(result.data).includes("\\u0000")) throw new AppError(400, NUL_IN_CONTENT);
   return { messageType, payload: result.data };

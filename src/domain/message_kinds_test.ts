@@ -636,6 +636,28 @@ Deno.test("parseMessageContent() refuses a NUL character, raw or escaped in a do
   });
 });
 
+Deno.test("a card stored before URLs with a control character were refused still offers its buttons", () => {
+  const card = {
+    title: "Shoes",
+    image_url: "https://cdn.example.com/a\tb.png",
+    buttons: [{ id: "buy", title: "Buy" }],
+  };
+  assert.throws(
+    () => parseMessageContent("card", JSON.stringify(card)),
+    (error: AppError) => error.message === invalid("card", "image_url must be an https URL"),
+  );
+  assert.deepEqual(buttonsOffered("card", card), [{ id: "buy", title: "Buy" }]);
+  assert.throws(
+    () =>
+      parseMessageContent(
+        "carousel",
+        JSON.stringify({ cards: [{ title: "a" }, { ...card, buttons: undefined }] }),
+      ),
+    (error: AppError) =>
+      error.message === invalid("carousel", "cards.1.image_url must be an https URL"),
+  );
+});
+
 Deno.test("buttonsOffered reads a template's quick-reply payloads and nothing else of it", () => {
   const payload = {
     name: "confirm",

@@ -47,14 +47,9 @@ function optionalString(max: number) {
   return z.string().max(max, `must be at most ${max} characters`).optional();
 }
 
-/**
- * Whether `value` is an absolute https URL without credentials, outer whitespace or control
- * characters (the URL parser drops a tab or newline inside one silently, so the text stored and
- * sent on would not be the address checked).
- */
+/** Whether `value` is an absolute https URL without credentials and without outer whitespace. */
 function isHttpsUrl(value: string): boolean {
   if (value !== value.trim() || !/^https:\/\//i.test(value)) return false;
-  if (/\p{Cc}/u.test(value)) return false;
   let url: URL;
   try {
     url = new URL(value);
@@ -66,7 +61,8 @@ function isHttpsUrl(value: string): boolean {
 
 /**
  * An https URL: at most 2048 characters, starts with `https://`, parses with `new URL`, protocol
- * `https:`, no username or password, no leading or trailing whitespace, no control character.
+ * `https:`, no username or password, no leading or trailing whitespace. (Control characters are
+ * refused on input only: {@linkcode urlWithControlCharacter}.)
  */
 function httpsUrl() {
   return z
@@ -262,3 +258,26 @@ export const TEMPLATE_CONTENT = z.object({
 
 /** A WhatsApp template message (see {@linkcode TEMPLATE_CONTENT}). */
 export type TemplateContent = z.infer<typeof TEMPLATE_CONTENT>;
+
+/** The names of the URL fields of the rich kinds (`image_url` of a card, `url` of a file). */
+const URL_FIELDS = new Set(["url", "image_url"]);
+
+/**
+ * The path (`cards.1.image_url`) of a URL field of a rich document holding a control character,
+ * or null. The URL parser drops a tab or newline inside one silently, so the text stored and sent
+ * on would not be the address checked: such a URL is refused when a message or Flow is given —
+ * not when one stored before this rule is read, which goes on showing as it did.
+ */
+export function urlWithControlCharacter(document: unknown, path: string[] = []): string | null {
+  if (typeof document !== "object" || document === null) return null;
+  for (const [key, value] of Object.entries(document)) {
+    const at = [...path, key];
+    if (typeof value === "string") {
+      if (URL_FIELDS.has(key) && /\p{Cc}/u.test(value)) return at.join(".");
+    } else {
+      const found = urlWithControlCharacter(value, at);
+      if (found !== null) return found;
+    }
+  }
+  return null;
+}

@@ -61,16 +61,18 @@ export async function sendToWhatsApp(deps: SenderDeps, send: ClaimedSend): Promi
   if (!send.recipient) {
     return record({ state: "failed", error: "the customer has no WhatsApp id", code: null });
   }
-  // Checked when the message was accepted and again now: a retry may come after the window
-  // closed, which Meta would refuse (131047).
-  if (send.message.messageType !== "template" && !send.windowOpen) {
-    return record({ state: "failed", error: OUTSIDE_WINDOW, code: OUTSIDE_WINDOW_CODE });
-  }
   const parts = renderWhatsAppMessages({
     message_type: send.message.messageType,
     content: send.message.content,
     payload: send.message.payload,
   });
+  // Checked when the message was accepted and again now: a retry may come after the window
+  // closed, which Meta would refuse (131047). A message all sent already (its outcome not
+  // recorded before the claim lapsed) is sent, whatever the window is now.
+  const unsent = send.sentParts < parts.length;
+  if (unsent && send.message.messageType !== "template" && !send.windowOpen) {
+    return record({ state: "failed", error: OUTSIDE_WINDOW, code: OUTSIDE_WINDOW_CODE });
+  }
   const access = {
     graphUrl: deps.graphUrl,
     accessToken: deps.openSecret(send.channel.accessTokenSealed),

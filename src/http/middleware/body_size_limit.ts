@@ -23,10 +23,11 @@ export const MAX_BODY_BYTES = 256 * 1024;
 export const BODY_DEADLINE_MS = 10_000;
 
 /**
- * The status of a request whose client left before its body arrived (nginx's "client closed
- * request"): nobody reads the answer, but its log line must not count it as the server's failure.
+ * The answer to a request whose body ended short because its client closed the connection (all
+ * of it, or only its sending side, still waiting for the answer): the client's failure, not the
+ * server's, and logged so.
  */
-export const CLIENT_CLOSED_REQUEST = 499;
+export const BODY_NOT_RECEIVED = "Request body not received";
 
 /** What Deno throws reading a body whose connection is gone. */
 const CONNECTION_GONE = [
@@ -85,7 +86,7 @@ export async function readRequestBody(
  * or `408 Request body not received in time` once `deadlineMs` have passed: a client that declares
  * 100 bytes and sends 7 must not hold its connection forever. The read itself is left to end with
  * the connection (the answer goes out before the body is whole, so the server closes it). A read
- * that fails because the client left is {@linkcode CLIENT_CLOSED_REQUEST}.
+ * that fails because the client closed the connection is `400` {@linkcode BODY_NOT_RECEIVED}.
  */
 export async function arrivedWithin<T>(
   reading: Promise<T>,
@@ -93,7 +94,7 @@ export async function arrivedWithin<T>(
 ): Promise<T> {
   const read = reading.catch((error) => {
     if (!CONNECTION_GONE.some((gone) => error instanceof gone)) throw error;
-    throw new AppError(CLIENT_CLOSED_REQUEST, "Request body not received", { cause: error });
+    throw new AppError(400, BODY_NOT_RECEIVED, { cause: error });
   });
   // A read that loses the race fails once the connection closes: settledWithin hears it.
   return await settledWithin(

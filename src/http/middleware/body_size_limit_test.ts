@@ -2,8 +2,8 @@ import assert from "node:assert/strict";
 import { Hono } from "hono";
 import {
   arrivedWithin,
+  BODY_NOT_RECEIVED,
   bodySizeLimit,
-  CLIENT_CLOSED_REQUEST,
   readRequestBody,
   readWithin,
 } from "./body_size_limit.ts";
@@ -143,7 +143,7 @@ Deno.test("arrivedWithin() answers 408 to a declared body that stops short", asy
   assert.equal(await arrivedWithin(Promise.resolve(7), 10), 7);
 });
 
-Deno.test("a body whose client left before it arrived is 499, not the server's failure", async () => {
+Deno.test("a body whose client closed the connection before it arrived is 400, not the server's failure", async () => {
   const failures: unknown[] = [];
   await using server = Deno.serve(
     { port: 0, hostname: "127.0.0.1", onListen() {} },
@@ -155,6 +155,7 @@ Deno.test("a body whose client left before it arrived is 499, not the server's f
           : readRequestBody(request, 1_000));
       } catch (error) {
         failures.push(error);
+        return new Response(null, { status: error instanceof AppError ? error.status : 500 });
       }
       return new Response("answered");
     },
@@ -170,15 +171,26 @@ Deno.test("a body whose client left before it arrived is 499, not the server's f
     await new Promise((resolve) => setTimeout(resolve, 50));
     conn.close();
   }
+  // A client that closes only its sending side still reads the answer.
+  {
+    using conn = await Deno.connect({ port: server.addr.port, hostname: "127.0.0.1" });
+    await conn.write(
+      new TextEncoder().encode("POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n123"),
+    );
+    await conn.closeWrite();
+    const buffer = new Uint8Array(1024);
+    const read = await conn.read(buffer);
+    assert.match(new TextDecoder().decode(buffer.subarray(0, read ?? 0)), /^HTTP\/1\.1 400 /);
+  }
   const deadline = Date.now() + 4_000;
-  while (failures.length < 2 && Date.now() < deadline) {
+  while (failures.length < 3 && Date.now() < deadline) {
     await new Promise((resolve) => setTimeout(resolve, 20));
   }
-  assert.equal(failures.length, 2);
+  assert.equal(failures.length, 3);
   for (const failure of failures) {
     assert.ok(failure instanceof AppError);
-    assert.equal(failure.status, CLIENT_CLOSED_REQUEST);
-    assert.equal(failure.message, "Request body not received");
+    assert.equal(failure.status, 400);
+    assert.equal(failure.message, BODY_NOT_RECEIVED);
   }
   // Any other failure of a read is the server's own, passed on as it is.
   const misuse = new TypeError("Body already consumed");
