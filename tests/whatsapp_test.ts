@@ -112,6 +112,14 @@ function sends(graph: FakeGraphApi) {
   return graph.calls.filter((call) => call.method === "POST" && call.path.endsWith("/messages"));
 }
 
+/** The conversation a customer's "Hello", delivered and applied, opened. */
+async function customerWrote(env: Env): Promise<{ id: number }> {
+  assert.equal(await post(env, webhookBody([textMessage("Hello")])), 200);
+  await processed(env);
+  const [chat] = await env.db.sql<{ id: number }[]>`SELECT id FROM conversations`;
+  return chat;
+}
+
 Deno.test("GET /webhook answers Meta's handshake only with the right verify token", async () => {
   await using env = await setUp();
   const verify = (query: string, appId = env.app.appId) =>
@@ -222,9 +230,7 @@ Deno.test("POST /webhook checks the signature over the raw bytes, \\u-escaped te
 Deno.test("a batch of 3 messages and 2 statuses is applied whole, and its redelivery changes nothing", async () => {
   await using env = await setUp();
   // An outbound message first, for the statuses to name.
-  assert.equal(await post(env, webhookBody([textMessage("Hello")])), 200);
-  await processed(env);
-  const [chat] = await env.db.sql`SELECT id FROM conversations`;
+  const chat = await customerWrote(env);
   const reply = await apiCall(env.server.baseUrl, "/messages", {
     key: env.app.key,
     json: { chat_id: chat.id, content: "How can we help?" },
@@ -289,9 +295,7 @@ Deno.test("a batch of 3 messages and 2 statuses is applied whole, and its redeli
 
 Deno.test("statuses move forward only; failed is final and keeps Meta's error", async () => {
   await using env = await setUp();
-  assert.equal(await post(env, webhookBody([textMessage("Hello")])), 200);
-  await processed(env);
-  const [chat] = await env.db.sql`SELECT id FROM conversations`;
+  const chat = await customerWrote(env);
   const ids: string[] = [];
   for (const content of ["first", "second"]) {
     const res = await apiCall(env.server.baseUrl, "/messages", {
@@ -356,9 +360,7 @@ Deno.test("receipts that beat the send's answer are applied once the send is rec
   // fake stops, which waits for it: disposed before `env`.)
   const answer = Promise.withResolvers<void>();
   await using _answered = { [Symbol.asyncDispose]: () => Promise.resolve(answer.resolve()) };
-  assert.equal(await post(env, webhookBody([textMessage("Hello")])), 200);
-  await processed(env);
-  const [chat] = await env.db.sql`SELECT id FROM conversations`;
+  const chat = await customerWrote(env);
   env.graph.queueMessageResponses({
     status: 200,
     body: {
@@ -901,9 +903,7 @@ Deno.test("sends to one customer keep their order across their conversations whi
 
 Deno.test("a free-form send retried after the 24-hour window closed fails instead of going out; a template still goes", async () => {
   await using env = await setUp();
-  assert.equal(await post(env, webhookBody([textMessage("Hello")])), 200);
-  await processed(env);
-  const [chat] = await env.db.sql`SELECT id FROM conversations`;
+  const chat = await customerWrote(env);
   env.graph.queueMessageResponses({
     status: 500,
     body: env.graph.errorBody(1, "An unknown error occurred"),
@@ -950,9 +950,7 @@ Deno.test("a free-form send retried after the 24-hour window closed fails instea
 
 Deno.test("sends retry on 429 and 500, honour Retry-After, and fail at once on a 400", async () => {
   await using env = await setUp();
-  assert.equal(await post(env, webhookBody([textMessage("Hello")])), 200);
-  await processed(env);
-  const [chat] = await env.db.sql`SELECT id FROM conversations`;
+  const chat = await customerWrote(env);
   env.graph.queueMessageResponses(
     {
       status: 429,
@@ -1009,9 +1007,7 @@ Deno.test("sends retry on 429 and 500, honour Retry-After, and fail at once on a
 
 Deno.test("a send Meta accepted with an answer that cannot be read is sent, not failed, and never sent again", async () => {
   await using env = await setUp();
-  assert.equal(await post(env, webhookBody([textMessage("Hello")])), 200);
-  await processed(env);
-  const [chat] = await env.db.sql`SELECT id FROM conversations`;
+  const chat = await customerWrote(env);
   env.graph.queueMessageResponses({ status: 200, body: '{"messaging_product":"whats' });
   const reply = await apiCall(env.server.baseUrl, "/messages", {
     key: env.app.key,
@@ -1142,9 +1138,7 @@ Deno.test("deliveries acknowledged but not applied before a crash are applied at
 
 Deno.test("a refused access token flags the channel and fails the message (4xx is not retried)", async () => {
   await using env = await setUp();
-  assert.equal(await post(env, webhookBody([textMessage("Hello")])), 200);
-  await processed(env);
-  const [chat] = await env.db.sql`SELECT id FROM conversations`;
+  const chat = await customerWrote(env);
   env.graph.queueMessageResponses({
     status: 401,
     body: env.graph.errorBody(190, "Error validating access token: Session has expired"),

@@ -15,3 +15,23 @@ export async function firstAnswer(baseUrl: string, head: string[]): Promise<stri
     conn.close();
   }
 }
+
+/**
+ * Writes `request` on a new connection to `port` (127.0.0.1) and reads the answer: until its
+ * declared body has come, or the server closes the connection (the answer to a HEAD, a request
+ * asking `Connection: close`).
+ */
+export async function exchange(port: number, request: string): Promise<string> {
+  using conn = await Deno.connect({ port, hostname: "127.0.0.1" });
+  await conn.write(new TextEncoder().encode(request));
+  let text = "";
+  const buffer = new Uint8Array(4096);
+  for (;;) {
+    const read = await conn.read(buffer);
+    if (read === null) return text;
+    text += new TextDecoder().decode(buffer.subarray(0, read));
+    const [head, body] = text.split("\r\n\r\n", 2);
+    const length = /content-length: (\d+)/i.exec(head)?.[1];
+    if (body !== undefined && length !== undefined && body.length >= Number(length)) return text;
+  }
+}

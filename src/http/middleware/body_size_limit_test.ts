@@ -8,6 +8,7 @@ import {
   readWithin,
 } from "./body_size_limit.ts";
 import { AppError } from "../../domain/app_error.ts";
+import { exchange as exchangeRaw } from "../../../tests/support/raw_http.ts";
 
 function appWithLimit(maxBytes: number): Hono {
   const app = new Hono();
@@ -113,21 +114,7 @@ Deno.test("arrivedWithin() answers 408 to a declared body that stops short", asy
   );
   await using server = Deno.serve({ port: 0, hostname: "127.0.0.1", onListen() {} }, app.fetch);
 
-  /** Sends `request` on a new connection and reads the answer to the end of its body. */
-  async function exchange(request: string): Promise<string> {
-    using conn = await Deno.connect({ port: server.addr.port, hostname: "127.0.0.1" });
-    await conn.write(new TextEncoder().encode(request));
-    let text = "";
-    const buffer = new Uint8Array(4096);
-    for (;;) {
-      const read = await conn.read(buffer);
-      if (read === null) return text;
-      text += new TextDecoder().decode(buffer.subarray(0, read));
-      const [head, body] = text.split("\r\n\r\n", 2);
-      const length = /content-length: (\d+)/i.exec(head)?.[1];
-      if (body !== undefined && length !== undefined && body.length >= Number(length)) return text;
-    }
-  }
+  const exchange = (request: string) => exchangeRaw(server.addr.port, request);
   // The server holds that connection until the client ends it (Deno's HTTP/1.1 server waits for
   // the declared body), but the request itself is over: its handler has answered.
   const short = await exchange("POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n1234567");

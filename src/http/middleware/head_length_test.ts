@@ -2,20 +2,11 @@ import assert from "node:assert/strict";
 import { Hono } from "hono";
 import { headLength } from "./head_length.ts";
 import { errorResponse } from "../envelope.ts";
+import { exchange } from "../../../tests/support/raw_http.ts";
 
 /** Sends `HEAD path` on its own connection and returns the raw answer, head and any body. */
-async function head(port: number, path: string): Promise<string> {
-  using conn = await Deno.connect({ port, hostname: "127.0.0.1" });
-  await conn.write(
-    new TextEncoder().encode(`HEAD ${path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n`),
-  );
-  let text = "";
-  const buffer = new Uint8Array(4096);
-  for (;;) {
-    const read = await conn.read(buffer);
-    if (read === null) return text;
-    text += new TextDecoder().decode(buffer.subarray(0, read));
-  }
+function head(port: number, path: string): Promise<string> {
+  return exchange(port, `HEAD ${path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n`);
 }
 
 Deno.test("HEAD answers with the length GET would send, and no body", async () => {
