@@ -112,6 +112,14 @@ function sends(graph: FakeGraphApi) {
   return graph.calls.filter((call) => call.method === "POST" && call.path.endsWith("/messages"));
 }
 
+/** The application's text reply to conversation `chatId`, through the Open API. */
+function sendReply(env: Env, chatId: number, content: string) {
+  return apiCall(env.server.baseUrl, "/messages", {
+    key: env.app.key,
+    json: { chat_id: chatId, content },
+  });
+}
+
 /** The conversation a customer's "Hello", delivered and applied, opened. */
 async function customerWrote(env: Env): Promise<{ id: number }> {
   assert.equal(await post(env, webhookBody([textMessage("Hello")])), 200);
@@ -231,10 +239,7 @@ Deno.test("a batch of 3 messages and 2 statuses is applied whole, and its redeli
   await using env = await setUp();
   // An outbound message first, for the statuses to name.
   const chat = await customerWrote(env);
-  const reply = await apiCall(env.server.baseUrl, "/messages", {
-    key: env.app.key,
-    json: { chat_id: chat.id, content: "How can we help?" },
-  });
+  const reply = await sendReply(env, chat.id, "How can we help?");
   assert.equal(reply.status, 200);
   await waitUntil(() => sends(env.graph).length === 1, "the reply sent to WhatsApp");
   const sent = sends(env.graph)[0];
@@ -370,10 +375,7 @@ Deno.test("receipts that beat the send's answer are applied once the send is rec
     },
     after: answer.promise,
   });
-  const res = await apiCall(env.server.baseUrl, "/messages", {
-    key: env.app.key,
-    json: { chat_id: chat.id, content: "Your order shipped" },
-  });
+  const res = await sendReply(env, chat.id, "Your order shipped");
   assert.equal(res.status, 200);
   await waitUntil(() => sends(env.graph).length === 1, "the send made");
   const ts = String(Math.floor(Date.now() / 1000));
@@ -806,10 +808,7 @@ Deno.test("the 24-hour window: free-form inside, 422 outside, templates always",
   assert.equal(await post(env, webhookBody([textMessage("long ago", old)])), 200);
   await processed(env);
   const [chat] = await env.db.sql`SELECT id FROM conversations`;
-  const outside = await apiCall(env.server.baseUrl, "/messages", {
-    key: env.app.key,
-    json: { chat_id: chat.id, content: "Hello again" },
-  });
+  const outside = await sendReply(env, chat.id, "Hello again");
   assert.deepEqual(outside.json, {
     code: 422,
     message: "Outside the 24-hour window: only template messages can be sent",
@@ -831,10 +830,7 @@ Deno.test("the 24-hour window: free-form inside, 422 outside, templates always",
 
   assert.equal(await post(env, webhookBody([textMessage("now")])), 200);
   await processed(env);
-  const inside = await apiCall(env.server.baseUrl, "/messages", {
-    key: env.app.key,
-    json: { chat_id: chat.id, content: "Hello again" },
-  });
+  const inside = await sendReply(env, chat.id, "Hello again");
   assert.equal(inside.status, 200);
 });
 
@@ -861,10 +857,7 @@ Deno.test("the 24-hour window is the customer's: a reply to their closed convers
   await using env = await setUp();
   const old = Math.floor(Date.now() / 1000) - 25 * 3600;
   const { closed } = await twoConversations(env, textMessage("long ago", old));
-  const reply = await apiCall(env.server.baseUrl, "/messages", {
-    key: env.app.key,
-    json: { chat_id: closed, content: "About your earlier question" },
-  });
+  const reply = await sendReply(env, closed, "About your earlier question");
   assert.equal(reply.status, 200, "the customer wrote a moment ago");
   await waitUntil(() => sends(env.graph).length === 1, "the reply sent");
 });
@@ -908,10 +901,7 @@ Deno.test("a free-form send retried after the 24-hour window closed fails instea
     status: 500,
     body: env.graph.errorBody(1, "An unknown error occurred"),
   });
-  const late = await apiCall(env.server.baseUrl, "/messages", {
-    key: env.app.key,
-    json: { chat_id: chat.id, content: "late" },
-  });
+  const late = await sendReply(env, chat.id, "late");
   assert.equal(late.status, 200, "accepted inside the window");
   await waitUntil(() => sends(env.graph).length === 1, "the first attempt, refused");
   // The window closes while the send waits for its retry.
@@ -960,10 +950,7 @@ Deno.test("sends retry on 429 and 500, honour Retry-After, and fail at once on a
     { status: 500, body: env.graph.errorBody(1, "An unknown error occurred") },
   );
   const started = Date.now();
-  const retried = await apiCall(env.server.baseUrl, "/messages", {
-    key: env.app.key,
-    json: { chat_id: chat.id, content: "retried" },
-  });
+  const retried = await sendReply(env, chat.id, "retried");
   assert.equal(retried.status, 200);
   await waitUntil(() => sends(env.graph).length === 3, "three attempts", 20_000);
   const [current] = await eventually(
@@ -982,10 +969,7 @@ Deno.test("sends retry on 429 and 500, honour Retry-After, and fail at once on a
     status: 400,
     body: env.graph.errorBody(131026, "(#131026) Message undeliverable"),
   });
-  const refused = await apiCall(env.server.baseUrl, "/messages", {
-    key: env.app.key,
-    json: { chat_id: chat.id, content: "refused" },
-  });
+  const refused = await sendReply(env, chat.id, "refused");
   assert.equal(refused.status, 200);
   await waitUntil(() => sends(env.graph).length === 4, "the refused attempt");
   const [failed] = await eventually(
@@ -1009,10 +993,7 @@ Deno.test("a send Meta accepted with an answer that cannot be read is sent, not 
   await using env = await setUp();
   const chat = await customerWrote(env);
   env.graph.queueMessageResponses({ status: 200, body: '{"messaging_product":"whats' });
-  const reply = await apiCall(env.server.baseUrl, "/messages", {
-    key: env.app.key,
-    json: { chat_id: chat.id, content: "accepted" },
-  });
+  const reply = await sendReply(env, chat.id, "accepted");
   assert.equal(reply.status, 200);
   const [sent] = await eventually(
     () =>
@@ -1143,10 +1124,7 @@ Deno.test("a refused access token flags the channel and fails the message (4xx i
     status: 401,
     body: env.graph.errorBody(190, "Error validating access token: Session has expired"),
   });
-  const reply = await apiCall(env.server.baseUrl, "/messages", {
-    key: env.app.key,
-    json: { chat_id: chat.id, content: "Are you there?" },
-  });
+  const reply = await sendReply(env, chat.id, "Are you there?");
   assert.equal(reply.status, 200);
   const [channel] = await eventually(
     () => env.db.sql`SELECT attention_reason FROM whatsapp_channels`,
