@@ -11,7 +11,8 @@ const positive = digits.pipe(z.int().positive());
 
 /**
  * The most threads of one kind: each holds database connections, and PostgreSQL's own limit
- * (300 for the embedded one) would end a start late, after many seconds of silence.
+ * (600 for the embedded one, which both kinds at their most fit in) would end a start late, after
+ * many seconds of silence.
  */
 export const MAX_WORKERS = 64;
 const workers = digits.pipe(z.int().positive().max(MAX_WORKERS));

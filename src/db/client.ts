@@ -87,6 +87,9 @@ export function splitSocketHost(url: string): { url: string; socketPath: string 
   return { url: parsed.toString(), socketPath: `${host.replace(/\/$/, "")}/.s.PGSQL.${port}` };
 }
 
+/** Most connections of one worker thread's pool ({@linkcode connectWorkerPool}). */
+export const WORKER_POOL_SIZE = 4;
+
 /**
  * The pool of a worker thread that runs batch statements (the actors' writes, the deliverer's
  * claims and records). Those statements join their inputs to big tables by key as index probes,
@@ -99,7 +102,7 @@ export function splitSocketHost(url: string): { url: string; socketPath: string 
  */
 export function connectWorkerPool(url: string, applicationName: string): Sql {
   return connect(url, {
-    max: 4,
+    max: WORKER_POOL_SIZE,
     applicationName,
     settings: {
       enable_seqscan: "off",

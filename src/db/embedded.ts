@@ -60,6 +60,14 @@ export interface EmbeddedPostgresOptions {
 }
 
 const SUPERUSER = "parley";
+/**
+ * The embedded server's `max_connections`: room for both kinds of worker threads at their most
+ * (`MAX_WORKERS` each, a pool of `WORKER_POOL_SIZE` apiece: 512), the main pool, the admin CLI
+ * and a few sessions of another instance. At 300, `WORKERS=64 WEBHOOK_WORKERS=64` (or the default,
+ * the CPU count, on a machine of 36 cores or more) filled it, and the CLI, another instance and
+ * psql were refused `too many clients`. Each slot costs PostgreSQL a little shared memory only.
+ */
+export const EMBEDDED_MAX_CONNECTIONS = 600;
 const NOBODY = { uid: 65534, gid: 65534 };
 const START_TIMEOUT_MS = 60_000;
 /** Restarts tried after an unexpected exit, waiting 0.2, 0.4, 0.8, 1.6, then 2 s before each. */
@@ -623,7 +631,7 @@ function spawnServer(
     // A Unix socket in the data directory when its path fits (the kernel allows 107 bytes).
     unix_socket_directories: socketDirFits(pgData) ? pgData : "",
     timezone: "UTC",
-    max_connections: "300",
+    max_connections: String(EMBEDDED_MAX_CONNECTIONS),
     shared_buffers: "128MB",
     // Full-page images, which every page's first change after a checkpoint starts writes to the
     // WAL, compressed: during a checkpoint the WAL flushes the acknowledgements wait for grew

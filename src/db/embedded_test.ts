@@ -1,5 +1,12 @@
 import assert from "node:assert/strict";
-import { initdbFailure, postgresEnvironment, waitForPreviousPostmaster } from "./embedded.ts";
+import {
+  EMBEDDED_MAX_CONNECTIONS,
+  initdbFailure,
+  postgresEnvironment,
+  waitForPreviousPostmaster,
+} from "./embedded.ts";
+import { WORKER_POOL_SIZE } from "./client.ts";
+import { MAX_WORKERS } from "../config.ts";
 
 /** A data directory whose `postmaster.pid` names `pid` with `status` (and port `port`). */
 async function pgDataWith(pid: number, status: string, port = 1): Promise<string> {
@@ -196,4 +203,13 @@ Deno.test("postgresEnvironment keeps what PostgreSQL needs and none of Parley's 
     XPATH: "/x",
   };
   assert.deepEqual(postgresEnvironment({ ...needed, ...parleys }), needed);
+});
+
+Deno.test("the embedded server has room for both kinds of worker threads at their most, and more", () => {
+  const workers = 2 * MAX_WORKERS * WORKER_POOL_SIZE;
+  // The main pool (10), the admin CLI's and a few of another instance's sessions.
+  assert.ok(
+    EMBEDDED_MAX_CONNECTIONS >= workers + 50,
+    `${EMBEDDED_MAX_CONNECTIONS} < ${workers} + 50`,
+  );
 });
