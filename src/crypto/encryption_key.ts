@@ -23,19 +23,26 @@ export async function loadEncryptionKey(source: EncryptionKeySource): Promise<Ui
     throw new Error("Invalid configuration: PARLEY_ENCRYPTION_KEY is required with DATABASE_URL");
   }
   const path = `${source.dataDir}/${KEY_FILE}`;
+  // The key made before is read: nothing is written (a full disk does not stop a start).
+  const existing = await Deno.readTextFile(path).catch((error) => {
+    if (error instanceof Deno.errors.NotFound) return null;
+    throw error;
+  });
+  if (existing !== null) return decodeKey(existing.trim(), path);
   await Deno.mkdir(source.dataDir, { recursive: true });
   const key = crypto.getRandomValues(new Uint8Array(32));
   // Written whole to a file of its own, then linked into place: linking fails when the key
   // exists, so processes starting at once agree on the first, and nobody reads half a key.
   const draft = `${path}.${crypto.randomUUID()}`;
-  await Deno.writeTextFile(draft, Buffer.from(key).toString("base64") + "\n", { mode: 0o600 });
   try {
+    await Deno.writeTextFile(draft, Buffer.from(key).toString("base64") + "\n", { mode: 0o600 });
     await Deno.link(draft, path);
     return key;
   } catch (error) {
     if (!(error instanceof Deno.errors.AlreadyExists)) throw error;
   } finally {
-    await Deno.remove(draft);
+    // Also a draft a full disk left half written.
+    await Deno.remove(draft).catch(() => {});
   }
   return decodeKey((await Deno.readTextFile(path)).trim(), path);
 }

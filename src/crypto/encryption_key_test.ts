@@ -39,3 +39,24 @@ Deno.test("loadEncryptionKey() generates one key into the data directory, mode 0
     await Deno.remove(dataDir, { recursive: true });
   }
 });
+
+Deno.test("loadEncryptionKey() reads the key made before without writing, and leaves no draft when writing fails", async () => {
+  const dataDir = await Deno.makeTempDir();
+  const write = Deno.writeTextFile;
+  try {
+    const first = await loadEncryptionKey({ configured: null, dataDir });
+    // A full disk: every write fails, half done.
+    Deno.writeTextFile = async (path, data) => {
+      await write(path, String(data).slice(0, 3));
+      throw new Deno.errors.WriteZero("No space left on device (os error 28)");
+    };
+    assert.deepEqual(await loadEncryptionKey({ configured: null, dataDir }), first);
+    await Deno.remove(`${dataDir}/encryption_key`);
+    await assert.rejects(loadEncryptionKey({ configured: null, dataDir }), /No space left/);
+    const left = await Array.fromAsync(Deno.readDir(dataDir), (entry) => entry.name);
+    assert.deepEqual(left, [], "no draft left behind");
+  } finally {
+    Deno.writeTextFile = write;
+    await Deno.remove(dataDir, { recursive: true });
+  }
+});
