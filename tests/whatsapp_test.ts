@@ -120,6 +120,18 @@ function sendReply(env: Env, chatId: number, content: string) {
   });
 }
 
+/** The application's `hello_world` template to conversation `chatId`, through the Open API. */
+function sendTemplate(env: Env, chatId: number) {
+  return apiCall(env.server.baseUrl, "/messages", {
+    key: env.app.key,
+    json: {
+      chat_id: chatId,
+      message_type: "template",
+      content: JSON.stringify({ name: "hello_world", language: "en_US" }),
+    },
+  });
+}
+
 /** The conversation a customer's "Hello", delivered and applied, opened. */
 async function customerWrote(env: Env): Promise<{ id: number }> {
   assert.equal(await post(env, webhookBody([textMessage("Hello")])), 200);
@@ -813,14 +825,7 @@ Deno.test("the 24-hour window: free-form inside, 422 outside, templates always",
     code: 422,
     message: "Outside the 24-hour window: only template messages can be sent",
   });
-  const template = await apiCall(env.server.baseUrl, "/messages", {
-    key: env.app.key,
-    json: {
-      chat_id: chat.id,
-      message_type: "template",
-      content: JSON.stringify({ name: "hello_world", language: "en_US" }),
-    },
-  });
+  const template = await sendTemplate(env, chat.id);
   assert.equal(template.status, 200);
   await waitUntil(() => sends(env.graph).length === 1, "the template sent");
   assert.deepEqual((sends(env.graph)[0].body as { template: unknown }).template, {
@@ -907,14 +912,7 @@ Deno.test("a free-form send retried after the 24-hour window closed fails instea
   // The window closes while the send waits for its retry.
   await env.db.sql`
     UPDATE conversations SET last_inbound_at = clock_timestamp() - interval '25 hours'`;
-  const template = await apiCall(env.server.baseUrl, "/messages", {
-    key: env.app.key,
-    json: {
-      chat_id: chat.id,
-      message_type: "template",
-      content: JSON.stringify({ name: "hello_world", language: "en_US" }),
-    },
-  });
+  const template = await sendTemplate(env, chat.id);
   assert.equal(template.status, 200);
   const [failed] = await eventually(
     () =>
