@@ -426,28 +426,6 @@ async function threadTs(env: Env): Promise<string> {
   return row.thread_ts;
 }
 
-Deno.test("after a re-install into another channel, an open conversation's next message opens its thread there", async () => {
-  await using env = await setUp();
-  await install(env, { channelId: "C0OLD" });
-  const chat = await createVisitorChat(env.server.baseUrl, env.app.publicId, "Hi");
-  await waitUntil(() => posts(env.slack).length >= 2, "the root and the first message");
-  assert.ok(posts(env.slack).every((call) => call.params.channel === "C0OLD"));
-  await install(env, { channelId: "C0NEW" });
-  const reply = await apiCall(env.server.baseUrl, "/messages", {
-    key: env.app.key,
-    json: { chat_id: chat.chatId, content: "after the re-install" },
-  });
-  assert.equal(reply.status, 200);
-  await waitUntil(() => posts(env.slack).length >= 4, "a new root and the reply");
-  const [root, message] = posts(env.slack).slice(2);
-  assert.equal(root.params.channel, "C0NEW");
-  assert.equal(root.params.thread_ts, undefined, "a root of its own");
-  assert.equal(message.params.channel, "C0NEW");
-  assert.equal(message.params.text, "after the re-install");
-  const [thread] = await env.db.sql`SELECT channel_id FROM slack_threads`;
-  assert.equal(thread.channel_id, "C0NEW");
-});
-
 Deno.test("a visitor's messages are posted under their name with a visitor's icon", async () => {
   await using env = await setUp();
   await install(env);

@@ -125,10 +125,8 @@ export async function claimMirrorSends(
       AND q.id = m.reply_to_message_id
     LEFT JOIN slack_messages sm ON sm.app_id = m.app_id AND sm.message_id = m.id
     LEFT JOIN slack_installations s ON s.app_id = c.app_id
-    -- A thread in a channel the app is no longer installed in (re-installed into another, which
-    -- may have been archived) is left: a new root goes to the channel installed now.
     LEFT JOIN slack_threads t ON t.app_id = c.app_id AND t.conversation_id = conv.id
-      AND t.team_id = s.team_id AND t.channel_id = s.channel_id
+      AND t.team_id = s.team_id
     LEFT JOIN slack_root_attempts ra ON ra.app_id = c.app_id AND ra.conversation_id = conv.id
       AND ra.team_id = s.team_id AND ra.channel_id = s.channel_id`;
   return roundOf(rows, (row): ClaimedMirror => ({
