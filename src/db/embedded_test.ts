@@ -207,7 +207,7 @@ Deno.test("postgresEnvironment keeps what PostgreSQL needs and none of Parley's 
 
 Deno.test("the embedded server has room for both kinds of worker threads at their most, and more", () => {
   const workers = 2 * MAX_WORKERS * WORKER_POOL_SIZE;
-  // The main pool (10), the admin CLI's and a few of another instance's sessions.
+  // The main pool (10), the LISTEN session, the admin CLI's and some room.
   assert.ok(
     EMBEDDED_MAX_CONNECTIONS >= workers + 50,
     `${EMBEDDED_MAX_CONNECTIONS} < ${workers} + 50`,

@@ -91,11 +91,18 @@ const FINAL_ERRORS = new Set([
   "no_text",
 ]);
 
-/** `conversations.join`'s refusals that another attempt will not change (a private channel). */
-const JOIN_REFUSED = new Set([
-  ...FINAL_ERRORS,
-  "method_not_supported_for_channel_type",
-  "missing_scope",
+/**
+ * `conversations.join`'s failures that say nothing about the channel (Slack's outage, a call that
+ * did not get through): worth another try later. Any other refusal (a private channel, an archived
+ * one, a missing scope, …) stands.
+ */
+const JOIN_NOT_MADE_NOW = new Set([
+  "request_error",
+  "http_error",
+  "internal_error",
+  "fatal_error",
+  "service_unavailable",
+  "request_timeout",
 ]);
 
 /**
@@ -443,12 +450,22 @@ export async function sendMirror(deps: MirrorDeps, send: ClaimedMirror): Promise
       // again in a second, with one of its attempts (should joining not last). A join Slack
       // could not make now (its rate limit, an outage) is tried again later too.
       const refused = await joinRefusal(client, channel);
-      if (next !== null && (refused === null || !JOIN_REFUSED.has(refused.code))) {
-        const retryInMs = refused === null
-          ? 1_000
-          : Math.min(Math.max(next, refused.retryAfterMs ?? 0), MAX_SEND_RETRY_AFTER_MS);
-        const joinWhy = refused === null ? why : `${why} (join: ${refused.code})`;
-        return deps.record(send, { state: "pending", retryInMs }, joinWhy);
+      if (next !== null && refused === null) {
+        return deps.record(send, { state: "pending", retryInMs: 1_000 }, why);
+      }
+      // Slack's rate limit is not the send's fault: waited out without using an attempt.
+      if (next !== null && refused?.code === "ratelimited") {
+        return postpone(
+          Math.max(refused.retryAfterMs ?? 1_000, 1_000),
+          `${why} (join: ratelimited)`,
+        );
+      }
+      if (next !== null && refused !== null && JOIN_NOT_MADE_NOW.has(refused.code)) {
+        return deps.record(
+          send,
+          { state: "pending", retryInMs: next },
+          `${why} (join: ${refused.code})`,
+        );
       }
     }
     const retryInMs = FINAL_ERRORS.has(code) ? null : next;

@@ -211,14 +211,19 @@ Deno.test("sendMirror retries a post refused not_in_channel while joining cannot
       [{ code: "ratelimited", retryAfterMs: 30_000 }, "pending"],
       [{ code: "http_error", retryAfterMs: null }, "pending"],
       [{ code: "method_not_supported_for_channel_type", retryAfterMs: null }, "failed"],
+      [{ code: "too_many_members", retryAfterMs: null }, "failed"],
       [null, "pending"],
     ] as const
   ) {
     const { deps, outcomes } = recordingDeps();
     const delays: number[] = [];
+    let uncounted = false;
     deps.record = (_send, outcome) => {
       outcomes.push(outcome.state);
-      if (outcome.state === "pending") delays.push(outcome.retryInMs);
+      if (outcome.state === "pending") {
+        delays.push(outcome.retryInMs);
+        uncounted = outcome.uncounted === true;
+      }
       return Promise.resolve();
     };
     const client = deps.clientFor("sealed");
@@ -234,7 +239,10 @@ Deno.test("sendMirror retries a post refused not_in_channel while joining cannot
     } as unknown as SlackWebClient["conversations"];
     await sendMirror(deps, claimed({}));
     assert.deepEqual(outcomes, [expected], JSON.stringify(joinError));
-    if (joinError?.code === "ratelimited") assert.ok(delays[0] >= 30_000, "Retry-After honoured");
+    if (joinError?.code === "ratelimited") {
+      assert.ok(delays[0] >= 30_000, "Retry-After honoured");
+      assert.equal(uncounted, true, "Slack's rate limit uses no attempt");
+    }
     if (joinError === null) assert.deepEqual(delays, [1_000], "joined: tried again at once");
   }
 });
