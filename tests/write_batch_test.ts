@@ -578,8 +578,10 @@ Deno.test("a batch whose statements fail after the first rolls back and leaves n
     }],
   }]));
   await new Promise((resolve) => setTimeout(resolve, 50)); // any stray rejection surfaces here
+  // This test's database only: other files run beside it.
   const [idle] = await db.sql`
-    SELECT count(*)::int AS n FROM pg_stat_activity WHERE state = 'idle in transaction'`;
+    SELECT count(*)::int AS n FROM pg_stat_activity
+    WHERE state = 'idle in transaction' AND datname = current_database()`;
   assert.equal(idle.n, 0);
   const [created] = await commitBatch(db.sql, [
     { kind: "visitor.create", appId: app.id, tokenHash: "h1", name: null, email: null },
