@@ -12,7 +12,7 @@ import { type ClaimRound, claimRound, roundOf } from "./application_round.ts";
 import type { MessageType } from "../domain/message_kinds.ts";
 import type { WhatsAppRecipient } from "../domain/whatsapp_recipient.ts";
 import { queueNotDelivered } from "./slack_mirror.ts";
-import { REPLY_WINDOW_HOURS } from "../domain/conversation.ts";
+import { replyWindowOpen } from "./reply_window.ts";
 
 /** A claimed send and what it needs. */
 export interface ClaimedSend {
@@ -45,8 +45,7 @@ export interface ClaimedSend {
   /** How many parts of the message were already sent by earlier attempts. */
   sentParts: number;
   /**
-   * Whether the customer's 24-hour window is open at the claim: their last message, in any of
-   * their WhatsApp conversations, is at most {@linkcode REPLY_WINDOW_HOURS} hours old.
+   * Whether the customer's 24-hour window is open at the claim (see `reply_window.ts`).
    */
   windowOpen: boolean;
 }
@@ -69,7 +68,7 @@ interface ClaimedSendRow {
   phone_number_id: string | null;
   access_token_sealed: string | null;
   sent_parts: number;
-  window_open: boolean | null;
+  window_open: boolean;
 }
 
 /**
@@ -88,10 +87,7 @@ export async function claimChannelSends(
       i.channel AS recipient_kind, w.phone_number_id, w.access_token_sealed,
       (SELECT count(*) FROM whatsapp_sent_parts p
         WHERE p.app_id = c.app_id AND p.message_id = m.id)::int AS sent_parts,
-      -- The window is the customer's: their last message in any of their conversations.
-      (SELECT max(o.last_inbound_at) FROM conversations o
-        WHERE o.app_id = conv.app_id AND o.client_id = conv.client_id AND o.channel = 'whatsapp'
-      ) >= clock_timestamp() - make_interval(hours => ${REPLY_WINDOW_HOURS}) AS window_open
+      ${replyWindowOpen(sql, "conv", sql`clock_timestamp()`)} AS window_open
     FROM ${claimRound(sql)}
     LEFT JOIN messages m ON m.app_id = c.app_id
       AND m.conversation_id = (c.payload ->> 'conversation_id')::bigint
@@ -127,7 +123,7 @@ export async function claimChannelSends(
       accessTokenSealed: row.access_token_sealed!,
     },
     sentParts: row.sent_parts,
-    windowOpen: row.window_open === true,
+    windowOpen: row.window_open,
   }));
 }
 

@@ -64,8 +64,7 @@ const SUPERUSER = "parley";
  * The embedded server's `max_connections`: room for one instance's worker threads of both kinds
  * at their most (`MAX_WORKERS` each, a pool of `WORKER_POOL_SIZE` apiece: 512), its main pool and
  * the admin CLI; instances sharing it must fit together (two at the default, the CPU count, up to
- * 36 cores each). At 300, `WORKERS=64 WEBHOOK_WORKERS=64` (or the default,
- * the CPU count, on a machine of 36 cores or more) filled it, and the CLI, another instance and
+ * 36 cores each). At 300 one instance at its most filled it, and the CLI, another instance and
  * psql were refused `too many clients`. Each slot costs PostgreSQL a little shared memory only.
  */
 export const EMBEDDED_MAX_CONNECTIONS = 600;

@@ -5,8 +5,9 @@
  */
 import type { Tx } from "./client.ts";
 import type { SendReplyCommand } from "../actors/protocol.ts";
-import { OUTSIDE_WINDOW, OUTSIDE_WINDOW_CODE, REPLY_WINDOW_HOURS } from "../domain/conversation.ts";
+import { OUTSIDE_WINDOW, OUTSIDE_WINDOW_CODE } from "../domain/conversation.ts";
 import { buttonsOffered } from "../domain/message_kinds.ts";
+import { replyWindowOpen } from "./reply_window.ts";
 
 /**
  * A reply to store: the command without its kind, the Flow node that sends it if any, whether it
@@ -37,8 +38,8 @@ export type AppendedReply =
 
 /**
  * Stores replies in input order, in one statement: each must name a conversation of its
- * application; a free-form reply to a WhatsApp conversation whose customer last wrote more
- * than {@linkcode REPLY_WINDOW_HOURS} hours ago is refused, or with `keepOutsideWindow` stored
+ * application; a free-form reply to a WhatsApp conversation whose customer's window is closed
+ * (`reply_window.ts`) is refused, or with `keepOutsideWindow` stored
  * `failed` (not sent, not moving the conversation, `message.failed` queued); the conversation is reopened and
  * its activity time moves to the statement's timestamp; `message.sent` is queued for a
  * subscribed webhook; a reply to a WhatsApp conversation is stored `pending` and queued for the
@@ -87,10 +88,7 @@ export async function appendReplies(
       SELECT i.*, c.status, c.client_id,
         -- Where the reply goes: an internal note stays in Parley (and Slack).
         CASE WHEN i.internal THEN 'internal' ELSE c.channel END AS route,
-        c.channel = 'whatsapp' AND i.message_type <> 'template' AND NOT i.internal
-          AND (c.last_inbound_at IS NULL
-            OR c.last_inbound_at < stamp.at - make_interval(hours => ${REPLY_WINDOW_HOURS}))
-          AS outside_window,
+        i.message_type <> 'template' AND NOT i.internal AND c.window_closed AS outside_window,
         -- A claim of this transaction has no message yet; another's committed with its message.
         i.idempotency_key IS NOT NULL AND NOT EXISTS (
           SELECT 1 FROM idempotency_keys k
@@ -98,11 +96,8 @@ export async function appendReplies(
         ) AS held
       FROM input i CROSS JOIN stamp
       CROSS JOIN LATERAL (
-        -- The window is the customer's: their last message in any of their conversations.
-        SELECT status, channel, client_id, CASE WHEN c.channel = 'whatsapp' THEN (
-            SELECT max(o.last_inbound_at) FROM conversations o
-            WHERE o.app_id = c.app_id AND o.client_id = c.client_id AND o.channel = 'whatsapp'
-          ) END AS last_inbound_at
+        SELECT status, channel, client_id, CASE WHEN c.channel = 'whatsapp'
+            THEN NOT ${replyWindowOpen(sql, "c", sql`stamp.at`)} ELSE false END AS window_closed
         FROM conversations c
         WHERE c.app_id = i.app_id AND c.id = i.chat_id
       ) c

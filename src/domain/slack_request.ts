@@ -54,9 +54,7 @@ export const MAX_SLACK_ID_LENGTH = 255;
  */
 export function isSlackId(value: unknown): value is string {
   return typeof value === "string" && value.length > 0 && value.length <= MAX_SLACK_ID_LENGTH &&
-    value.isWellFormed() &&
-    // deno-lint-ignore no-control-regex
-    !/[\u0000-\u001f\u007f]/.test(value);
+    value.isWellFormed() && !/\p{Cc}/u.test(value);
 }
 
 /** The workspace a request's document comes from ("" when it names none, or no id). */

@@ -450,22 +450,16 @@ export async function sendMirror(deps: MirrorDeps, send: ClaimedMirror): Promise
       // again in a second, with one of its attempts (should joining not last). A join Slack
       // could not make now (its rate limit, an outage) is tried again later too.
       const refused = await joinRefusal(client, channel);
-      if (next !== null && refused === null) {
-        return deps.record(send, { state: "pending", retryInMs: 1_000 }, why);
-      }
-      // Slack's rate limit is not the send's fault: waited out without using an attempt.
-      if (next !== null && refused?.code === "ratelimited") {
-        return postpone(
-          Math.max(refused.retryAfterMs ?? 1_000, 1_000),
-          `${why} (join: ratelimited)`,
-        );
-      }
-      if (next !== null && refused !== null && JOIN_NOT_MADE_NOW.has(refused.code)) {
-        return deps.record(
-          send,
-          { state: "pending", retryInMs: next },
-          `${why} (join: ${refused.code})`,
-        );
+      if (next !== null) {
+        if (refused === null) return deps.record(send, { state: "pending", retryInMs: 1_000 }, why);
+        const joinWhy = `${why} (join: ${refused.code})`;
+        // Slack's rate limit is not the send's fault: waited out without using an attempt.
+        if (refused.code === "ratelimited") {
+          return postpone(Math.max(refused.retryAfterMs ?? 1_000, 1_000), joinWhy);
+        }
+        if (JOIN_NOT_MADE_NOW.has(refused.code)) {
+          return deps.record(send, { state: "pending", retryInMs: next }, joinWhy);
+        }
       }
     }
     const retryInMs = FINAL_ERRORS.has(code) ? null : next;

@@ -20,8 +20,8 @@ const ERROR_TEXT: Record<number, string> = {
   401: "Invalid or missing API key",
   404: "Not found (another application's ids answer exactly like unknown ones)",
   408: `Request body not received in time (a body has ${BODY_DEADLINE_MS / 1000} s to arrive)`,
-  413: "Request body too large (over 256 KiB)",
   409: "A request with the same Idempotency-Key is in progress",
+  413: "Request body too large (over 256 KiB)",
   415: "Unsupported content type",
   422: "Outside the 24-hour window (only template messages can be sent), or an " +
     "Idempotency-Key already used for a different request",
